@@ -1,0 +1,508 @@
+//! The in-process API server: an object store with Kubernetes semantics.
+//!
+//! create / get / list / update / update_status / patch (JSON merge patch, JSON patch) /
+//! delete, and a watch log. Every write bumps a store-wide `resourceVersion`; `generation`
+//! counts changes outside `metadata` and `status`; a write carrying a stale resourceVersion
+//! fails with 409 Conflict; errors are worded as Kubernetes words them, because users compare
+//! them with what `kubectl` prints.
+//!
+//! It knows nothing about rollouts: controllers are clients of it.
+
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+use crate::clock::SimTime;
+use crate::model::object::selector_matches;
+use crate::model::{Kind, Object, ObjectKey};
+
+/// Errors as the Kubernetes API returns them (the Display text is the `message` field).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    /// 404
+    #[error("{} \"{name}\" not found", kind.qualified_resource())]
+    NotFound { kind: Kind, name: String },
+    /// 409 on create
+    #[error("{} \"{name}\" already exists", kind.qualified_resource())]
+    AlreadyExists { kind: Kind, name: String },
+    /// 409 on a stale resourceVersion
+    #[error(
+        "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+        kind.qualified_resource()
+    )]
+    Conflict { kind: Kind, name: String },
+    /// 422
+    #[error("{} \"{name}\" is invalid: {message}", kind.qualified_resource())]
+    Invalid {
+        kind: Kind,
+        name: String,
+        message: String,
+    },
+}
+
+impl ApiError {
+    /// The HTTP status code Kubernetes answers with.
+    pub fn code(&self) -> u16 {
+        match self {
+            ApiError::NotFound { .. } => 404,
+            ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => 409,
+            ApiError::Invalid { .. } => 422,
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, ApiError::NotFound { .. })
+    }
+}
+
+/// A patch body, as `kubectl patch --type merge|json` sends it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Patch {
+    /// RFC 7386 JSON merge patch.
+    Merge(Value),
+    /// RFC 6902 JSON patch (a list of operations).
+    Json(Value),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+impl EventType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One entry of the watch log: the object as it was after the write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchEvent {
+    pub event_type: EventType,
+    pub resource_version: u64,
+    pub time: SimTime,
+    pub object: Object,
+}
+
+/// The store. Single-threaded by design: the simulation is a sequence of events.
+#[derive(Debug, Default, Clone)]
+pub struct ApiServer {
+    objects: BTreeMap<ObjectKey, Object>,
+    resource_version: u64,
+    uid_counter: u64,
+    now: SimTime,
+    log: Vec<WatchEvent>,
+    /// Keep the watch log (on by default; benchmarks may turn it off).
+    pub keep_log: bool,
+}
+
+impl ApiServer {
+    pub fn new() -> Self {
+        ApiServer {
+            keep_log: true,
+            ..Default::default()
+        }
+    }
+
+    /// Sets the time stamped on creations and watch events.
+    pub fn set_time(&mut self, now: SimTime) {
+        self.now = now;
+    }
+
+    pub fn now(&self) -> SimTime {
+        self.now
+    }
+
+    /// The latest resourceVersion handed out.
+    pub fn resource_version(&self) -> u64 {
+        self.resource_version
+    }
+
+    pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Result<&Object, ApiError> {
+        self.objects
+            .get(&ObjectKey::new(kind, namespace, name))
+            .ok_or_else(|| ApiError::NotFound {
+                kind,
+                name: name.to_string(),
+            })
+    }
+
+    /// Objects of `kind` (in `namespace` if given) whose labels match `selector` (if given),
+    /// ordered by namespace and name.
+    pub fn list(
+        &self,
+        kind: Kind,
+        namespace: Option<&str>,
+        selector: Option<&BTreeMap<String, String>>,
+    ) -> Vec<&Object> {
+        self.objects
+            .range(ObjectKey::new(kind, "", "")..)
+            .take_while(|(k, _)| k.kind == kind)
+            .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
+            .filter(|(_, o)| selector.is_none_or(|s| selector_matches(s, &o.labels())))
+            .map(|(_, o)| o)
+            .collect()
+    }
+
+    /// Creates an object; server-set metadata (uid, resourceVersion, generation,
+    /// creationTimestamp) is filled in, and namespace defaults to "default".
+    pub fn create(&mut self, mut object: Object) -> Result<Object, ApiError> {
+        if object.namespace().is_empty() {
+            object
+                .metadata_mut()
+                .insert("namespace".into(), Value::String("default".into()));
+        }
+        let key = object.key();
+        if key.name.is_empty() {
+            return Err(ApiError::Invalid {
+                kind: key.kind,
+                name: String::new(),
+                message: "metadata.name: Required value: name or generateName is required".into(),
+            });
+        }
+        if self.objects.contains_key(&key) {
+            return Err(ApiError::AlreadyExists {
+                kind: key.kind,
+                name: key.name,
+            });
+        }
+        self.uid_counter += 1;
+        let uid = format!("00000000-0000-4000-8000-{:012x}", self.uid_counter);
+        let now = self.now.rfc3339();
+        let api_version = object
+            .value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or(object.kind.default_api_version())
+            .to_string();
+        {
+            let v = crate::model::object::ensure_object(&mut object.value);
+            v.insert("apiVersion".into(), Value::String(api_version));
+            v.insert("kind".into(), Value::String(key.kind.as_str().into()));
+        }
+        let meta = object.metadata_mut();
+        meta.insert("uid".into(), Value::String(uid));
+        meta.insert("generation".into(), Value::from(1));
+        meta.insert("creationTimestamp".into(), Value::String(now));
+        Ok(self.store(key, object, EventType::Added))
+    }
+
+    /// Replaces an object (spec, metadata and status). A non-empty resourceVersion must
+    /// match the stored one.
+    pub fn update(&mut self, object: Object) -> Result<Object, ApiError> {
+        self.replace(object, false)
+    }
+
+    /// Replaces only `status` (the status subresource): the rest of the stored object stays.
+    pub fn update_status(&mut self, object: Object) -> Result<Object, ApiError> {
+        self.replace(object, true)
+    }
+
+    fn replace(&mut self, object: Object, status_only: bool) -> Result<Object, ApiError> {
+        let key = object.key();
+        let current = self.get(key.kind, &key.namespace, &key.name)?;
+        let rv = object.resource_version();
+        if !rv.is_empty() && rv != current.resource_version() {
+            return Err(ApiError::Conflict {
+                kind: key.kind,
+                name: key.name,
+            });
+        }
+        let mut next = if status_only {
+            let mut next = current.clone();
+            let status = object.value.get("status").cloned();
+            let map = crate::model::object::ensure_object(&mut next.value);
+            match status {
+                Some(s) => {
+                    map.insert("status".into(), s);
+                }
+                None => {
+                    map.remove("status");
+                }
+            }
+            next
+        } else {
+            let mut next = object;
+            // Server-owned metadata cannot be changed by a client.
+            let cur_meta = current.metadata().cloned().unwrap_or_default();
+            let meta = next.metadata_mut();
+            for field in ["uid", "creationTimestamp", "generation"] {
+                match cur_meta.get(field) {
+                    Some(v) => meta.insert(field.into(), v.clone()),
+                    None => meta.remove(field),
+                };
+            }
+            next
+        };
+        if next.value == current.value {
+            // Kubernetes does not bump resourceVersion for a no-op write.
+            return Ok(current.clone());
+        }
+        if spec_changed(&current.value, &next.value) {
+            let generation = current.generation() + 1;
+            next.metadata_mut()
+                .insert("generation".into(), Value::from(generation));
+        }
+        Ok(self.store(key, next, EventType::Modified))
+    }
+
+    /// Applies a patch to the stored object. A resourceVersion inside the patch is checked
+    /// like an update's.
+    pub fn patch(
+        &mut self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        patch: &Patch,
+    ) -> Result<Object, ApiError> {
+        let current = self.get(kind, namespace, name)?;
+        let mut value = current.value.clone();
+        let invalid = |message: String| ApiError::Invalid {
+            kind,
+            name: name.to_string(),
+            message,
+        };
+        match patch {
+            Patch::Merge(p) => json_patch::merge(&mut value, p),
+            Patch::Json(p) => {
+                let ops: json_patch::Patch = serde_json::from_value(p.clone())
+                    .map_err(|e| invalid(format!("invalid JSON patch: {e}")))?;
+                json_patch::patch(&mut value, &ops)
+                    .map_err(|e| invalid(format!("the JSON patch cannot be applied: {e}")))?;
+            }
+        }
+        let mut next = Object::new(kind, value);
+        if next.name() != name || next.namespace() != namespace {
+            return Err(invalid(
+                "metadata.name and metadata.namespace cannot be changed by a patch".into(),
+            ));
+        }
+        if next.resource_version().is_empty() {
+            next.metadata_mut().insert(
+                "resourceVersion".into(),
+                Value::String(current.resource_version().to_string()),
+            );
+        }
+        self.update(next)
+    }
+
+    pub fn delete(&mut self, kind: Kind, namespace: &str, name: &str) -> Result<Object, ApiError> {
+        let key = ObjectKey::new(kind, namespace, name);
+        let object = self
+            .objects
+            .remove(&key)
+            .ok_or_else(|| ApiError::NotFound {
+                kind,
+                name: name.to_string(),
+            })?;
+        self.resource_version += 1;
+        if self.keep_log {
+            self.log.push(WatchEvent {
+                event_type: EventType::Deleted,
+                resource_version: self.resource_version,
+                time: self.now,
+                object: object.clone(),
+            });
+        }
+        Ok(object)
+    }
+
+    /// Watch events with a resourceVersion greater than `since` (0 = the whole history).
+    pub fn events_since(&self, since: u64) -> &[WatchEvent] {
+        let start = self.log.partition_point(|e| e.resource_version <= since);
+        &self.log[start..]
+    }
+
+    fn store(&mut self, key: ObjectKey, mut object: Object, event_type: EventType) -> Object {
+        self.resource_version += 1;
+        object.metadata_mut().insert(
+            "resourceVersion".into(),
+            Value::String(self.resource_version.to_string()),
+        );
+        if self.keep_log {
+            self.log.push(WatchEvent {
+                event_type,
+                resource_version: self.resource_version,
+                time: self.now,
+                object: object.clone(),
+            });
+        }
+        self.objects.insert(key, object.clone());
+        object
+    }
+}
+
+/// Whether anything outside `metadata` and `status` differs (what bumps `generation`).
+fn spec_changed(a: &Value, b: &Value) -> bool {
+    let strip = |v: &Value| -> Map<String, Value> {
+        v.as_object()
+            .map(|m| {
+                m.iter()
+                    .filter(|(k, _)| k.as_str() != "metadata" && k.as_str() != "status")
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    strip(a) != strip(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn vs(name: &str) -> Object {
+        Object::new(
+            Kind::VirtualService,
+            json!({
+                "apiVersion": "networking.istio.io/v1alpha3",
+                "kind": "VirtualService",
+                "metadata": {"name": name, "namespace": "demo"},
+                "spec": {"http": [{"name": "primary", "retries": {"attempts": 3},
+                    "route": [{"destination": {"host": "stable"}, "weight": 100},
+                              {"destination": {"host": "canary"}, "weight": 0}]}]}
+            }),
+        )
+    }
+
+    #[test]
+    fn not_found_is_worded_as_kubernetes_words_it() {
+        let api = ApiServer::new();
+        let err = api.get(Kind::VirtualService, "demo", "x").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "virtualservices.networking.istio.io \"x\" not found"
+        );
+        assert_eq!(err.code(), 404);
+    }
+
+    #[test]
+    fn create_sets_server_metadata_and_rejects_duplicates() {
+        let mut api = ApiServer::new();
+        let o = api.create(vs("a")).unwrap();
+        assert_eq!(o.resource_version(), "1");
+        assert_eq!(o.generation(), 1);
+        assert_eq!(o.creation_timestamp(), "2026-01-01T00:00:00Z");
+        let err = api.create(vs("a")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "virtualservices.networking.istio.io \"a\" already exists"
+        );
+    }
+
+    #[test]
+    fn stale_resource_version_conflicts() {
+        let mut api = ApiServer::new();
+        let first = api.create(vs("a")).unwrap();
+        let mut second = first.clone();
+        second.value["spec"]["http"][0]["route"][0]["weight"] = json!(80);
+        second.value["spec"]["http"][0]["route"][1]["weight"] = json!(20);
+        let written = api.update(second).unwrap();
+        assert_eq!(written.generation(), 2);
+        let mut stale = first;
+        stale.value["spec"]["hosts"] = json!(["x"]);
+        let err = api.update(stale).unwrap_err();
+        assert_eq!(err.code(), 409);
+        assert!(err.to_string().starts_with(
+            "Operation cannot be fulfilled on virtualservices.networking.istio.io \"a\": the object has been modified"
+        ));
+    }
+
+    #[test]
+    fn merge_patch_keeps_fields_it_does_not_name() {
+        let mut api = ApiServer::new();
+        api.create(vs("a")).unwrap();
+        let o = api
+            .patch(
+                Kind::VirtualService,
+                "demo",
+                "a",
+                &Patch::Merge(json!({"metadata": {"annotations": {"x": "y"}}})),
+            )
+            .unwrap();
+        assert_eq!(o.annotation("x"), Some("y"));
+        assert_eq!(o.spec()["http"][0]["retries"]["attempts"], 3);
+        assert_eq!(o.generation(), 1, "metadata-only change keeps generation");
+    }
+
+    #[test]
+    fn json_patch_replaces_a_weight_and_bumps_generation() {
+        let mut api = ApiServer::new();
+        api.create(vs("a")).unwrap();
+        let o = api
+            .patch(
+                Kind::VirtualService,
+                "demo",
+                "a",
+                &Patch::Json(json!([
+                    {"op": "replace", "path": "/spec/http/0/route/0/weight", "value": 80},
+                    {"op": "replace", "path": "/spec/http/0/route/1/weight", "value": 20}
+                ])),
+            )
+            .unwrap();
+        assert_eq!(o.spec()["http"][0]["route"][1]["weight"], 20);
+        assert_eq!(o.generation(), 2);
+        let err = api
+            .patch(
+                Kind::VirtualService,
+                "demo",
+                "a",
+                &Patch::Json(
+                    json!([{"op": "test", "path": "/spec/http/0/name", "value": "other"}]),
+                ),
+            )
+            .unwrap_err();
+        assert_eq!(err.code(), 422);
+    }
+
+    #[test]
+    fn status_update_leaves_spec_and_generation_alone() {
+        let mut api = ApiServer::new();
+        let o = api.create(vs("a")).unwrap();
+        let mut with_status = o.clone();
+        with_status.value["status"] = json!({"x": 1});
+        with_status.value["spec"] = json!({});
+        let w = api.update_status(with_status).unwrap();
+        assert_eq!(w.status()["x"], 1);
+        assert_eq!(w.spec()["http"][0]["name"], "primary");
+        assert_eq!(w.generation(), 1);
+    }
+
+    #[test]
+    fn noop_update_writes_nothing() {
+        let mut api = ApiServer::new();
+        let o = api.create(vs("a")).unwrap();
+        let again = api.update(o.clone()).unwrap();
+        assert_eq!(again.resource_version(), "1");
+        assert_eq!(api.events_since(0).len(), 1);
+    }
+
+    #[test]
+    fn list_filters_by_namespace_and_labels_and_watch_replays_history() {
+        let mut api = ApiServer::new();
+        let mut a = vs("a");
+        a.metadata_mut()
+            .insert("labels".into(), json!({"app": "x"}));
+        api.create(a).unwrap();
+        api.create(vs("b")).unwrap();
+        let sel: BTreeMap<_, _> = [("app".to_string(), "x".to_string())].into();
+        let names: Vec<_> = api
+            .list(Kind::VirtualService, Some("demo"), Some(&sel))
+            .iter()
+            .map(|o| o.name().to_string())
+            .collect();
+        assert_eq!(names, ["a"]);
+        assert!(api
+            .list(Kind::VirtualService, Some("other"), None)
+            .is_empty());
+        api.delete(Kind::VirtualService, "demo", "b").unwrap();
+        let types: Vec<_> = api.events_since(1).iter().map(|e| e.event_type).collect();
+        assert_eq!(types, [EventType::Added, EventType::Deleted]);
+    }
+}

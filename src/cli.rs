@@ -1,0 +1,4 @@
+//! CLI
+pub fn main() -> std::process::ExitCode {
+    std::process::ExitCode::SUCCESS
+}

@@ -1,0 +1,24 @@
+//! # canarysim
+//!
+//! A local simulator and traffic-split verifier for canary releases that use Argo Rollouts
+//! with Istio.
+//!
+//! ## Layout (in data-flow order)
+//!
+//! * [`model`] — Kubernetes and Istio objects as lossless JSON values with typed views of the
+//!   fields canarysim interprets; multi-document YAML loading with `file:line:column` errors.
+//! * [`apiserver`] — the in-process object store: create/get/list/update/patch/delete/watch,
+//!   resourceVersion, generation, conflicts, Kubernetes-worded errors.
+//! * [`controller`] — the Argo-Rollouts-like reconciler and the ReplicaSet/Pod lifecycle it
+//!   drives; it touches objects only through the apiserver.
+//! * [`sim`] — the simulated world: apiserver + controllers on a virtual clock.
+//! * [`report`] — renderings (the `kubectl argo rollouts get rollout` view).
+//! * [`cli`] — the clap command line; `main.rs` only calls it.
+
+pub mod apiserver;
+pub mod cli;
+pub mod clock;
+pub mod controller;
+pub mod model;
+pub mod report;
+pub mod sim;

@@ -1,0 +1,450 @@
+//! Typed view of an Argo Rollout (argoproj.io/v1alpha1): the fields the canary + Istio path
+//! interprets, named as in `pkg/apis/rollouts/v1alpha1/types.go`.
+//!
+//! Spec views are read-only: the stored object stays the user's JSON. The status is owned by
+//! the controller and is written back from [`RolloutStatus`].
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// `int` or `string`, as Kubernetes' `intstr.IntOrString`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum IntOrString {
+    Int(i64),
+    String(String),
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutSpec {
+    pub replicas: Option<i32>,
+    #[serde(default)]
+    pub paused: bool,
+    #[serde(default)]
+    pub template: Value,
+    pub selector: Option<LabelSelector>,
+    #[serde(default)]
+    pub min_ready_seconds: i32,
+    #[serde(default)]
+    pub strategy: Strategy,
+    pub revision_history_limit: Option<i32>,
+}
+
+impl RolloutSpec {
+    /// `spec.replicas`, nil → 1.
+    pub fn desired_replicas(&self) -> i32 {
+        self.replicas.unwrap_or(1)
+    }
+
+    pub fn canary(&self) -> Option<&CanaryStrategy> {
+        self.strategy.canary.as_ref()
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LabelSelector {
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub match_expressions: Vec<Value>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Strategy {
+    pub canary: Option<CanaryStrategy>,
+    pub blue_green: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryStrategy {
+    #[serde(default)]
+    pub canary_service: String,
+    #[serde(default)]
+    pub stable_service: String,
+    pub ping_pong: Option<PingPong>,
+    #[serde(default)]
+    pub steps: Vec<CanaryStep>,
+    pub max_surge: Option<IntOrString>,
+    pub max_unavailable: Option<IntOrString>,
+    #[serde(default)]
+    pub dynamic_stable_scale: bool,
+    pub abort_scale_down_delay_seconds: Option<i32>,
+    pub scale_down_delay_seconds: Option<i32>,
+    pub min_pods_per_replica_set: Option<i32>,
+    pub replica_progress_threshold: Option<Value>,
+    pub traffic_routing: Option<TrafficRouting>,
+    pub analysis: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PingPong {
+    #[serde(default)]
+    pub ping_service: String,
+    #[serde(default)]
+    pub pong_service: String,
+}
+
+/// One canary step. Exactly one field should be set (validation checks that).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryStep {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub set_weight: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pause: Option<RolloutPause>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub set_canary_scale: Option<SetCanaryScale>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub set_header_route: Option<SetHeaderRoute>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub set_mirror_route: Option<SetMirrorRoute>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<Value>,
+}
+
+impl CanaryStep {
+    /// Short description used in events and the text report (`setWeight: 20`, `pause: 1m`).
+    pub fn describe(&self) -> String {
+        if let Some(w) = self.set_weight {
+            format!("setWeight: {w}")
+        } else if let Some(p) = &self.pause {
+            match &p.duration {
+                None => "pause: {}".to_string(),
+                Some(IntOrString::Int(s)) => format!("pause: {s}s"),
+                Some(IntOrString::String(s)) => format!("pause: {s}"),
+            }
+        } else if let Some(s) = &self.set_canary_scale {
+            if let Some(r) = s.replicas {
+                format!("setCanaryScale: replicas {r}")
+            } else if let Some(w) = s.weight {
+                format!("setCanaryScale: weight {w}")
+            } else {
+                "setCanaryScale: matchTrafficWeight".to_string()
+            }
+        } else if let Some(h) = &self.set_header_route {
+            format!("setHeaderRoute: {}", h.name)
+        } else if let Some(m) = &self.set_mirror_route {
+            format!("setMirrorRoute: {}", m.name)
+        } else if self.experiment.is_some() {
+            "experiment".to_string()
+        } else if self.analysis.is_some() {
+            "analysis".to_string()
+        } else if self.plugin.is_some() {
+            "plugin".to_string()
+        } else {
+            "empty step".to_string()
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutPause {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration: Option<IntOrString>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SetCanaryScale {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weight: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i32>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub match_traffic_weight: bool,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SetHeaderRoute {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, rename = "match", skip_serializing_if = "Vec::is_empty")]
+    pub matches: Vec<HeaderRoutingMatch>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderRoutingMatch {
+    #[serde(default)]
+    pub header_name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub header_value: Option<StringMatch>,
+}
+
+/// One of exact / prefix / regex (validation enforces exactly one).
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
+pub struct StringMatch {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exact: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SetMirrorRoute {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, rename = "match", skip_serializing_if = "Vec::is_empty")]
+    pub matches: Vec<RouteMatch>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub percentage: Option<i32>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteMatch {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<StringMatch>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<StringMatch>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, StringMatch>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrafficRouting {
+    pub max_traffic_weight: Option<i32>,
+    pub managed_routes: Option<Vec<ManagedRoute>>,
+    pub istio: Option<IstioTrafficRouting>,
+    pub nginx: Option<Value>,
+    pub alb: Option<Value>,
+    pub smi: Option<Value>,
+    pub ambassador: Option<Value>,
+    pub appmesh: Option<Value>,
+    pub traefik: Option<Value>,
+    pub apisix: Option<Value>,
+    pub plugins: Option<Value>,
+}
+
+impl TrafficRouting {
+    /// Names in `managedRoutes`, in precedence order.
+    pub fn managed_route_names(&self) -> Vec<String> {
+        self.managed_routes
+            .iter()
+            .flatten()
+            .map(|r| r.name.clone())
+            .collect()
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ManagedRoute {
+    #[serde(default)]
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IstioTrafficRouting {
+    pub virtual_service: Option<IstioVirtualService>,
+    pub virtual_services: Option<Vec<IstioVirtualService>>,
+    pub destination_rule: Option<IstioDestinationRule>,
+}
+
+impl IstioTrafficRouting {
+    /// `virtualService` or `virtualServices`, as one list (Argo's `MultipleVirtualServiceConfigured`).
+    pub fn virtual_service_list(&self) -> Vec<&IstioVirtualService> {
+        match (&self.virtual_service, &self.virtual_services) {
+            (Some(vs), _) => vec![vs],
+            (None, Some(list)) => list.iter().collect(),
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// The field path validation errors name.
+    pub fn virtual_service_field(&self) -> &'static str {
+        if self.virtual_services.is_some() && self.virtual_service.is_none() {
+            "spec.strategy.canary.trafficRouting.istio.virtualServices.name"
+        } else {
+            "spec.strategy.canary.trafficRouting.istio.virtualService.name"
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IstioVirtualService {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub routes: Vec<String>,
+    #[serde(default)]
+    pub tls_routes: Vec<TlsRoute>,
+    #[serde(default)]
+    pub tcp_routes: Vec<TcpRoute>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TlsRoute {
+    #[serde(default)]
+    pub port: i64,
+    #[serde(default)]
+    pub sni_hosts: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct TcpRoute {
+    #[serde(default)]
+    pub port: i64,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IstioDestinationRule {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub canary_subset_name: String,
+    #[serde(default)]
+    pub stable_subset_name: String,
+    #[serde(default)]
+    pub additional_subset_names: Vec<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Status (controller-owned, read and written whole).
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub abort: bool,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pause_conditions: Vec<PauseCondition>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub controller_pause: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aborted_at: Option<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub current_pod_hash: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub current_step_hash: String,
+    #[serde(default)]
+    pub replicas: i32,
+    #[serde(default)]
+    pub updated_replicas: i32,
+    #[serde(default)]
+    pub ready_replicas: i32,
+    #[serde(default)]
+    pub available_replicas: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_step_index: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collision_count: Option<i32>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub observed_generation: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default)]
+    pub canary: CanaryStatus,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stable_r_s: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub phase: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub promote_full: bool,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub selector: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PauseCondition {
+    pub reason: String,
+    pub start_time: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default)]
+    pub last_transition_time: String,
+    #[serde(default)]
+    pub last_update_time: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CanaryStatus {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub weights: Option<TrafficWeights>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub stable_ping_pong: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TrafficWeights {
+    pub canary: WeightDestination,
+    pub stable: WeightDestination,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub additional: Vec<WeightDestination>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verified: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WeightDestination {
+    pub weight: i32,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub service_name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pod_template_hash: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn header_route_match_reads_the_match_key() {
+        let step: CanaryStep = serde_json::from_value(json!({
+            "setHeaderRoute": {"name": "h", "match": [{"headerName": "x", "headerValue": {"exact": "1"}}]}
+        }))
+        .unwrap();
+        let h = step.set_header_route.unwrap();
+        assert_eq!(h.matches[0].header_name, "x");
+        assert_eq!(
+            h.matches[0].header_value.as_ref().unwrap().exact.as_deref(),
+            Some("1")
+        );
+    }
+
+    #[test]
+    fn stable_rs_is_spelled_as_argo_spells_it() {
+        let st = RolloutStatus {
+            stable_r_s: "abc".into(),
+            ..Default::default()
+        };
+        let v = serde_json::to_value(&st).unwrap();
+        assert_eq!(v["stableRS"], "abc");
+    }
+}

@@ -1,0 +1,444 @@
+//! YAML in one place: multi-document manifests → [`Manifest`]s with a source map, so that any
+//! later error can name `file:line:column`.
+//!
+//! Values come from serde_yaml (the project's YAML crate). serde_yaml's `Value` carries no
+//! positions, so a second pass over yaml-rust2's marked parser events records where every
+//! node starts, keyed by its JSON pointer (`/spec/strategy/canary/canaryService`).
+
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::fmt;
+use std::path::Path;
+use std::sync::Arc;
+use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
+use yaml_rust2::scanner::Marker;
+
+use super::object::{Kind, Object};
+
+/// A place in a source file (line and column are 1-based).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Location {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// Where each node of one YAML document starts.
+#[derive(Debug, Clone, Default)]
+pub struct SourceMap {
+    pub file: String,
+    /// 1-based (line, column) of the node at each JSON pointer; "" is the document root.
+    nodes: HashMap<String, (usize, usize)>,
+}
+
+impl SourceMap {
+    /// The location of the node at `pointer`, or of its nearest ancestor that has one (a
+    /// field the user did not write is reported where its parent is).
+    pub fn locate(&self, pointer: &str) -> Location {
+        let mut p = pointer;
+        loop {
+            if let Some(&(line, column)) = self.nodes.get(p) {
+                return Location {
+                    file: self.file.clone(),
+                    line,
+                    column,
+                };
+            }
+            match p.rfind('/') {
+                Some(i) => p = &p[..i],
+                None => {
+                    return Location {
+                        file: self.file.clone(),
+                        line: 1,
+                        column: 1,
+                    }
+                }
+            }
+        }
+    }
+
+    /// A source map for objects that come from no file (created by the simulation).
+    pub fn synthetic(name: &str) -> Self {
+        SourceMap {
+            file: name.to_string(),
+            nodes: HashMap::new(),
+        }
+    }
+}
+
+/// One object read from a file, with where it came from.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub object: Object,
+    pub source: Arc<SourceMap>,
+}
+
+impl Manifest {
+    pub fn locate(&self, pointer: &str) -> Location {
+        self.source.locate(pointer)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{file}: cannot read: {source}")]
+    Io {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{location}: {message}")]
+    Invalid { location: Location, message: String },
+}
+
+impl LoadError {
+    pub fn invalid(location: Location, message: impl Into<String>) -> Self {
+        LoadError::Invalid {
+            location,
+            message: message.into(),
+        }
+    }
+}
+
+/// Reads a multi-document manifest file.
+pub fn load_file(path: &Path, default_namespace: &str) -> Result<Vec<Manifest>, LoadError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
+        file: file.clone(),
+        source,
+    })?;
+    load_str(&file, &text, default_namespace)
+}
+
+/// Parses plain YAML documents (no Kubernetes checks) with their source maps.
+pub fn parse_documents(file: &str, text: &str) -> Result<Vec<(Value, Arc<SourceMap>)>, LoadError> {
+    let maps = source_maps(file, text);
+    let mut out = Vec::new();
+    for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value = Value::deserialize(doc).map_err(|e| yaml_error(file, &e))?;
+        let map = maps
+            .get(index)
+            .cloned()
+            .unwrap_or_else(|| SourceMap::synthetic(file));
+        if value.is_null() {
+            continue; // an empty document (`---` at the end) holds nothing
+        }
+        out.push((value, Arc::new(map)));
+    }
+    Ok(out)
+}
+
+/// Parses multi-document YAML into Kubernetes objects. Every document must be a mapping with
+/// a known `kind`, a matching `apiVersion` and `metadata.name`; objects without a namespace
+/// get `default_namespace`.
+pub fn load_str(
+    file: &str,
+    text: &str,
+    default_namespace: &str,
+) -> Result<Vec<Manifest>, LoadError> {
+    let mut out = Vec::new();
+    for (mut value, source) in parse_documents(file, text)? {
+        let at = |p: &str| source.locate(p);
+        if !value.is_object() {
+            return Err(LoadError::invalid(
+                at(""),
+                "expected a Kubernetes object (a mapping with apiVersion, kind and metadata)",
+            ));
+        }
+        let kind_str = match value.get("kind") {
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => return Err(LoadError::invalid(at("/kind"), "kind must be a string")),
+            None => return Err(LoadError::invalid(at(""), "missing field `kind`")),
+        };
+        let kind = Kind::parse(&kind_str).ok_or_else(|| {
+            let known: Vec<_> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+            LoadError::invalid(
+                at("/kind"),
+                format!(
+                    "unknown kind \"{kind_str}\", expected one of {}",
+                    known.join(", ")
+                ),
+            )
+        })?;
+        let api_version = value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        if !kind.accepts_api_version(api_version) {
+            return Err(LoadError::invalid(
+                at("/apiVersion"),
+                format!(
+                    "apiVersion \"{api_version}\" is not served for kind {kind}, expected {}",
+                    match kind {
+                        Kind::VirtualService | Kind::DestinationRule | Kind::Gateway =>
+                            "networking.istio.io/v1alpha3, v1beta1 or v1".to_string(),
+                        _ => kind.default_api_version().to_string(),
+                    }
+                ),
+            ));
+        }
+        let mut object = Object::new(kind, Value::Null);
+        std::mem::swap(&mut object.value, &mut value);
+        match object.metadata().and_then(|m| m.get("name")) {
+            Some(Value::String(s)) if !s.is_empty() => {}
+            _ => {
+                return Err(LoadError::invalid(
+                    at("/metadata"),
+                    format!("{kind} has no metadata.name"),
+                ))
+            }
+        }
+        if object.namespace().is_empty() {
+            object.metadata_mut().insert(
+                "namespace".to_string(),
+                Value::String(default_namespace.to_string()),
+            );
+        }
+        out.push(Manifest { object, source });
+    }
+    Ok(out)
+}
+
+/// A serde_yaml error as `file:line:column: message`.
+pub fn yaml_error(file: &str, e: &serde_yaml::Error) -> LoadError {
+    let (line, column) = e
+        .location()
+        .map(|l| (l.line(), l.column()))
+        .unwrap_or((1, 1));
+    // serde_yaml appends " at line L column C"; the location already says it.
+    let text = e.to_string();
+    let message = match text.find(" at line ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    };
+    LoadError::invalid(
+        Location {
+            file: file.to_string(),
+            line,
+            column,
+        },
+        message,
+    )
+}
+
+/// One source map per document. A document yaml-rust2 cannot parse gets no map (serde_yaml
+/// reports the syntax error itself).
+fn source_maps(file: &str, text: &str) -> Vec<SourceMap> {
+    let mut builder = MapBuilder {
+        file: file.to_string(),
+        docs: Vec::new(),
+        stack: Vec::new(),
+    };
+    let mut parser = Parser::new_from_str(text);
+    let _ = parser.load(&mut builder, true);
+    builder.docs
+}
+
+enum Frame {
+    Mapping {
+        path: String,
+        key: Option<String>,
+        first: bool,
+    },
+    Sequence {
+        path: String,
+        index: usize,
+    },
+}
+
+struct MapBuilder {
+    file: String,
+    docs: Vec<SourceMap>,
+    stack: Vec<Frame>,
+}
+
+impl MapBuilder {
+    /// The pointer of the next value node, or None when the next node is a mapping key.
+    fn next_value_path(&self) -> Option<String> {
+        match self.stack.last() {
+            None => Some(String::new()),
+            Some(Frame::Mapping { key: None, .. }) => None,
+            Some(Frame::Mapping {
+                path, key: Some(k), ..
+            }) => Some(format!("{path}/{}", escape_pointer(k))),
+            Some(Frame::Sequence { path, index }) => Some(format!("{path}/{index}")),
+        }
+    }
+
+    /// A value node is complete: the parent moves on.
+    fn advance(&mut self) {
+        match self.stack.last_mut() {
+            Some(Frame::Mapping { key, .. }) => *key = None,
+            Some(Frame::Sequence { index, .. }) => *index += 1,
+            None => {}
+        }
+    }
+
+    fn record(&mut self, path: &str, mark: Marker) {
+        if let Some(doc) = self.docs.last_mut() {
+            // yaml-rust2 lines are 1-based, columns 0-based.
+            doc.nodes
+                .entry(path.to_string())
+                .or_insert((mark.line(), mark.col() + 1));
+        }
+    }
+}
+
+impl MarkedEventReceiver for MapBuilder {
+    fn on_event(&mut self, ev: Event, mark: Marker) {
+        match ev {
+            Event::DocumentStart => {
+                self.docs.push(SourceMap {
+                    file: self.file.clone(),
+                    nodes: HashMap::new(),
+                });
+                self.stack.clear();
+            }
+            Event::Scalar(s, ..) => match self.next_value_path() {
+                None => {
+                    if let Some(Frame::Mapping { key, path, first }) = self.stack.last_mut() {
+                        *key = Some(s);
+                        // yaml-rust2 marks a block mapping's start at its first `:`; its
+                        // first key is where a reader sees the mapping begin.
+                        if std::mem::take(first) {
+                            let path = path.clone();
+                            if let Some(doc) = self.docs.last_mut() {
+                                doc.nodes.insert(path, (mark.line(), mark.col() + 1));
+                            }
+                        }
+                    }
+                }
+                Some(path) => {
+                    self.record(&path, mark);
+                    self.advance();
+                }
+            },
+            Event::Alias(_) => {
+                if let Some(path) = self.next_value_path() {
+                    self.record(&path, mark);
+                }
+                self.advance();
+            }
+            Event::MappingStart(..) | Event::SequenceStart(..) => {
+                // A complex (non-scalar) mapping key: track it under a placeholder name.
+                let path = self
+                    .next_value_path()
+                    .unwrap_or_else(|| "/<complex key>".to_string());
+                self.record(&path, mark);
+                let frame = if matches!(ev, Event::MappingStart(..)) {
+                    Frame::Mapping {
+                        path,
+                        key: None,
+                        first: true,
+                    }
+                } else {
+                    Frame::Sequence { path, index: 0 }
+                };
+                self.stack.push(frame);
+            }
+            Event::MappingEnd | Event::SequenceEnd => {
+                self.stack.pop();
+                self.advance();
+            }
+            _ => {}
+        }
+    }
+}
+
+/// JSON pointer escaping (RFC 6901).
+pub fn escape_pointer(segment: &str) -> String {
+    segment.replace('~', "~0").replace('/', "~1")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO_DOCS: &str = "\
+apiVersion: v1
+kind: Service
+metadata:
+  name: a
+spec:
+  selector:
+    app: x
+---
+apiVersion: networking.istio.io/v1alpha3
+kind: VirtualService
+metadata:
+  name: vs
+  namespace: other
+spec:
+  http:
+  - name: primary
+    route:
+    - destination:
+        host: a
+      weight: 100
+";
+
+    #[test]
+    fn loads_documents_with_default_namespace() {
+        let m = load_str("m.yaml", TWO_DOCS, "demo").unwrap();
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].object.namespace(), "demo");
+        assert_eq!(m[1].object.namespace(), "other");
+        assert_eq!(m[1].object.kind, Kind::VirtualService);
+    }
+
+    #[test]
+    fn source_map_points_at_values_in_their_document() {
+        let m = load_str("m.yaml", TWO_DOCS, "demo").unwrap();
+        let loc = m[1].locate("/spec/http/0/route/0/destination/host");
+        assert_eq!((loc.line, loc.column), (19, 15));
+        // A pointer the user did not write falls back to its nearest ancestor.
+        let loc = m[0].locate("/spec/selector/missing");
+        assert_eq!((loc.line, loc.column), (7, 5));
+        assert_eq!(m[0].locate("/kind").to_string(), "m.yaml:2:7");
+    }
+
+    #[test]
+    fn unknown_kind_names_file_line_column() {
+        let err = load_str(
+            "x.yaml",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n",
+            "d",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("x.yaml:2:7: unknown kind \"Deployment\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn syntax_error_names_file_line_column() {
+        let err = load_str("bad.yaml", "kind: Service\nmetadata:\n  name: [a\n", "d")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("bad.yaml:4:1: "), "{err}");
+    }
+
+    #[test]
+    fn missing_name_is_reported_at_metadata() {
+        let err = load_str(
+            "n.yaml",
+            "apiVersion: v1\nkind: Service\nmetadata:\n  labels: {}\n",
+            "d",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("n.yaml:4:3: Service has no metadata.name"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,3 @@
+//! Renderings of a run: the `kubectl argo rollouts get rollout` view.
+
+pub mod rollout_view;
