@@ -20,5 +20,6 @@ pub mod cli;
 pub mod clock;
 pub mod controller;
 pub mod model;
+pub mod random;
 pub mod report;
 pub mod sim;

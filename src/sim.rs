@@ -1,1 +1,254 @@
-//! TODO
+//! The simulated cluster: the apiserver, the rollout controller and the ReplicaSet/Pod
+//! lifecycle on one virtual clock.
+//!
+//! Time moves only when asked ([`World::advance`]). At each instant the controllers are
+//! reconciled until nothing changes (level-triggered, like informer-driven controllers that
+//! react to their own writes); then the clock jumps to the next instant at which something
+//! happens by itself (a pod turns ready, a pause ends, a scale-down deadline passes).
+
+use rand_pcg::Pcg64Mcg;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::apiserver::{ApiError, ApiServer};
+use crate::clock::SimTime;
+use crate::controller::actions;
+use crate::controller::replicaset::{self, PodLifecycle, min_time};
+use crate::controller::rollout::{self, Event, Settings};
+use crate::model::{Kind, Manifest, Object, ObjectKey};
+
+/// Reconcile rounds allowed at one instant before the world reports that the controllers do
+/// not settle (a bug, never expected).
+const MAX_ROUNDS: usize = 1000;
+
+/// Knobs of the simulated cluster.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterConfig {
+    pub pods: PodLifecycle,
+    pub controller: Settings,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error("controllers did not settle at {0} after {MAX_ROUNDS} rounds")]
+    Unsettled(SimTime),
+    #[error("{0}")]
+    Action(String),
+}
+
+/// The whole simulated cluster.
+#[derive(Debug, Clone)]
+pub struct World {
+    pub api: ApiServer,
+    pub config: ClusterConfig,
+    now: SimTime,
+    rng: Pcg64Mcg,
+    /// Every event the controllers emitted, in order.
+    pub events: Vec<Event>,
+    /// The error each rollout's last reconcile reported (absent: none).
+    pub errors: BTreeMap<ObjectKey, String>,
+    /// Instant at which a controller asked to be woken, if any.
+    wake: Option<SimTime>,
+}
+
+impl World {
+    /// An empty cluster. `seed` drives every random choice (pod names).
+    pub fn new(config: ClusterConfig, seed: u64) -> Self {
+        World {
+            api: ApiServer::new(),
+            config,
+            now: SimTime::ZERO,
+            rng: crate::random::stream(seed, "pods"),
+            events: Vec::new(),
+            errors: BTreeMap::new(),
+            wake: None,
+        }
+    }
+
+    pub fn now(&self) -> SimTime {
+        self.now
+    }
+
+    /// Creates or replaces objects, like `kubectl apply` (spec and metadata from the file;
+    /// server-set fields and status kept), then lets the controllers react.
+    pub fn apply(&mut self, manifests: &[Manifest]) -> Result<(), SimError> {
+        for m in manifests {
+            self.apply_object(m.object.clone())?;
+        }
+        self.settle()
+    }
+
+    fn apply_object(&mut self, object: Object) -> Result<(), ApiError> {
+        let key = object.key();
+        match self.api.get(key.kind, &key.namespace, &key.name) {
+            Err(_) => {
+                self.api.create(object)?;
+            }
+            Ok(current) => {
+                let mut next = object;
+                if let Some(status) = current.value.get("status") {
+                    next.value["status"] = status.clone();
+                }
+                next.value["metadata"]["resourceVersion"] =
+                    serde_json::Value::String(current.resource_version().to_string());
+                self.api.update(next)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reconciles every controller until nothing changes at the current instant.
+    pub fn settle(&mut self) -> Result<(), SimError> {
+        self.api.set_time(self.now);
+        let mut wake = None;
+        for _ in 0..MAX_ROUNDS {
+            let mut changed = false;
+            let rollouts: Vec<ObjectKey> = self
+                .api
+                .list(Kind::Rollout, None, None)
+                .iter()
+                .map(|o| o.key())
+                .collect();
+            for key in rollouts {
+                let outcome = rollout::reconcile(
+                    &mut self.api,
+                    self.now,
+                    &key.namespace,
+                    &key.name,
+                    &self.config.controller,
+                    &mut self.events,
+                )?;
+                changed |= outcome.changed;
+                wake = min_time(wake, outcome.wake);
+                match outcome.error {
+                    Some(e) => {
+                        self.errors.insert(key, e);
+                    }
+                    None if !outcome.changed => {
+                        self.errors.remove(&key);
+                    }
+                    None => {}
+                }
+            }
+            let (rs_changed, rs_wake) = replicaset::reconcile_all(
+                &mut self.api,
+                self.now,
+                &self.config.pods,
+                &mut self.rng,
+            )?;
+            changed |= rs_changed;
+            wake = min_time(wake, rs_wake);
+            if !changed {
+                self.wake = wake.filter(|t| *t > self.now);
+                return Ok(());
+            }
+            wake = None;
+        }
+        Err(SimError::Unsettled(self.now))
+    }
+
+    /// The next instant at which something happens by itself.
+    pub fn next_wake(&self) -> Option<SimTime> {
+        self.wake
+    }
+
+    /// Advances the clock by `d`, stopping at every instant where something happens.
+    pub fn advance(&mut self, d: Duration) -> Result<(), SimError> {
+        let end = self.now.after(d);
+        self.advance_until(end, |_| false)?;
+        Ok(())
+    }
+
+    /// Advances until `done(self)` holds (checked after every settled instant) or `end` is
+    /// reached. Returns whether `done` held.
+    pub fn advance_until(
+        &mut self,
+        end: SimTime,
+        mut done: impl FnMut(&World) -> bool,
+    ) -> Result<bool, SimError> {
+        self.settle()?;
+        loop {
+            if done(self) {
+                return Ok(true);
+            }
+            match self.wake {
+                Some(t) if t <= end => self.now = t,
+                _ => {
+                    self.now = end;
+                    self.settle()?;
+                    return Ok(done(self));
+                }
+            }
+            self.settle()?;
+        }
+    }
+
+    // --- kubectl argo rollouts ------------------------------------------------------------
+
+    pub fn promote(&mut self, ns: &str, name: &str, full: bool) -> Result<(), SimError> {
+        actions::promote(&mut self.api, ns, name, full)?;
+        self.settle()
+    }
+
+    pub fn abort(&mut self, ns: &str, name: &str) -> Result<(), SimError> {
+        actions::abort(&mut self.api, ns, name)?;
+        self.settle()
+    }
+
+    pub fn retry(&mut self, ns: &str, name: &str) -> Result<(), SimError> {
+        actions::retry(&mut self.api, ns, name)?;
+        self.settle()
+    }
+
+    pub fn set_paused(&mut self, ns: &str, name: &str, paused: bool) -> Result<(), SimError> {
+        actions::set_paused(&mut self.api, ns, name, paused)?;
+        self.settle()
+    }
+
+    pub fn set_image(
+        &mut self,
+        ns: &str,
+        name: &str,
+        container: &str,
+        image: &str,
+    ) -> Result<(), SimError> {
+        actions::set_image(&mut self.api, ns, name, container, image).map_err(|e| match e {
+            actions::SetImageError::Api(a) => SimError::Api(a),
+            other => SimError::Action(other.to_string()),
+        })?;
+        self.settle()
+    }
+
+    /// Crashes `count` pods of the rollout's stable or canary ReplicaSet.
+    pub fn fail_pods(
+        &mut self,
+        ns: &str,
+        name: &str,
+        canary: bool,
+        count: usize,
+    ) -> Result<usize, SimError> {
+        let rollout = self.api.get(Kind::Rollout, ns, name)?;
+        let status = &rollout.value["status"];
+        let hash = if canary {
+            status["currentPodHash"].as_str()
+        } else {
+            status["stableRS"].as_str()
+        }
+        .unwrap_or("")
+        .to_string();
+        let rs = self
+            .api
+            .list(Kind::ReplicaSet, Some(ns), None)
+            .into_iter()
+            .find(|rs| rs.labels().get(replicaset::HASH_LABEL) == Some(&hash))
+            .cloned();
+        let removed = match rs {
+            Some(rs) => replicaset::fail_pods(&mut self.api, &rs, count)?,
+            None => 0,
+        };
+        self.settle()?;
+        Ok(removed)
+    }
+}

@@ -498,9 +498,10 @@ mod tests {
             .map(|o| o.name().to_string())
             .collect();
         assert_eq!(names, ["a"]);
-        assert!(api
-            .list(Kind::VirtualService, Some("other"), None)
-            .is_empty());
+        assert!(
+            api.list(Kind::VirtualService, Some("other"), None)
+                .is_empty()
+        );
         api.delete(Kind::VirtualService, "demo", "b").unwrap();
         let types: Vec<_> = api.events_since(1).iter().map(|e| e.event_type).collect();
         assert_eq!(types, [EventType::Added, EventType::Deleted]);

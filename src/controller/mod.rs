@@ -1,1 +1,18 @@
-//! TODO
+//! Controllers: the Argo-Rollouts-like rollout reconciler and the ReplicaSet/Pod lifecycle it
+//! drives. They touch objects only through the [`crate::apiserver`] API.
+//!
+//! * [`rollout`] — the reconciler (steps, services, traffic routing, scaling, status);
+//! * [`replicas`] — Argo's replica arithmetic, pure;
+//! * [`istio`] — VirtualService / DestinationRule patching, pure;
+//! * [`validation`] — Argo's spec validation, pure;
+//! * [`hash`] — pod-template-hash;
+//! * [`replicaset`] — the ReplicaSet controller and kubelet;
+//! * [`actions`] — what `kubectl argo rollouts promote|abort|retry|…` sends.
+
+pub mod actions;
+pub mod hash;
+pub mod istio;
+pub mod replicas;
+pub mod replicaset;
+pub mod rollout;
+pub mod validation;

@@ -58,7 +58,7 @@ impl SourceMap {
                         file: self.file.clone(),
                         line: 1,
                         column: 1,
-                    }
+                    };
                 }
             }
         }
@@ -192,7 +192,7 @@ pub fn load_str(
                 return Err(LoadError::invalid(
                     at("/metadata"),
                     format!("{kind} has no metadata.name"),
-                ))
+                ));
             }
         }
         if object.namespace().is_empty() {

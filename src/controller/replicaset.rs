@@ -1,0 +1,325 @@
+//! The ReplicaSet controller and the kubelet, as far as a canary needs them: a ReplicaSet keeps
+//! `spec.replicas` Pods; a new Pod turns Ready `pod_ready_after` after it is created and
+//! Available once it has been Ready for `minReadySeconds`; scaling down removes the Pods
+//! Kubernetes would remove first (not ready, then youngest).
+
+use rand::Rng;
+use rand_pcg::Pcg64Mcg;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+use crate::apiserver::{ApiError, ApiServer};
+use crate::clock::SimTime;
+use crate::model::{Kind, Object};
+
+/// Label that ties Pods and ReplicaSets to a pod template.
+pub const HASH_LABEL: &str = "rollouts-pod-template-hash";
+
+/// Knobs of the simulated kubelet.
+#[derive(Debug, Clone)]
+pub struct PodLifecycle {
+    /// A new Pod turns Ready this long after it is created.
+    pub ready_after: Duration,
+    /// Whether Pods get an `istio-proxy` sidecar (counted in `ready:2/2`).
+    pub sidecar: bool,
+}
+
+impl Default for PodLifecycle {
+    fn default() -> Self {
+        PodLifecycle {
+            ready_after: Duration::from_secs(5),
+            sidecar: true,
+        }
+    }
+}
+
+/// Kubernetes' alphabet for generated name suffixes (no vowels, no look-alikes).
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// One reconcile pass over every ReplicaSet. Returns whether anything was written and the
+/// next instant at which a Pod changes state by itself.
+pub fn reconcile_all(
+    api: &mut ApiServer,
+    now: SimTime,
+    lifecycle: &PodLifecycle,
+    rng: &mut Pcg64Mcg,
+) -> Result<(bool, Option<SimTime>), ApiError> {
+    let mut changed = false;
+    let mut wake: Option<SimTime> = None;
+    let replica_sets: Vec<Object> = api
+        .list(Kind::ReplicaSet, None, None)
+        .into_iter()
+        .cloned()
+        .collect();
+    for rs in replica_sets {
+        let (c, w) = reconcile_one(api, now, lifecycle, rng, &rs)?;
+        changed |= c;
+        wake = min_time(wake, w);
+    }
+    Ok((changed, wake))
+}
+
+fn reconcile_one(
+    api: &mut ApiServer,
+    now: SimTime,
+    lifecycle: &PodLifecycle,
+    rng: &mut Pcg64Mcg,
+    rs: &Object,
+) -> Result<(bool, Option<SimTime>), ApiError> {
+    let ns = rs.namespace().to_string();
+    let want = rs
+        .spec()
+        .get("replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+        .max(0) as usize;
+    let min_ready = Duration::from_secs(
+        rs.spec()
+            .get("minReadySeconds")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
+    );
+    let mut changed = false;
+    let mut wake = None;
+
+    let mut pods = owned_pods(api, rs);
+    // Scale up.
+    while pods.len() < want {
+        let pod = new_pod(rs, lifecycle, rng, api);
+        pods.push(api.create(pod)?);
+        changed = true;
+    }
+    // Scale down: not-ready first, then the youngest (as the ReplicaSet controller ranks).
+    if pods.len() > want {
+        pods.sort_by(|a, b| {
+            is_ready(a)
+                .cmp(&is_ready(b))
+                .then_with(|| b.creation_timestamp().cmp(a.creation_timestamp()))
+                .then_with(|| b.name().cmp(a.name()))
+        });
+        for pod in pods.drain(..pods.len() - want) {
+            api.delete(Kind::Pod, &ns, pod.name())?;
+            changed = true;
+        }
+    }
+    // Kubelet: Pods turn Ready after `ready_after`.
+    let mut ready = 0;
+    let mut available = 0;
+    for pod in &pods {
+        let created = SimTime::parse_rfc3339(pod.creation_timestamp()).unwrap_or(now);
+        let ready_at = created.after(lifecycle.ready_after);
+        if !is_ready(pod) {
+            if now >= ready_at {
+                let mut p = pod.clone();
+                mark_ready(&mut p, ready_at);
+                api.update_status(p)?;
+                changed = true;
+            } else {
+                wake = min_time(wake, Some(ready_at));
+                continue;
+            }
+        }
+        ready += 1;
+        if now >= ready_at.after(min_ready) {
+            available += 1;
+        } else {
+            wake = min_time(wake, Some(ready_at.after(min_ready)));
+        }
+    }
+    // ReplicaSet status.
+    let status = json!({
+        "replicas": pods.len(),
+        "fullyLabeledReplicas": pods.len(),
+        "readyReplicas": ready,
+        "availableReplicas": available,
+        "observedGeneration": rs.generation(),
+    });
+    let current = api.get(Kind::ReplicaSet, &ns, rs.name())?;
+    if current.status() != &status {
+        let mut next = current.clone();
+        next.value["status"] = status;
+        api.update_status(next)?;
+        changed = true;
+    }
+    Ok((changed, wake))
+}
+
+/// Pods owned by `rs` (matched by owner reference), oldest first.
+pub fn owned_pods(api: &ApiServer, rs: &Object) -> Vec<Object> {
+    let uid = rs.metadata().and_then(|m| m.get("uid")).cloned();
+    let mut pods: Vec<Object> = api
+        .list(Kind::Pod, Some(rs.namespace()), None)
+        .into_iter()
+        .filter(|p| {
+            p.metadata()
+                .and_then(|m| m.get("ownerReferences"))
+                .and_then(Value::as_array)
+                .is_some_and(|refs| refs.iter().any(|r| r.get("uid") == uid.as_ref()))
+        })
+        .cloned()
+        .collect();
+    pods.sort_by(|a, b| {
+        a.creation_timestamp()
+            .cmp(b.creation_timestamp())
+            .then_with(|| a.name().cmp(b.name()))
+    });
+    pods
+}
+
+pub fn is_ready(pod: &Object) -> bool {
+    pod.status()
+        .get("conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+}
+
+fn new_pod(rs: &Object, lifecycle: &PodLifecycle, rng: &mut Pcg64Mcg, api: &ApiServer) -> Object {
+    let ns = rs.namespace();
+    let name = loop {
+        let suffix: String = (0..5)
+            .map(|_| NAME_ALPHABET[rng.random_range(0..NAME_ALPHABET.len())] as char)
+            .collect();
+        let candidate = format!("{}-{suffix}", rs.name());
+        if api.get(Kind::Pod, ns, &candidate).is_err() {
+            break candidate;
+        }
+    };
+    let template = rs.spec().get("template").cloned().unwrap_or(Value::Null);
+    let mut labels = template["metadata"]["labels"].clone();
+    if !labels.is_object() {
+        labels = json!({});
+    }
+    let mut spec = template.get("spec").cloned().unwrap_or_else(|| json!({}));
+    if lifecycle.sidecar {
+        if let Some(containers) = spec.get_mut("containers").and_then(Value::as_array_mut) {
+            containers.push(json!({"name": "istio-proxy", "image": "istio/proxyv2"}));
+        }
+    }
+    let containers = spec["containers"].as_array().map(Vec::len).unwrap_or(0);
+    Object::new(
+        Kind::Pod,
+        json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": labels,
+                "ownerReferences": [{
+                    "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs.name(),
+                    "uid": rs.metadata().and_then(|m| m.get("uid")).cloned().unwrap_or(Value::Null),
+                    "controller": true, "blockOwnerDeletion": true
+                }],
+            },
+            "spec": spec,
+            "status": {
+                "phase": "Pending",
+                "conditions": [{"type": "Ready", "status": "False"}],
+                "containerStatuses": container_statuses(containers, false),
+            }
+        }),
+    )
+}
+
+fn container_statuses(n: usize, ready: bool) -> Value {
+    Value::Array(
+        (0..n)
+            .map(|_| json!({"ready": ready, "restartCount": 0}))
+            .collect(),
+    )
+}
+
+fn mark_ready(pod: &mut Object, at: SimTime) {
+    let containers = pod.status()["containerStatuses"]
+        .as_array()
+        .map(Vec::len)
+        .unwrap_or(1);
+    pod.value["status"] = json!({
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": at.rfc3339()}],
+        "containerStatuses": container_statuses(containers, true),
+    });
+}
+
+/// Crashes up to `count` of the ReplicaSet's Pods (deletes them; the ReplicaSet replaces
+/// them). Returns how many were removed.
+pub fn fail_pods(api: &mut ApiServer, rs: &Object, count: usize) -> Result<usize, ApiError> {
+    let pods = owned_pods(api, rs);
+    let n = count.min(pods.len());
+    for pod in &pods[..n] {
+        api.delete(Kind::Pod, pod.namespace(), pod.name())?;
+    }
+    Ok(n)
+}
+
+/// The earlier of two optional instants.
+pub fn min_time(a: Option<SimTime>, b: Option<SimTime>) -> Option<SimTime> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn rs(replicas: i64) -> Object {
+        Object::new(
+            Kind::ReplicaSet,
+            json!({
+                "apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "metadata": {"name": "demo-abc", "namespace": "ns"},
+                "spec": {"replicas": replicas, "template": {
+                    "metadata": {"labels": {"app": "demo", HASH_LABEL: "abc"}},
+                    "spec": {"containers": [{"name": "app", "image": "img:1"}]}}}
+            }),
+        )
+    }
+
+    #[test]
+    fn pods_turn_ready_after_the_delay_and_scale_down_removes_youngest() {
+        let mut api = ApiServer::new();
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        let life = PodLifecycle::default();
+        api.create(rs(3)).unwrap();
+        let (changed, wake) = reconcile_all(&mut api, SimTime::ZERO, &life, &mut rng).unwrap();
+        assert!(changed);
+        assert_eq!(wake, Some(SimTime::from_secs(5)));
+        let rs_now = api.get(Kind::ReplicaSet, "ns", "demo-abc").unwrap().clone();
+        assert_eq!(rs_now.status()["replicas"], 3);
+        assert_eq!(rs_now.status()["readyReplicas"], 0);
+        let pods = owned_pods(&api, &rs_now);
+        assert!(
+            pods.iter()
+                .all(|p| p.name().starts_with("demo-abc-") && p.name().len() == 14)
+        );
+        assert_eq!(pods[0].labels()[HASH_LABEL], "abc");
+
+        api.set_time(SimTime::from_secs(5));
+        reconcile_all(&mut api, SimTime::from_secs(5), &life, &mut rng).unwrap();
+        let rs_now = api.get(Kind::ReplicaSet, "ns", "demo-abc").unwrap().clone();
+        assert_eq!(rs_now.status()["availableReplicas"], 3);
+        assert_eq!(
+            owned_pods(&api, &rs_now)[0].status()["containerStatuses"]
+                .as_array()
+                .unwrap()
+                .len(),
+            2
+        );
+
+        // Scale to 1: a second reconcile settles.
+        let mut smaller = rs_now.clone();
+        smaller.value["spec"]["replicas"] = json!(1);
+        api.update(smaller).unwrap();
+        reconcile_all(&mut api, SimTime::from_secs(6), &life, &mut rng).unwrap();
+        let (changed, _) = reconcile_all(&mut api, SimTime::from_secs(6), &life, &mut rng).unwrap();
+        assert!(!changed, "a settled ReplicaSet writes nothing");
+        assert_eq!(api.list(Kind::Pod, Some("ns"), None).len(), 1);
+    }
+}

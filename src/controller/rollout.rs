@@ -1,0 +1,1393 @@
+//! The rollout reconciler: Argo Rollouts' canary path (`rollout/canary.go`, `service.go`,
+//! `trafficrouting.go`, `sync.go`, `pause.go`, `replicaset.go`), one level-triggered,
+//! idempotent reconcile at a time. It reads and writes only through the apiserver.
+//!
+//! Order inside one reconcile, as upstream: validation → ReplicaSet discovery / template
+//! change → Services → traffic routing (header/mirror step, DestinationRule, VirtualService
+//! weights) → scaling (stable, canary, older) → step progress and full promotion → status.
+
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::hash::{self, GoJsonFlavor};
+use super::istio::{self, IstioContext, RemoveOutcome};
+use super::replicas::{self, ReplicaProgressThreshold, RsCounts, StepInfo};
+use super::replicaset::{HASH_LABEL, min_time};
+use super::validation;
+use crate::apiserver::{ApiError, ApiServer, Patch};
+use crate::clock::SimTime;
+use crate::model::duration;
+use crate::model::rollout::{
+    CanaryStep, CanaryStrategy, Condition, IntOrString, PauseCondition, RolloutSpec, RolloutStatus,
+    TrafficWeights, WeightDestination,
+};
+use crate::model::{Kind, Object};
+
+/// Annotation Argo puts on Services and DestinationRules it manages.
+pub const MANAGED_BY: &str = "argo-rollouts.argoproj.io/managed-by-rollouts";
+/// ReplicaSet annotation: revision number.
+pub const REVISION: &str = "rollout.argoproj.io/revision";
+/// ReplicaSet annotation: when a delayed scale-down happens.
+pub const SCALE_DOWN_DEADLINE: &str = "scale-down-deadline";
+const CANARY_PAUSE_STEP: &str = "CanaryPauseStep";
+
+/// A Kubernetes event emitted by the controller.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub time: SimTime,
+    /// `Rollout/rollouts-demo`
+    pub object: String,
+    pub warning: bool,
+    pub reason: String,
+    pub message: String,
+}
+
+/// Knobs of the simulated controller.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// Which apimachinery JSON encoding the pod-template-hash is computed over.
+    pub hash_flavor: GoJsonFlavor,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            hash_flavor: GoJsonFlavor::Legacy,
+        }
+    }
+}
+
+/// What one reconcile did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outcome {
+    /// Something was written: reconcile again at the same instant.
+    pub changed: bool,
+    /// The next instant this rollout needs a reconcile by itself (pause end, deadline).
+    pub wake: Option<SimTime>,
+    /// The error the controller reports for this rollout, if any.
+    pub error: Option<String>,
+}
+
+/// A ReplicaSet of the rollout, with the numbers the arithmetic needs.
+#[derive(Debug, Clone)]
+struct Rs {
+    object: Object,
+    hash: String,
+    spec: i32,
+    available: i32,
+    revision: i64,
+}
+
+impl Rs {
+    fn from(object: &Object) -> Rs {
+        let st = object.status();
+        Rs {
+            hash: object.labels().get(HASH_LABEL).cloned().unwrap_or_default(),
+            spec: object
+                .spec()
+                .get("replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1) as i32,
+            available: st
+                .get("availableReplicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(0) as i32,
+            revision: object
+                .annotation(REVISION)
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(0),
+            object: object.clone(),
+        }
+    }
+
+    fn counts(&self) -> RsCounts {
+        let replicas = self
+            .object
+            .status()
+            .get("replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(0) as i32;
+        RsCounts {
+            spec: self.spec,
+            replicas,
+            available: self.available,
+        }
+    }
+
+    fn name(&self) -> &str {
+        self.object.name()
+    }
+}
+
+/// Reconciles one Rollout.
+pub fn reconcile(
+    api: &mut ApiServer,
+    now: SimTime,
+    namespace: &str,
+    name: &str,
+    settings: &Settings,
+    events: &mut Vec<Event>,
+) -> Result<Outcome, ApiError> {
+    let rollout = api.get(Kind::Rollout, namespace, name)?.clone();
+    let mut r = Reconciler {
+        api,
+        now,
+        settings,
+        events,
+        status: rollout.status_as().unwrap_or_default(),
+        rollout,
+        outcome: Outcome::default(),
+    };
+    r.run()?;
+    Ok(r.outcome)
+}
+
+struct Reconciler<'a> {
+    api: &'a mut ApiServer,
+    now: SimTime,
+    settings: &'a Settings,
+    events: &'a mut Vec<Event>,
+    rollout: Object,
+    status: RolloutStatus,
+    outcome: Outcome,
+}
+
+impl Reconciler<'_> {
+    fn ns(&self) -> String {
+        self.rollout.namespace().to_string()
+    }
+
+    fn name(&self) -> String {
+        self.rollout.name().to_string()
+    }
+
+    fn event(&mut self, warning: bool, reason: &str, message: String) {
+        self.events.push(Event {
+            time: self.now,
+            object: format!("Rollout/{}", self.rollout.name()),
+            warning,
+            reason: reason.to_string(),
+            message,
+        });
+    }
+
+    fn wake_at(&mut self, t: SimTime) {
+        self.outcome.wake = min_time(self.outcome.wake, Some(t));
+    }
+
+    fn run(&mut self) -> Result<(), ApiError> {
+        let spec: RolloutSpec = match self.rollout.spec_as() {
+            Ok(s) => s,
+            Err(e) => return self.invalid_spec(format!("spec: Invalid value: {e}")),
+        };
+        let Some(canary) = spec.canary().cloned() else {
+            return self.invalid_spec(
+                "spec.strategy: Invalid value: canarysim simulates the canary strategy only"
+                    .to_string(),
+            );
+        };
+        if let Some(err) = validation::validate_rollout(self.rollout.spec(), &spec).first() {
+            return self.invalid_spec(err.to_string());
+        }
+        if let Some(message) = self.referenced_resources_error(&canary) {
+            return self.invalid_spec(message);
+        }
+        remove_condition(&mut self.status.conditions, "InvalidSpec");
+        self.canary(&spec, &canary)
+    }
+
+    /// Records an InvalidSpec condition (phase Degraded) and stops.
+    fn invalid_spec(&mut self, error: String) -> Result<(), ApiError> {
+        let message = format!(
+            "The Rollout \"{}\" is invalid: {error}",
+            self.rollout.name()
+        );
+        set_condition(
+            &mut self.status.conditions,
+            "InvalidSpec",
+            "True",
+            "InvalidSpec",
+            &message,
+            self.now,
+        );
+        self.status.phase = "Degraded".into();
+        self.status.message = format!("InvalidSpec: {message}");
+        self.outcome.error = Some(message);
+        self.write_status()
+    }
+
+    /// Argo's `getRolloutReferencedResources`: Services, VirtualServices (with their routes)
+    /// and the DestinationRule must exist; the first problem is reported.
+    fn referenced_resources_error(&self, canary: &CanaryStrategy) -> Option<String> {
+        let ns = self.rollout.namespace();
+        for (field, svc) in [
+            ("spec.strategy.canary.canaryService", &canary.canary_service),
+            ("spec.strategy.canary.stableService", &canary.stable_service),
+        ] {
+            if !svc.is_empty() && self.api.get(Kind::Service, ns, svc).is_err() {
+                return Some(format!(
+                    "{field}: Invalid value: \"{svc}\": service \"{svc}\" not found"
+                ));
+            }
+        }
+        let istio_cfg = canary.traffic_routing.as_ref()?.istio.as_ref()?;
+        let vs_refs = istio_cfg.virtual_service_list();
+        if vs_refs.is_empty() {
+            return Some(
+                "spec.strategy.canary.trafficRouting.istio: Internal error: either VirtualService or VirtualServices must be configured"
+                    .to_string(),
+            );
+        }
+        let managed = canary
+            .traffic_routing
+            .as_ref()
+            .map(|t| t.managed_route_names())
+            .unwrap_or_default();
+        let ctx = istio_context(self.rollout.name(), canary, &managed);
+        for vs_ref in vs_refs {
+            let (vs_ns, vs_name) = istio::virtual_service_namespace_name(&vs_ref.name, ns);
+            let vs = self.api.get(Kind::VirtualService, &vs_ns, &vs_name).ok();
+            if let Err(e) = istio::validate_virtual_service(
+                vs.map(|o| &o.value),
+                vs_ref,
+                istio_cfg.virtual_service_field(),
+                &ctx,
+            ) {
+                return Some(e);
+            }
+        }
+        if let Some(dr) = &istio_cfg.destination_rule {
+            if self.api.get(Kind::DestinationRule, ns, &dr.name).is_err() {
+                return Some(format!(
+                    "spec.strategy.canary.trafficRouting.istio.destinationRule.name: Invalid value: \"{0}\": destinationrules.networking.istio.io \"{0}\" not found",
+                    dr.name
+                ));
+            }
+        }
+        None
+    }
+
+    fn canary(&mut self, spec: &RolloutSpec, canary: &CanaryStrategy) -> Result<(), ApiError> {
+        let n = spec.desired_replicas();
+        let steps = &canary.steps;
+        let traffic_routed = canary.traffic_routing.is_some();
+
+        // ReplicaSets of this rollout, and the one for the current template.
+        let new_hash = hash::pod_template_hash(
+            &spec.template,
+            self.status.collision_count,
+            self.settings.hash_flavor,
+        );
+        let all: Vec<Rs> = self.owned_replica_sets().iter().map(Rs::from).collect();
+
+        // A new template (or the first reconcile): restart the steps.
+        if self.status.current_pod_hash != new_hash {
+            self.status.current_pod_hash = new_hash.clone();
+            self.status.current_step_hash =
+                hash::steps_hash(&self.rollout.spec()["strategy"]["canary"]["steps"]);
+            self.status.current_step_index = if steps.is_empty() {
+                None
+            } else if new_hash == self.status.stable_r_s {
+                Some(steps.len() as i32) // rolling back to stable skips the steps
+            } else {
+                Some(0)
+            };
+            self.status.pause_conditions.clear();
+            self.status.controller_pause = false;
+            self.status.abort = false;
+            self.status.aborted_at = None;
+            self.status.promote_full = false;
+            remove_condition(&mut self.status.conditions, "Paused");
+            return self.write_status();
+        }
+
+        let fully_promoted =
+            !self.status.stable_r_s.is_empty() && self.status.stable_r_s == new_hash;
+        if self.status.abort && fully_promoted {
+            self.status.abort = false; // an abort on a promoted rollout clears itself
+            self.status.aborted_at = None;
+        }
+        if self.status.abort {
+            self.status.current_step_index = if steps.is_empty() { None } else { Some(0) };
+            self.status.pause_conditions.clear();
+            self.status.controller_pause = false;
+            if self.status.aborted_at.is_none() {
+                self.status.aborted_at = Some(self.now.rfc3339());
+            }
+        }
+        if self.status.promote_full {
+            self.status.pause_conditions.clear();
+            self.status.controller_pause = false;
+            if !steps.is_empty() {
+                self.status.current_step_index = Some(steps.len() as i32);
+            }
+        }
+
+        let new_rs = all.iter().find(|r| r.hash == new_hash).cloned();
+        let stable_rs = all
+            .iter()
+            .find(|r| !self.status.stable_r_s.is_empty() && r.hash == self.status.stable_r_s)
+            .cloned();
+        let older: Vec<Rs> = all
+            .iter()
+            .filter(|r| r.hash != new_hash && Some(&r.hash) != stable_rs.as_ref().map(|s| &s.hash))
+            .cloned()
+            .collect();
+        let older_counts: Vec<RsCounts> = older.iter().map(Rs::counts).collect();
+        let stable_is_new = fully_promoted;
+        let step_infos: Vec<StepInfo> = steps.iter().map(step_info).collect();
+        let max_surge = canary.max_surge.as_ref().map(to_int_or_percent);
+        let max_unavailable = canary.max_unavailable.as_ref().map(to_int_or_percent);
+        let threshold = progress_threshold(canary);
+        let plan = replicas::RolloutView {
+            replicas: n,
+            max_surge: max_surge.as_ref(),
+            max_unavailable: max_unavailable.as_ref(),
+            steps: &step_infos,
+            current_step_index: self.status.current_step_index,
+            traffic_routing: traffic_routed,
+            max_traffic_weight: canary
+                .traffic_routing
+                .as_ref()
+                .and_then(|t| t.max_traffic_weight),
+            dynamic_stable_scale: canary.dynamic_stable_scale,
+            min_pods_per_replica_set: canary.min_pods_per_replica_set,
+            abort_scale_down_delay_seconds: canary.abort_scale_down_delay_seconds,
+            replica_progress_threshold: threshold,
+            aborted: self.status.abort,
+            promote_full: self.status.promote_full,
+            stable_rs: &self.status.stable_r_s,
+            current_pod_hash: &self.status.current_pod_hash,
+        };
+        let canary_counts = new_rs.as_ref().map(Rs::counts);
+        let stable_counts = stable_rs.as_ref().map(Rs::counts);
+        let actual_weights =
+            self.status
+                .canary
+                .weights
+                .as_ref()
+                .map(|w| replicas::TrafficWeights {
+                    canary: w.canary.weight,
+                    stable: w.stable.weight,
+                });
+        let (want_canary, want_stable) = plan.desired_counts(
+            canary_counts,
+            stable_counts,
+            &older_counts,
+            stable_is_new,
+            actual_weights,
+        );
+        let at_desired = plan.at_desired_replica_counts(
+            canary_counts,
+            stable_counts,
+            &older_counts,
+            stable_is_new,
+            actual_weights,
+        );
+
+        // Create the ReplicaSet of the current template.
+        let Some(new_rs) = new_rs else {
+            let replicas = if self.status.stable_r_s.is_empty() {
+                n
+            } else {
+                want_canary
+            };
+            let revision = all.iter().map(|r| r.revision).max().unwrap_or(0) + 1;
+            self.create_replica_set(spec, &new_hash, replicas, revision)?;
+            self.outcome.changed = true;
+            return self.write_status();
+        };
+
+        // The first deploy is promoted at once.
+        if self.status.stable_r_s.is_empty() {
+            self.status.stable_r_s = new_hash.clone();
+            self.status.current_step_index = if steps.is_empty() {
+                None
+            } else {
+                Some(steps.len() as i32)
+            };
+            self.event(
+                false,
+                "RolloutCompleted",
+                "Rollout completed: Initial deploy".into(),
+            );
+            return self.write_status();
+        }
+
+        self.reconcile_services(canary, &new_rs, stable_rs.as_ref(), &all)?;
+
+        if let Some(tr) = &canary.traffic_routing {
+            if tr.istio.is_some() {
+                let ok = self.reconcile_traffic(
+                    spec,
+                    canary,
+                    &new_rs,
+                    stable_rs.as_ref(),
+                    &all,
+                    at_desired,
+                    fully_promoted,
+                )?;
+                if !ok {
+                    // A traffic routing error stops the reconcile before scaling and steps.
+                    return Ok(());
+                }
+            }
+        }
+
+        // Scaling: stable, then canary, then older ReplicaSets; one change per reconcile.
+        let mut scaled = false;
+        if let Some(stable) = stable_rs.as_ref().filter(|_| !stable_is_new) {
+            scaled = self.scale(stable, want_stable)?;
+        }
+        if !scaled {
+            scaled = self.scale_canary(canary, &new_rs, stable_rs.as_ref(), want_canary, n)?;
+        }
+        if !scaled {
+            self.scale_down_older(canary, &older, traffic_routed)?;
+        }
+
+        // Step progress.
+        if !spec.paused && !self.status.abort && !fully_promoted && !self.status.promote_full {
+            self.progress_steps(steps, at_desired);
+        }
+
+        // Full promotion.
+        let new_available = new_rs.available;
+        let steps_done = self.status.current_step_index.unwrap_or(0) as usize >= steps.len();
+        if !fully_promoted
+            && !self.status.abort
+            && (new_available >= n
+                || replicas::replica_progress_threshold_met(threshold, Some(new_rs.counts()), n))
+            && (self.status.promote_full || steps_done)
+        {
+            let message = if self.status.promote_full {
+                "Rollout promoted to full".to_string()
+            } else {
+                format!("Completed all {} canary steps", steps.len())
+            };
+            self.status.stable_r_s = new_hash.clone();
+            self.status.current_step_index = if steps.is_empty() {
+                None
+            } else {
+                Some(steps.len() as i32)
+            };
+            self.status.pause_conditions.clear();
+            self.status.controller_pause = false;
+            self.status.abort = false;
+            self.status.promote_full = false;
+            self.event(
+                false,
+                "RolloutCompleted",
+                format!(
+                    "Rollout completed update to revision {}: {message}",
+                    new_rs.revision
+                ),
+            );
+        }
+        self.write_status()
+    }
+
+    fn owned_replica_sets(&self) -> Vec<Object> {
+        let uid = self.rollout.metadata().and_then(|m| m.get("uid")).cloned();
+        self.api
+            .list(Kind::ReplicaSet, Some(self.rollout.namespace()), None)
+            .into_iter()
+            .filter(|rs| {
+                rs.metadata()
+                    .and_then(|m| m.get("ownerReferences"))
+                    .and_then(Value::as_array)
+                    .is_some_and(|refs| refs.iter().any(|r| r.get("uid") == uid.as_ref()))
+            })
+            .cloned()
+            .collect()
+    }
+
+    fn create_replica_set(
+        &mut self,
+        spec: &RolloutSpec,
+        hash: &str,
+        replicas: i32,
+        revision: i64,
+    ) -> Result<(), ApiError> {
+        let mut template = spec.template.clone();
+        let labels = crate::model::object::object_entry(
+            crate::model::object::object_entry(&mut template, "metadata"),
+            "labels",
+        );
+        crate::model::object::ensure_object(labels)
+            .insert(HASH_LABEL.into(), Value::String(hash.into()));
+        let mut selector = json!({});
+        for (k, v) in spec
+            .selector
+            .as_ref()
+            .map(|s| s.match_labels.clone())
+            .unwrap_or_default()
+        {
+            selector[k] = Value::String(v);
+        }
+        selector[HASH_LABEL] = Value::String(hash.into());
+        let mut rs_labels = template["metadata"]["labels"].clone();
+        if !rs_labels.is_object() {
+            rs_labels = json!({});
+        }
+        let name = format!("{}-{hash}", self.rollout.name());
+        let rs = Object::new(
+            Kind::ReplicaSet,
+            json!({
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "metadata": {
+                    "name": name,
+                    "namespace": self.rollout.namespace(),
+                    "labels": rs_labels,
+                    "annotations": {REVISION: revision.to_string()},
+                    "ownerReferences": [{
+                        "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+                        "name": self.rollout.name(),
+                        "uid": self.rollout.metadata().and_then(|m| m.get("uid")).cloned().unwrap_or(Value::Null),
+                        "controller": true, "blockOwnerDeletion": true
+                    }]
+                },
+                "spec": {
+                    "replicas": replicas,
+                    "minReadySeconds": spec.min_ready_seconds,
+                    "selector": {"matchLabels": selector},
+                    "template": template,
+                }
+            }),
+        );
+        self.api.create(rs)?;
+        self.event(
+            false,
+            "NewReplicaSetCreated",
+            format!("Created ReplicaSet {name} (revision {revision}) with size {replicas}"),
+        );
+        Ok(())
+    }
+
+    /// `rollout/service.go`: the stable Service selects the stable ReplicaSet, the canary
+    /// Service the new one (the stable one on abort). A Service Argo does not manage yet is
+    /// switched only once its target is fully available; a managed one once the target has
+    /// an available pod.
+    fn reconcile_services(
+        &mut self,
+        canary: &CanaryStrategy,
+        new_rs: &Rs,
+        stable_rs: Option<&Rs>,
+        all: &[Rs],
+    ) -> Result<(), ApiError> {
+        let stable_hash = stable_rs.map(|s| s.hash.clone()).unwrap_or_default();
+        let canary_target = if self.status.abort {
+            stable_hash.clone()
+        } else {
+            new_rs.hash.clone()
+        };
+        for (svc_name, target) in [
+            (&canary.stable_service, stable_hash),
+            (&canary.canary_service, canary_target),
+        ] {
+            if svc_name.is_empty() || target.is_empty() {
+                continue;
+            }
+            let ns = self.ns();
+            let Ok(svc) = self.api.get(Kind::Service, &ns, svc_name) else {
+                continue;
+            };
+            let svc = svc.clone();
+            let current = svc.spec()["selector"][HASH_LABEL].as_str().unwrap_or("");
+            let managed = svc.annotation(MANAGED_BY) == Some(self.rollout.name());
+            if current == target && managed {
+                continue;
+            }
+            let Some(target_rs) = all.iter().find(|r| r.hash == target) else {
+                continue;
+            };
+            let ready = if managed || current == target {
+                target_rs.available >= 1
+            } else {
+                target_rs.spec > 0 && target_rs.available >= target_rs.spec
+            };
+            if !ready {
+                continue;
+            }
+            let patch = json!({
+                "metadata": {"annotations": {MANAGED_BY: self.rollout.name()}},
+                "spec": {"selector": {HASH_LABEL: target}},
+            });
+            self.api
+                .patch(Kind::Service, &ns, svc_name, &Patch::Merge(patch))?;
+            self.outcome.changed = true;
+            self.event(
+                false,
+                "SwitchService",
+                format!(
+                    "Switched selector for service '{svc_name}' from '{current}' to '{target}'"
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// `rollout/trafficrouting.go` for Istio. Returns false when an error stops the reconcile.
+    #[allow(clippy::too_many_arguments)]
+    fn reconcile_traffic(
+        &mut self,
+        spec: &RolloutSpec,
+        canary: &CanaryStrategy,
+        new_rs: &Rs,
+        stable_rs: Option<&Rs>,
+        all: &[Rs],
+        at_desired: bool,
+        fully_promoted: bool,
+    ) -> Result<bool, ApiError> {
+        let tr = canary.traffic_routing.as_ref().expect("caller checked");
+        let Some(istio_cfg) = tr.istio.as_ref() else {
+            return Ok(true);
+        };
+        let n = spec.desired_replicas();
+        let steps = &canary.steps;
+        let managed = tr.managed_route_names();
+        let name = self.name();
+        let ctx = istio_context(&name, canary, &managed);
+        let index = self.status.current_step_index.unwrap_or(0) as usize;
+
+        // The weight to write (first match wins).
+        let last_weight = self
+            .status
+            .canary
+            .weights
+            .as_ref()
+            .map(|w| w.canary.weight)
+            .unwrap_or(0);
+        let (weight, remove_routes) = if fully_promoted {
+            (0, true)
+        } else if self.status.abort {
+            if canary.dynamic_stable_scale {
+                let set_weights: Vec<i32> = steps.iter().filter_map(|s| s.set_weight).collect();
+                let w = replicas::dynamic_abort_weight(
+                    n,
+                    100,
+                    &set_weights,
+                    new_rs.available,
+                    stable_rs.map(|s| s.available).unwrap_or(0),
+                    replicas::has_explicit_abort_scale_down_delay(
+                        true,
+                        canary.abort_scale_down_delay_seconds,
+                    ),
+                );
+                (w.min(last_weight), true)
+            } else {
+                (0, true)
+            }
+        } else if new_rs.available == 0 {
+            (0, true)
+        } else if self.status.promote_full {
+            if canary.dynamic_stable_scale && n > 0 {
+                ((100 * new_rs.available / n).min(100), true)
+            } else {
+                (last_weight, true)
+            }
+        } else if !at_desired {
+            (previous_set_weight(steps, index), false)
+        } else if index < steps.len() {
+            (current_set_weight(steps, index), false)
+        } else {
+            (100, false)
+        };
+
+        if remove_routes {
+            self.remove_managed_routes(istio_cfg, &ctx)?;
+        }
+
+        // The stable ReplicaSet must be able to take the rest of the traffic.
+        let stable_available = stable_rs.map(|s| s.available).unwrap_or(0);
+        let needed = ((100 - weight).max(0) as i64 * n as i64 / 100) as i32;
+        let threshold_met = replicas::replica_progress_threshold_met(
+            progress_threshold(canary),
+            stable_rs.map(Rs::counts),
+            n,
+        );
+        if stable_available < needed && !(progress_threshold(canary).is_some() && threshold_met) {
+            return Ok(true);
+        }
+
+        let dr_host = match &istio_cfg.destination_rule {
+            Some(dr) => self
+                .api
+                .get(Kind::DestinationRule, &self.ns(), &dr.name)
+                .ok()
+                .and_then(|o| o.spec()["host"].as_str().map(str::to_string)),
+            None => None,
+        };
+
+        // A header or mirror step is applied in the reconcile where it is current.
+        let revision = new_rs.revision;
+        if revision > 1 && !self.status.abort && !fully_promoted {
+            if let Some(step) = steps.get(index) {
+                if step.set_header_route.is_some() || step.set_mirror_route.is_some() {
+                    if let Err(e) =
+                        self.apply_route_step(istio_cfg, &ctx, step, dr_host.as_deref())?
+                    {
+                        return self.traffic_error(e);
+                    }
+                }
+            }
+        }
+
+        // Subset-level split: label the DestinationRule's subsets.
+        if let Some(dr) = &istio_cfg.destination_rule {
+            if canary.canary_service.is_empty() && canary.stable_service.is_empty() {
+                let canary_hash = if self.status.abort {
+                    ""
+                } else {
+                    new_rs.hash.as_str()
+                };
+                for rs in all.iter().filter(|r| r.spec > 0) {
+                    let is_traffic_rs = rs.hash == self.status.stable_r_s
+                        || (!canary_hash.is_empty() && rs.hash == canary_hash);
+                    let available = rs.spec != 0 && rs.available != 0 && rs.spec <= rs.available;
+                    if is_traffic_rs && !available {
+                        return self.traffic_error(format!(
+                            "delaying destination rule switch: ReplicaSet {} not fully available",
+                            rs.name()
+                        ));
+                    }
+                }
+            }
+            let ns = self.ns();
+            match self.api.get(Kind::DestinationRule, &ns, &dr.name) {
+                Ok(obj) => {
+                    let obj = obj.clone();
+                    match istio::update_destination_rule(
+                        &obj.value,
+                        &ctx,
+                        &new_rs.hash,
+                        &self.status.stable_r_s.clone(),
+                        &[],
+                    ) {
+                        Ok(Some(next)) => {
+                            self.api.update(Object::new(Kind::DestinationRule, next))?;
+                            self.outcome.changed = true;
+                            self.event(
+                                false,
+                                "TrafficWeightUpdated",
+                                format!(
+                                    "DestinationRule {} subset updated ({}: {}, {}: {})",
+                                    dr.name,
+                                    dr.canary_subset_name,
+                                    new_rs.hash,
+                                    dr.stable_subset_name,
+                                    self.status.stable_r_s
+                                ),
+                            );
+                        }
+                        Ok(None) => {}
+                        Err(e) => return self.traffic_error(e.to_string()),
+                    }
+                }
+                Err(e) => return self.traffic_error(e.to_string()),
+            }
+        }
+
+        // VirtualService weights.
+        for vs_ref in istio_cfg.virtual_service_list() {
+            let (vs_ns, vs_name) = istio::virtual_service_namespace_name(&vs_ref.name, &self.ns());
+            let vs = match self.api.get(Kind::VirtualService, &vs_ns, &vs_name) {
+                Ok(o) => o.clone(),
+                Err(e) => {
+                    self.event(
+                        true,
+                        "VirtualServiceNotFound",
+                        format!("VirtualService `{vs_name}` not found"),
+                    );
+                    return self.traffic_error(e.to_string());
+                }
+            };
+            match istio::set_weight(&vs.value, vs_ref, &ctx, weight, &[]) {
+                Ok(Some(next)) => {
+                    self.api.update(Object::new(Kind::VirtualService, next))?;
+                    self.outcome.changed = true;
+                    self.event(
+                        false,
+                        "UpdatedVirtualService",
+                        format!("VirtualService `{vs_name}` set to desiredWeight '{weight}'"),
+                    );
+                }
+                Ok(None) => {}
+                Err(e) => return self.traffic_error(e.to_string()),
+            }
+        }
+
+        let weights = TrafficWeights {
+            canary: WeightDestination {
+                weight,
+                service_name: canary.canary_service.clone(),
+                pod_template_hash: new_rs.hash.clone(),
+            },
+            stable: WeightDestination {
+                weight: 100 - weight,
+                service_name: canary.stable_service.clone(),
+                pod_template_hash: self.status.stable_r_s.clone(),
+            },
+            additional: Vec::new(),
+            verified: None,
+        };
+        self.status.canary.weights = Some(weights);
+        Ok(true)
+    }
+
+    /// Reports a traffic routing error the way Argo does (Warning event, reconcile stops).
+    fn traffic_error(&mut self, message: String) -> Result<bool, ApiError> {
+        self.event(true, "TrafficRoutingError", message.clone());
+        self.outcome.error = Some(message);
+        Ok(false)
+    }
+
+    fn apply_route_step(
+        &mut self,
+        istio_cfg: &crate::model::rollout::IstioTrafficRouting,
+        ctx: &IstioContext,
+        step: &CanaryStep,
+        dr_host: Option<&str>,
+    ) -> Result<Result<(), String>, ApiError> {
+        for vs_ref in istio_cfg.virtual_service_list() {
+            let (vs_ns, vs_name) = istio::virtual_service_namespace_name(&vs_ref.name, &self.ns());
+            let vs = match self.api.get(Kind::VirtualService, &vs_ns, &vs_name) {
+                Ok(o) => o.clone(),
+                Err(e) => return Ok(Err(e.to_string())),
+            };
+            let result = if let Some(h) = &step.set_header_route {
+                istio::set_header_route(&vs.value, vs_ref, ctx, h, dr_host).map(|v| {
+                    (
+                        v,
+                        format!("VirtualService `{vs_name}` set headerRoute '{}'", h.name),
+                    )
+                })
+            } else if let Some(m) = &step.set_mirror_route {
+                istio::set_mirror_route(&vs.value, vs_ref, ctx, m, dr_host).map(|v| {
+                    (
+                        v,
+                        format!("VirtualService `{vs_name}` set mirrorRoute '{}'", m.name),
+                    )
+                })
+            } else {
+                continue;
+            };
+            match result {
+                Ok((next, message)) => {
+                    if next != vs.value {
+                        self.api.update(Object::new(Kind::VirtualService, next))?;
+                        self.outcome.changed = true;
+                        self.event(false, "UpdatedVirtualService", message);
+                    }
+                }
+                Err(e) => return Ok(Err(e.to_string())),
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    fn remove_managed_routes(
+        &mut self,
+        istio_cfg: &crate::model::rollout::IstioTrafficRouting,
+        ctx: &IstioContext,
+    ) -> Result<(), ApiError> {
+        for vs_ref in istio_cfg.virtual_service_list() {
+            let (vs_ns, vs_name) = istio::virtual_service_namespace_name(&vs_ref.name, &self.ns());
+            let Ok(vs) = self.api.get(Kind::VirtualService, &vs_ns, &vs_name) else {
+                continue;
+            };
+            let vs = vs.clone();
+            match istio::remove_managed_routes(&vs.value, ctx) {
+                Ok(RemoveOutcome::Write(next)) => {
+                    if next != vs.value {
+                        self.api.update(Object::new(Kind::VirtualService, next))?;
+                        self.outcome.changed = true;
+                    }
+                }
+                Ok(RemoveOutcome::Unchanged) => {}
+                Ok(RemoveOutcome::StopNoHttp) => break,
+                Err(e) => {
+                    self.event(true, "TrafficRoutingError", e.to_string());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets `spec.replicas` of a ReplicaSet; true when it wrote.
+    fn scale(&mut self, rs: &Rs, replicas: i32) -> Result<bool, ApiError> {
+        let current = self
+            .api
+            .get(Kind::ReplicaSet, rs.object.namespace(), rs.name())?
+            .clone();
+        let spec = current
+            .spec()
+            .get("replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1) as i32;
+        if spec == replicas {
+            return Ok(false);
+        }
+        let mut next = current;
+        next.value["spec"]["replicas"] = json!(replicas);
+        if replicas > 0 {
+            if let Some(a) = next.value["metadata"]["annotations"].as_object_mut() {
+                a.remove(SCALE_DOWN_DEADLINE);
+            }
+        }
+        self.api.update(next)?;
+        self.outcome.changed = true;
+        let verb = if replicas > spec { "up" } else { "down" };
+        self.event(
+            false,
+            "ScalingReplicaSet",
+            format!(
+                "Scaled {verb} ReplicaSet {} (revision {}) from {spec} to {replicas}",
+                rs.name(),
+                rs.revision
+            ),
+        );
+        Ok(true)
+    }
+
+    /// The canary (new) ReplicaSet. On abort with traffic routing it is held at its size
+    /// until the stable ReplicaSet is fully available, then scaled down after
+    /// `abortScaleDownDelaySeconds`.
+    fn scale_canary(
+        &mut self,
+        canary: &CanaryStrategy,
+        new_rs: &Rs,
+        stable_rs: Option<&Rs>,
+        want: i32,
+        n: i32,
+    ) -> Result<bool, ApiError> {
+        let delay = canary.abort_scale_down_delay_seconds.unwrap_or(30);
+        if self.status.abort && canary.traffic_routing.is_some() && delay > 0 && want < new_rs.spec
+        {
+            let stable_ready = stable_rs.is_some_and(|s| s.available >= n);
+            if !stable_ready {
+                return Ok(false);
+            }
+            return self.delayed_scale_down(new_rs, want, Duration::from_secs(delay as u64));
+        }
+        self.scale(new_rs, want)
+    }
+
+    /// Scale-down after a deadline annotation (`scale-down-deadline`), as Argo leaves a
+    /// traffic-routed ReplicaSet up so that traffic can shift back at once.
+    fn delayed_scale_down(
+        &mut self,
+        rs: &Rs,
+        target: i32,
+        delay: Duration,
+    ) -> Result<bool, ApiError> {
+        match rs
+            .object
+            .annotation(SCALE_DOWN_DEADLINE)
+            .and_then(SimTime::parse_rfc3339)
+        {
+            Some(deadline) if self.now >= deadline => self.scale(rs, target),
+            Some(deadline) => {
+                self.wake_at(deadline);
+                Ok(false)
+            }
+            None => {
+                let deadline = self.now.after(delay);
+                let patch =
+                    json!({"metadata": {"annotations": {SCALE_DOWN_DEADLINE: deadline.rfc3339()}}});
+                self.api.patch(
+                    Kind::ReplicaSet,
+                    rs.object.namespace(),
+                    rs.name(),
+                    &Patch::Merge(patch),
+                )?;
+                self.outcome.changed = true;
+                self.wake_at(deadline);
+                Ok(true)
+            }
+        }
+    }
+
+    /// ReplicaSets that are neither stable nor current: with traffic routing they stay up
+    /// for `scaleDownDelaySeconds` (none with dynamicStableScale); without it they go at once.
+    fn scale_down_older(
+        &mut self,
+        canary: &CanaryStrategy,
+        older: &[Rs],
+        traffic_routed: bool,
+    ) -> Result<(), ApiError> {
+        for rs in older.iter().filter(|r| r.spec > 0) {
+            if traffic_routed && !canary.dynamic_stable_scale {
+                let delay = canary.scale_down_delay_seconds.unwrap_or(30).max(0) as u64;
+                if self.still_referenced(rs) {
+                    continue;
+                }
+                if self.delayed_scale_down(rs, 0, Duration::from_secs(delay))? {
+                    return Ok(());
+                }
+            } else if self.scale(rs, 0)? {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a Service managed by this rollout still selects the ReplicaSet (Argo does not
+    /// start the scale-down delay of a ReplicaSet that still receives traffic).
+    fn still_referenced(&self, rs: &Rs) -> bool {
+        self.api
+            .list(Kind::Service, Some(self.rollout.namespace()), None)
+            .iter()
+            .any(|svc| {
+                svc.annotation(MANAGED_BY) == Some(self.rollout.name())
+                    && svc.spec()["selector"][HASH_LABEL].as_str() == Some(rs.hash.as_str())
+            })
+    }
+
+    /// `completedCurrentCanaryStep` and the pause handling of `pause.go`.
+    fn progress_steps(&mut self, steps: &[CanaryStep], at_desired: bool) {
+        let Some(index) = self.status.current_step_index else {
+            return;
+        };
+        let i = index as usize;
+        let Some(step) = steps.get(i) else { return };
+        let completed = if step.set_weight.is_some() || step.set_canary_scale.is_some() {
+            at_desired
+        } else if let Some(pause) = &step.pause {
+            let cond = self
+                .status
+                .pause_conditions
+                .iter()
+                .find(|c| c.reason == CANARY_PAUSE_STEP)
+                .cloned();
+            match cond {
+                None if self.status.controller_pause => true, // promoted
+                None => {
+                    self.status.pause_conditions.push(PauseCondition {
+                        reason: CANARY_PAUSE_STEP.into(),
+                        start_time: self.now.rfc3339(),
+                    });
+                    self.status.controller_pause = true;
+                    if let Some(d) = pause_duration(pause.duration.as_ref()) {
+                        self.wake_at(pause_end(self.now, d));
+                    }
+                    self.event(
+                        false,
+                        "RolloutPaused",
+                        format!("Rollout is paused ({CANARY_PAUSE_STEP})"),
+                    );
+                    false
+                }
+                Some(c) => match pause_duration(pause.duration.as_ref()) {
+                    None => false,
+                    Some(d) => {
+                        let start = SimTime::parse_rfc3339(&c.start_time).unwrap_or(self.now);
+                        // Argo completes the pause once now is *after* start + duration.
+                        if self.now > start.after(d) {
+                            true
+                        } else {
+                            self.wake_at(pause_end(start, d));
+                            false
+                        }
+                    }
+                },
+            }
+        } else if step.set_header_route.is_some() || step.set_mirror_route.is_some() {
+            true
+        } else {
+            // experiment / analysis / plugin steps are not simulated: they pass.
+            self.event(
+                true,
+                "StepNotSimulated",
+                format!(
+                    "canarysim does not simulate step {} ({}); treating it as successful",
+                    i + 1,
+                    step.describe()
+                ),
+            );
+            true
+        };
+        if completed {
+            self.status.current_step_index = Some(index + 1);
+            self.status
+                .pause_conditions
+                .retain(|c| c.reason != CANARY_PAUSE_STEP);
+            self.status.controller_pause = false;
+            self.event(
+                false,
+                "RolloutStepCompleted",
+                format!(
+                    "Rollout step {}/{} completed ({})",
+                    i + 1,
+                    steps.len(),
+                    step.describe()
+                ),
+            );
+        }
+    }
+
+    /// Recomputes counts, phase, message and conditions; writes the status if it changed.
+    fn write_status(&mut self) -> Result<(), ApiError> {
+        let spec: RolloutSpec = self.rollout.spec_as().unwrap_or_default();
+        let n = spec.desired_replicas();
+        let rss = self.owned_replica_sets();
+        let mut totals = (0, 0, 0, 0);
+        for rs in &rss {
+            let st = rs.status();
+            let get = |k: &str| st.get(k).and_then(Value::as_i64).unwrap_or(0) as i32;
+            totals.0 += get("replicas");
+            totals.2 += get("readyReplicas");
+            totals.3 += get("availableReplicas");
+            if rs.labels().get(HASH_LABEL) == Some(&self.status.current_pod_hash) {
+                totals.1 = get("replicas");
+            }
+        }
+        let s = &mut self.status;
+        (
+            s.replicas,
+            s.updated_replicas,
+            s.ready_replicas,
+            s.available_replicas,
+        ) = totals;
+        s.observed_generation = self.rollout.generation().to_string();
+        s.selector = spec
+            .selector
+            .as_ref()
+            .map(|sel| {
+                sel.match_labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default();
+        let invalid = s.conditions.iter().any(|c| c.type_ == "InvalidSpec");
+        if !invalid {
+            let revision = rss
+                .iter()
+                .find(|rs| rs.labels().get(HASH_LABEL) == Some(&s.current_pod_hash))
+                .and_then(|rs| rs.annotation(REVISION).map(str::to_string))
+                .unwrap_or_else(|| "1".into());
+            if s.abort {
+                let message = format!("Rollout aborted update to revision {revision}");
+                set_condition(
+                    &mut s.conditions,
+                    "Progressing",
+                    "False",
+                    "RolloutAborted",
+                    &message,
+                    self.now,
+                );
+            } else {
+                set_condition(
+                    &mut s.conditions,
+                    "Progressing",
+                    "True",
+                    "ReplicaSetUpdated",
+                    &format!(
+                        "ReplicaSet \"{}-{}\" is progressing.",
+                        self.rollout.name(),
+                        s.current_pod_hash
+                    ),
+                    self.now,
+                );
+            }
+            let (phase, message) = phase(&spec, s, n);
+            s.phase = phase.into();
+            s.message = message;
+        }
+        let available = if s.available_replicas >= n {
+            "True"
+        } else {
+            "False"
+        };
+        set_condition(
+            &mut s.conditions,
+            "Available",
+            available,
+            "AvailableReason",
+            "Rollout has minimum availability",
+            self.now,
+        );
+
+        let before: RolloutStatus = self.rollout.status_as().unwrap_or_default();
+        if before != self.status {
+            let mut next = self.rollout.clone();
+            next.value["status"] = serde_json::to_value(&self.status).expect("status serializes");
+            self.rollout = self.api.update_status(next)?;
+            self.outcome.changed = true;
+        }
+        Ok(())
+    }
+}
+
+/// `CalculateRolloutPhase` (phase and message).
+fn phase(spec: &RolloutSpec, s: &RolloutStatus, n: i32) -> (&'static str, String) {
+    if s.abort {
+        let msg = s
+            .conditions
+            .iter()
+            .find(|c| c.reason == "RolloutAborted")
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        return ("Degraded", format!("RolloutAborted: {msg}"));
+    }
+    if spec.paused {
+        return ("Paused", "manually paused".into());
+    }
+    if let Some(c) = s.pause_conditions.first() {
+        return ("Paused", c.reason.clone());
+    }
+    if s.updated_replicas < n {
+        return ("Progressing", "more replicas need to be updated".into());
+    }
+    if s.available_replicas < s.updated_replicas {
+        return (
+            "Progressing",
+            "updated replicas are still becoming available".into(),
+        );
+    }
+    let traffic_routed = spec.canary().is_some_and(|c| c.traffic_routing.is_some());
+    if !traffic_routed && s.replicas > s.updated_replicas {
+        return ("Progressing", "old replicas are pending termination".into());
+    }
+    if s.stable_r_s != s.current_pod_hash {
+        return ("Progressing", "waiting for all steps to complete".into());
+    }
+    ("Healthy", String::new())
+}
+
+fn istio_context<'a>(
+    name: &'a str,
+    canary: &'a CanaryStrategy,
+    managed: &'a [String],
+) -> IstioContext<'a> {
+    IstioContext {
+        rollout_name: name,
+        canary_service: &canary.canary_service,
+        stable_service: &canary.stable_service,
+        destination_rule: canary
+            .traffic_routing
+            .as_ref()
+            .and_then(|t| t.istio.as_ref())
+            .and_then(|i| i.destination_rule.as_ref()),
+        managed_routes: managed,
+        steps: &canary.steps,
+    }
+}
+
+fn step_info(step: &CanaryStep) -> StepInfo {
+    StepInfo {
+        set_weight: step.set_weight,
+        set_canary_scale: step
+            .set_canary_scale
+            .as_ref()
+            .map(|s| replicas::CanaryScale {
+                replicas: s.replicas,
+                weight: s.weight,
+                match_traffic_weight: s.match_traffic_weight,
+            }),
+    }
+}
+
+fn to_int_or_percent(v: &IntOrString) -> replicas::IntOrPercent {
+    match v {
+        IntOrString::Int(i) => replicas::IntOrPercent::Int(*i as i32),
+        IntOrString::String(s) => replicas::IntOrPercent::Str(s.clone()),
+    }
+}
+
+fn progress_threshold(canary: &CanaryStrategy) -> Option<ReplicaProgressThreshold> {
+    let v = canary.replica_progress_threshold.as_ref()?;
+    let kind = match v.get("type").and_then(Value::as_str)? {
+        "Percent" | "Percentage" => replicas::ProgressType::Percentage,
+        "Pod" | "Pods" => replicas::ProgressType::Pods,
+        _ => return None,
+    };
+    Some(ReplicaProgressThreshold {
+        kind,
+        value: v.get("value").and_then(Value::as_i64)? as i32,
+    })
+}
+
+/// The latest setWeight at or before `index`, else 0.
+fn current_set_weight(steps: &[CanaryStep], index: usize) -> i32 {
+    steps[..=index.min(steps.len().saturating_sub(1))]
+        .iter()
+        .rev()
+        .find_map(|s| s.set_weight)
+        .unwrap_or(0)
+}
+
+/// The latest setWeight strictly before `index` (the weight that stays while the canary
+/// scales up for the current step), else 0.
+fn previous_set_weight(steps: &[CanaryStep], index: usize) -> i32 {
+    steps[..index.min(steps.len())]
+        .iter()
+        .rev()
+        .find_map(|s| s.set_weight)
+        .unwrap_or(0)
+}
+
+fn pause_duration(d: Option<&IntOrString>) -> Option<Duration> {
+    d.and_then(|d| duration::from_int_or_string(d).ok())
+}
+
+/// When a pause of `d` that started at `start` completes (Argo: once now is after the end).
+fn pause_end(start: SimTime, d: Duration) -> SimTime {
+    start.after(d).after(Duration::from_millis(1))
+}
+
+fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: SimTime,
+) {
+    let now = now.rfc3339();
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) if c.status == status && c.reason == reason && c.message == message => {}
+        Some(c) => {
+            if c.status != status {
+                c.last_transition_time = now.clone();
+            }
+            c.status = status.into();
+            c.reason = reason.into();
+            c.message = message.into();
+            c.last_update_time = now;
+        }
+        None => conditions.push(Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: now.clone(),
+            last_update_time: now,
+        }),
+    }
+}
+
+fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) {
+    conditions.retain(|c| c.type_ != type_);
+}
+
+/// Images of a pod template: container name → image.
+pub fn template_images(template: &Value) -> BTreeMap<String, String> {
+    template["spec"]["containers"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .filter_map(|c| {
+                    Some((
+                        c["name"].as_str()?.to_string(),
+                        c["image"].as_str()?.to_string(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,213 @@
+//! Builds the `kubectl argo rollouts get rollout` view from the objects in the store, with
+//! the plugin's rules for SetWeight, ActualWeight, images and tree rows
+//! (`pkg/kubectl-argo-rollouts/info`).
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+use super::rollout_view::{
+    ImageView, PodView, ReplicaSetView, RevisionView, RolloutView, ScaleDownDelay,
+};
+use crate::apiserver::{ApiError, ApiServer};
+use crate::clock::SimTime;
+use crate::controller::replicaset::{HASH_LABEL, owned_pods};
+use crate::controller::rollout::{REVISION, SCALE_DOWN_DEADLINE, template_images};
+use crate::model::rollout::{RolloutSpec, RolloutStatus};
+use crate::model::{Kind, Object};
+
+/// The view of rollout `ns/name` at `now`.
+pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<RolloutView, ApiError> {
+    let rollout = api.get(Kind::Rollout, ns, name)?;
+    let spec: RolloutSpec = rollout.spec_as().unwrap_or_default();
+    let status: RolloutStatus = rollout.status_as().unwrap_or_default();
+    let steps = spec.canary().map(|c| c.steps.clone()).unwrap_or_default();
+    let traffic_routed = spec.canary().is_some_and(|c| c.traffic_routing.is_some());
+
+    let set_weight = set_weight(&spec, &status);
+    let uid = rollout.metadata().and_then(|m| m.get("uid")).cloned();
+    let mut replica_sets: Vec<&Object> = api
+        .list(Kind::ReplicaSet, Some(ns), None)
+        .into_iter()
+        .filter(|rs| {
+            rs.metadata()
+                .and_then(|m| m.get("ownerReferences"))
+                .and_then(Value::as_array)
+                .is_some_and(|refs| refs.iter().any(|r| r.get("uid") == uid.as_ref()))
+        })
+        .collect();
+    replica_sets.sort_by_key(|rs| std::cmp::Reverse(revision(rs)));
+
+    let hash_of = |rs: &Object| rs.labels().get(HASH_LABEL).cloned().unwrap_or_default();
+    let is_stable = |rs: &Object| hash_of(rs) == status.stable_r_s;
+    let is_canary = |rs: &Object| hash_of(rs) == status.current_pod_hash && !is_stable(rs);
+    let get = |rs: &Object, k: &str| rs.status().get(k).and_then(Value::as_i64).unwrap_or(0) as i32;
+
+    let last_step = status
+        .current_step_index
+        .is_none_or(|i| i as usize >= steps.len());
+    let actual_weight = if last_step && !steps.is_empty() {
+        100
+    } else if status.available_replicas == 0 {
+        0
+    } else if traffic_routed {
+        status
+            .canary
+            .weights
+            .as_ref()
+            .map(|w| w.canary.weight)
+            .unwrap_or(set_weight)
+    } else {
+        replica_sets
+            .iter()
+            .filter(|rs| is_canary(rs))
+            .map(|rs| get(rs, "availableReplicas") * 100 / status.available_replicas)
+            .next()
+            .unwrap_or(0)
+    };
+
+    // Images of the ReplicaSets that have pods, tagged stable / canary.
+    let mut images: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for rs in &replica_sets {
+        if get(rs, "replicas") == 0 && rs.spec()["replicas"].as_i64().unwrap_or(0) == 0 {
+            continue;
+        }
+        for image in template_images(&rs.spec()["template"]).into_values() {
+            let tags = images.entry(image).or_default();
+            for (tag, yes) in [("canary", is_canary(rs)), ("stable", is_stable(rs))] {
+                if yes && !tags.iter().any(|t| t == tag) {
+                    tags.push(tag.to_string());
+                }
+            }
+        }
+    }
+
+    let mut revisions: Vec<RevisionView> = Vec::new();
+    for rs in &replica_sets {
+        let spec_replicas = rs.spec()["replicas"].as_i64().unwrap_or(1) as i32;
+        let pods: Vec<PodView> = if spec_replicas == 0 && get(rs, "replicas") == 0 {
+            Vec::new()
+        } else {
+            owned_pods(api, rs)
+                .iter()
+                .map(|p| pod_view(p, now))
+                .collect()
+        };
+        let rs_status = if spec_replicas == 0 && pods.is_empty() {
+            "ScaledDown"
+        } else if get(rs, "availableReplicas") >= spec_replicas {
+            "Healthy"
+        } else {
+            "Progressing"
+        };
+        let delay = rs
+            .annotation(SCALE_DOWN_DEADLINE)
+            .and_then(SimTime::parse_rfc3339)
+            .filter(|_| spec_replicas > 0)
+            .map(|deadline| {
+                if deadline > now {
+                    ScaleDownDelay::Remaining(deadline.since(now))
+                } else {
+                    ScaleDownDelay::Passed
+                }
+            });
+        let view = ReplicaSetView {
+            name: rs.name().to_string(),
+            status: rs_status.to_string(),
+            age: age(rs, now),
+            stable: is_stable(rs),
+            canary: is_canary(rs),
+            scale_down_delay: delay,
+            pods,
+        };
+        let rev = revision(rs);
+        match revisions.iter_mut().find(|r| r.revision == rev) {
+            Some(r) => r.replica_sets.push(view),
+            None => revisions.push(RevisionView {
+                revision: rev,
+                replica_sets: vec![view],
+            }),
+        }
+    }
+
+    Ok(RolloutView {
+        name: name.to_string(),
+        namespace: ns.to_string(),
+        status: if status.phase.is_empty() {
+            "Progressing".into()
+        } else {
+            status.phase.clone()
+        },
+        message: status.message.clone(),
+        step: status
+            .current_step_index
+            .filter(|_| !steps.is_empty())
+            .map(|i| (i as u32, steps.len() as u32)),
+        set_weight,
+        actual_weight,
+        images: images
+            .into_iter()
+            .map(|(image, tags)| ImageView { image, tags })
+            .collect(),
+        desired: spec.desired_replicas(),
+        current: status.replicas,
+        updated: status.updated_replicas,
+        ready: status.ready_replicas,
+        available: status.available_replicas,
+        age: age(rollout, now),
+        revisions,
+    })
+}
+
+/// The plugin's SetWeight: 100 when fully promoted or past the last step, 0 when aborted,
+/// else the latest setWeight at or before the current step.
+pub fn set_weight(spec: &RolloutSpec, status: &RolloutStatus) -> i32 {
+    let steps = spec.canary().map(|c| c.steps.as_slice()).unwrap_or(&[]);
+    if status.abort {
+        return 0;
+    }
+    if status.stable_r_s.is_empty() || status.stable_r_s == status.current_pod_hash {
+        return 100;
+    }
+    match status.current_step_index {
+        Some(i) if (i as usize) < steps.len() => steps[..=i as usize]
+            .iter()
+            .rev()
+            .find_map(|s| s.set_weight)
+            .unwrap_or(0),
+        _ => 100,
+    }
+}
+
+fn revision(rs: &Object) -> i64 {
+    rs.annotation(REVISION)
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(0)
+}
+
+fn age(o: &Object, now: SimTime) -> std::time::Duration {
+    SimTime::parse_rfc3339(o.creation_timestamp())
+        .map(|t| now.since(t))
+        .unwrap_or_default()
+}
+
+fn pod_view(pod: &Object, now: SimTime) -> PodView {
+    let statuses = pod.status()["containerStatuses"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let ready = statuses.iter().filter(|c| c["ready"] == true).count() as u32;
+    let restarts = statuses
+        .iter()
+        .map(|c| c["restartCount"].as_u64().unwrap_or(0) as u32)
+        .sum();
+    PodView {
+        name: pod.name().to_string(),
+        status: pod.status()["phase"]
+            .as_str()
+            .unwrap_or("Pending")
+            .to_string(),
+        age: age(pod, now),
+        ready: (ready, statuses.len() as u32),
+        restarts,
+    }
+}
