@@ -22,4 +22,5 @@ pub mod controller;
 pub mod model;
 pub mod random;
 pub mod report;
+pub mod scenario;
 pub mod sim;

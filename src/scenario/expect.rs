@@ -1,0 +1,367 @@
+//! `expect:` — assertions on the cluster state, evaluated against the live objects.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+use super::format::{Expect, ReplicaExpect};
+use crate::controller::replicaset::HASH_LABEL;
+use crate::model::rollout::RolloutStatus;
+use crate::model::{Kind, ObjectKey};
+use crate::report::get_rollout;
+use crate::sim::World;
+
+/// The `$canary_hash`, `$stable_hash`, `$canary_rs`, `$stable_rs` values of a rollout.
+pub fn variables(world: &World, ns: &str, rollout: &str) -> BTreeMap<&'static str, String> {
+    let status: RolloutStatus = world
+        .api
+        .get(Kind::Rollout, ns, rollout)
+        .ok()
+        .and_then(|r| r.status_as().ok())
+        .unwrap_or_default();
+    let mut vars = BTreeMap::new();
+    vars.insert(
+        "$canary_rs",
+        format!("{rollout}-{}", status.current_pod_hash),
+    );
+    vars.insert("$stable_rs", format!("{rollout}-{}", status.stable_r_s));
+    vars.insert("$canary_hash", status.current_pod_hash);
+    vars.insert("$stable_hash", status.stable_r_s);
+    vars
+}
+
+/// Replaces every `$name` in `text`.
+pub fn expand(text: &str, vars: &BTreeMap<&'static str, String>) -> String {
+    let mut out = text.to_string();
+    // Longest names first, so `$canary_rs` is not read as `$canary` + `_rs`.
+    let mut names: Vec<_> = vars.keys().collect();
+    names.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    for name in names {
+        out = out.replace(*name, &vars[name]);
+    }
+    out
+}
+
+/// Checks every key of `e`; returns the failures (empty: passed) and what was checked.
+pub fn check(
+    world: &World,
+    ns: &str,
+    rollout: Option<&str>,
+    e: &Expect,
+    violations: usize,
+) -> (Vec<String>, Vec<String>) {
+    let mut out = Findings::default();
+
+    let status: RolloutStatus;
+    let vars;
+    match rollout {
+        Some(name) => {
+            let Ok(ro) = world.api.get(Kind::Rollout, ns, name) else {
+                out.failures
+                    .push(format!("rollouts.argoproj.io \"{name}\" not found"));
+                return (out.failures, out.checked);
+            };
+            status = ro.status_as().unwrap_or_default();
+            vars = variables(world, ns, name);
+            if let Some(p) = &e.phase {
+                out.compare("phase", p.clone(), status.phase.clone());
+            }
+            if let Some(m) = &e.message {
+                let m = expand(m, &vars);
+                if status.message.contains(&m) {
+                    out.checked.push(format!("message contains \"{m}\""));
+                } else {
+                    out.failures.push(format!(
+                        "message: expected to contain \"{m}\", got \"{}\"",
+                        status.message
+                    ));
+                }
+            }
+            if let Some(s) = e.step {
+                out.compare(
+                    "step",
+                    s.to_string(),
+                    status
+                        .current_step_index
+                        .map(|i| i.to_string())
+                        .unwrap_or_else(|| "none".into()),
+                );
+            }
+            if e.set_weight.is_some() || e.actual_weight.is_some() {
+                if let Ok(view) = get_rollout::view(&world.api, ns, name, world.now()) {
+                    if let Some(w) = e.set_weight {
+                        out.compare("set_weight", w.to_string(), view.set_weight.to_string());
+                    }
+                    if let Some(w) = e.actual_weight {
+                        out.compare(
+                            "actual_weight",
+                            w.to_string(),
+                            view.actual_weight.to_string(),
+                        );
+                    }
+                }
+            }
+            if let Some(r) = &e.replicas {
+                for (what, want, got) in replica_checks(world, ns, &status, r) {
+                    out.compare(
+                        &format!("replicas.{what}"),
+                        want.to_string(),
+                        got.to_string(),
+                    );
+                }
+            }
+            if let Some(err) = &e.error {
+                let key = ObjectKey::new(Kind::Rollout, ns, name);
+                let actual = world.errors.get(&key);
+                if err == "none" {
+                    match actual {
+                        None => out.checked.push("error none".into()),
+                        Some(a) => out
+                            .failures
+                            .push(format!("error: expected none, got \"{a}\"")),
+                    }
+                } else {
+                    let want = expand(err, &vars);
+                    match actual {
+                        Some(a) if a.contains(&want) => out.checked.push(format!("error \"{a}\"")),
+                        Some(a) => out.failures.push(format!(
+                            "error: expected to contain \"{want}\", got \"{a}\""
+                        )),
+                        None => out.failures.push(format!(
+                            "error: expected to contain \"{want}\", but the controller reports none"
+                        )),
+                    }
+                }
+            }
+        }
+        None => {
+            vars = BTreeMap::new();
+            let needs_rollout = e.phase.is_some()
+                || e.message.is_some()
+                || e.step.is_some()
+                || e.set_weight.is_some()
+                || e.actual_weight.is_some()
+                || e.replicas.is_some()
+                || e.error.is_some();
+            if needs_rollout {
+                out.failures
+                    .push("no rollout to check (name one with `rollout:`)".into());
+            }
+        }
+    }
+
+    if let Some(v) = e.violations {
+        out.compare("violations", v.to_string(), violations.to_string());
+    }
+    if let Some(weights) = &e.weights {
+        for (vs_name, routes) in weights {
+            let Ok(vs) = world.api.get(Kind::VirtualService, ns, vs_name) else {
+                out.failures.push(format!(
+                    "weights: virtualservices.networking.istio.io \"{vs_name}\" not found"
+                ));
+                continue;
+            };
+            for (route_key, want) in routes {
+                match route_weights(vs.spec(), route_key) {
+                    None => out
+                        .failures
+                        .push(format!("weights: {vs_name} has no route {route_key}")),
+                    Some(got) => {
+                        let want: BTreeMap<String, i64> = want.clone().into_iter().collect();
+                        out.compare(
+                            &format!("weights {vs_name} {route_key}"),
+                            format_weights(&want),
+                            format_weights(&got),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    if let Some(objects) = &e.objects {
+        for (i, want) in objects.iter().enumerate() {
+            let want = expand_value(want, &vars);
+            let kind = want
+                .get("kind")
+                .and_then(Value::as_str)
+                .and_then(Kind::parse);
+            let name = want["metadata"]["name"].as_str().unwrap_or("");
+            let obj_ns = want["metadata"]["namespace"].as_str().unwrap_or(ns);
+            let Some(kind) = kind else {
+                out.failures
+                    .push(format!("objects[{i}]: unknown or missing kind"));
+                continue;
+            };
+            match world.api.get(kind, obj_ns, name) {
+                Err(err) => out.failures.push(format!("objects[{i}]: {err}")),
+                Ok(obj) => {
+                    let mut diffs = Vec::new();
+                    partial_match(&want, &obj.value, "", &mut diffs);
+                    if diffs.is_empty() {
+                        out.checked.push(format!("{kind}/{name} matches"));
+                    } else {
+                        out.failures
+                            .push(format!("{kind}/{name}: {}", diffs.join("; ")));
+                    }
+                }
+            }
+        }
+    }
+    (out.failures, out.checked)
+}
+
+/// What an expectation found: failures, and what held.
+#[derive(Default)]
+struct Findings {
+    failures: Vec<String>,
+    checked: Vec<String>,
+}
+
+impl Findings {
+    fn compare(&mut self, what: &str, expected: String, actual: String) {
+        if expected == actual {
+            self.checked.push(format!("{what} {actual}"));
+        } else {
+            self.failures
+                .push(format!("{what}: expected {expected}, got {actual}"));
+        }
+    }
+}
+
+fn replica_checks(
+    world: &World,
+    ns: &str,
+    status: &RolloutStatus,
+    r: &ReplicaExpect,
+) -> Vec<(&'static str, i32, i32)> {
+    let rs_size = |hash: &str| -> i32 {
+        world
+            .api
+            .list(Kind::ReplicaSet, Some(ns), None)
+            .into_iter()
+            .find(|rs| {
+                !hash.is_empty() && rs.labels().get(HASH_LABEL).map(String::as_str) == Some(hash)
+            })
+            .and_then(|rs| rs.spec()["replicas"].as_i64())
+            .unwrap_or(0) as i32
+    };
+    let desired = world
+        .api
+        .list(Kind::Rollout, Some(ns), None)
+        .into_iter()
+        .find(|ro| ro.status()["currentPodHash"] == status.current_pod_hash.as_str())
+        .and_then(|ro| ro.spec()["replicas"].as_i64())
+        .unwrap_or(1) as i32;
+    let canary_size = if status.current_pod_hash == status.stable_r_s {
+        0
+    } else {
+        rs_size(&status.current_pod_hash)
+    };
+    let mut out = Vec::new();
+    let mut add = |name, want: Option<i32>, got| {
+        if let Some(w) = want {
+            out.push((name, w, got));
+        }
+    };
+    add("desired", r.desired, desired);
+    add("current", r.current, status.replicas);
+    add("updated", r.updated, status.updated_replicas);
+    add("ready", r.ready, status.ready_replicas);
+    add("available", r.available, status.available_replicas);
+    add("stable", r.stable, rs_size(&status.stable_r_s));
+    add("canary", r.canary, canary_size);
+    out
+}
+
+/// Destination → weight of the route `http/primary`, `http/0`, `tls/0`, `tcp/0`. Destinations
+/// are named `host` or `host/subset`; a lone destination without a weight has 100.
+pub fn route_weights(spec: &Value, key: &str) -> Option<BTreeMap<String, i64>> {
+    let (section, which) = key.split_once('/')?;
+    let routes = spec.get(section)?.as_array()?;
+    let route = match which.parse::<usize>() {
+        Ok(i) if section != "http" || !routes.iter().any(|r| r["name"] == which) => {
+            routes.get(i)?
+        }
+        _ => routes.iter().find(|r| r["name"] == which)?,
+    };
+    let dests = route.get("route")?.as_array()?;
+    let lone = dests.len() == 1;
+    Some(
+        dests
+            .iter()
+            .map(|d| {
+                let host = d["destination"]["host"].as_str().unwrap_or("");
+                let name = match d["destination"]["subset"].as_str() {
+                    Some(s) if !s.is_empty() => format!("{host}/{s}"),
+                    _ => host.to_string(),
+                };
+                let w = d["weight"].as_i64().unwrap_or(if lone { 100 } else { 0 });
+                (name, w)
+            })
+            .collect(),
+    )
+}
+
+fn format_weights(w: &BTreeMap<String, i64>) -> String {
+    let inner: Vec<String> = w.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    format!("{{{}}}", inner.join(", "))
+}
+
+fn expand_value(v: &Value, vars: &BTreeMap<&'static str, String>) -> Value {
+    match v {
+        Value::String(s) if s != "$absent" => Value::String(expand(s, vars)),
+        Value::Array(a) => Value::Array(a.iter().map(|x| expand_value(x, vars)).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| (k.clone(), expand_value(x, vars)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// SCENARIOS.md's partial match: a map matches when every key given matches; a list only
+/// when it has the same length and each element matches in order; `$absent` asserts that a
+/// key does not exist.
+pub fn partial_match(want: &Value, got: &Value, path: &str, diffs: &mut Vec<String>) {
+    match (want, got) {
+        (Value::Object(w), Value::Object(g)) => {
+            for (k, wv) in w {
+                let p = format!("{path}.{k}");
+                match (wv, g.get(k)) {
+                    (Value::String(s), None) if s == "$absent" => {}
+                    (Value::String(s), Some(gv)) if s == "$absent" => {
+                        diffs.push(format!("{p}: expected absent, got {gv}"))
+                    }
+                    (_, None) => diffs.push(format!("{p}: missing (expected {wv})")),
+                    (_, Some(gv)) => partial_match(wv, gv, &p, diffs),
+                }
+            }
+        }
+        (Value::Array(w), Value::Array(g)) => {
+            if w.len() != g.len() {
+                diffs.push(format!(
+                    "{path}: expected {} element(s), got {}",
+                    w.len(),
+                    g.len()
+                ));
+                return;
+            }
+            for (i, (wv, gv)) in w.iter().zip(g).enumerate() {
+                partial_match(wv, gv, &format!("{path}[{i}]"), diffs);
+            }
+        }
+        (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
+        (a, b) if a == b => {}
+        // A scalar written in YAML as `80` may be compared with "80" in a selector.
+        (a, Value::String(b)) if scalar_text(a).as_deref() == Some(b.as_str()) => {}
+        (a, b) => diffs.push(format!("{path}: expected {a}, got {b}")),
+    }
+}
+
+fn scalar_text(v: &Value) -> Option<String> {
+    match v {
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}

@@ -1,0 +1,342 @@
+//! The scenario file contract (`shared/SCENARIOS.md`), as serde types. Unknown keys are
+//! errors (`deny_unknown_fields`): a typo must not pass silently.
+
+use serde::{Deserialize, Deserializer};
+use std::collections::BTreeMap;
+
+/// One scenario file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    #[serde(default)]
+    pub manifests: Vec<ManifestSource>,
+    #[serde(default)]
+    pub cluster: ClusterSpec,
+    #[serde(default)]
+    pub traffic: TrafficSpec,
+    #[serde(default, with = "serde_yaml::with::singleton_map_recursive")]
+    pub steps: Vec<Step>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+fn default_namespace() -> String {
+    "default".to_string()
+}
+
+/// `- file: PATH` or `- inline: YAML`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestSource {
+    pub file: Option<String>,
+    pub inline: Option<String>,
+}
+
+/// `cluster:` — knobs of the simulated world.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSpec {
+    #[serde(default = "default_ready_after")]
+    pub pod_ready_after: String,
+    #[serde(default = "default_push_delay")]
+    pub push_delay: String,
+    #[serde(default)]
+    pub endpoint_lb: EndpointLb,
+    #[serde(default)]
+    pub kube_proxy: KubeProxyMode,
+    /// Per image: how its pods answer.
+    #[serde(default)]
+    pub backends: BTreeMap<String, BackendSpec>,
+}
+
+impl Default for ClusterSpec {
+    fn default() -> Self {
+        ClusterSpec {
+            pod_ready_after: default_ready_after(),
+            push_delay: default_push_delay(),
+            endpoint_lb: EndpointLb::default(),
+            kube_proxy: KubeProxyMode::default(),
+            backends: BTreeMap::new(),
+        }
+    }
+}
+
+fn default_ready_after() -> String {
+    "5s".into()
+}
+
+fn default_push_delay() -> String {
+    "100ms".into()
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndpointLb {
+    #[default]
+    RoundRobin,
+    Random,
+    LeastRequest,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KubeProxyMode {
+    #[default]
+    Iptables,
+    Ipvs,
+}
+
+/// How pods of one image answer.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackendSpec {
+    pub latency: Option<String>,
+    pub jitter: Option<String>,
+    pub error_rate: Option<Percent>,
+}
+
+/// `traffic:` — the default client model for `load` steps (every key can be overridden
+/// per step).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrafficSpec {
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub path: Option<String>,
+    pub connections: Option<u32>,
+    pub keepalive: Option<bool>,
+    pub http2: Option<bool>,
+    pub origin: Option<Origin>,
+    pub method: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    #[default]
+    Auto,
+    Gateway,
+    Mesh,
+    Plain,
+}
+
+/// One timeline step.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Step {
+    Apply(ApplySpec),
+    SetImage(SetImageSpec),
+    Promote(PromoteSpec),
+    Abort(String),
+    Retry(String),
+    FailPods(FailPodsSpec),
+    Wait(WaitSpec),
+    Load(LoadSpec),
+    Expect(Box<Expect>),
+    ExpectSplit(ExpectSplit),
+}
+
+impl Step {
+    /// The step's key, as written in the file.
+    pub fn action(&self) -> &'static str {
+        match self {
+            Step::Apply(_) => "apply",
+            Step::SetImage(_) => "set_image",
+            Step::Promote(_) => "promote",
+            Step::Abort(_) => "abort",
+            Step::Retry(_) => "retry",
+            Step::FailPods(_) => "fail_pods",
+            Step::Wait(_) => "wait",
+            Step::Load(_) => "load",
+            Step::Expect(_) => "expect",
+            Step::ExpectSplit(_) => "expect_split",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ApplySpec {
+    Path(String),
+    Source(ManifestSource),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetImageSpec {
+    pub rollout: String,
+    pub container: String,
+    pub image: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum PromoteSpec {
+    Name(String),
+    Full(PromoteFull),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromoteFull {
+    pub rollout: String,
+    #[serde(default)]
+    pub full: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FailPodsSpec {
+    pub rollout: String,
+    pub role: Role,
+    pub count: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Stable,
+    Canary,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum WaitSpec {
+    For(String),
+    Until(WaitUntil),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitUntil {
+    pub until: Phase,
+    pub rollout: Option<String>,
+    pub timeout: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Paused,
+    Healthy,
+    Degraded,
+    Progressing,
+}
+
+impl Phase {
+    /// As Argo writes it in `status.phase`.
+    pub fn as_status(self) -> &'static str {
+        match self {
+            Phase::Paused => "Paused",
+            Phase::Healthy => "Healthy",
+            Phase::Degraded => "Degraded",
+            Phase::Progressing => "Progressing",
+        }
+    }
+}
+
+/// `load:` — the `traffic` keys plus how much to send.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadSpec {
+    pub requests: Option<u64>,
+    pub duration: Option<String>,
+    pub rate: Option<f64>,
+    #[serde(default)]
+    pub poisson: bool,
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub path: Option<String>,
+    pub connections: Option<u32>,
+    pub keepalive: Option<bool>,
+    pub http2: Option<bool>,
+    pub origin: Option<Origin>,
+    pub method: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// `expect:` — every key optional; each one given must hold.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    pub rollout: Option<String>,
+    pub phase: Option<String>,
+    pub message: Option<String>,
+    pub step: Option<i32>,
+    pub set_weight: Option<i32>,
+    pub actual_weight: Option<i32>,
+    pub replicas: Option<ReplicaExpect>,
+    pub violations: Option<usize>,
+    /// VirtualService → route (`http/primary`, `tls/0`) → destination → weight.
+    pub weights: Option<BTreeMap<String, BTreeMap<String, BTreeMap<String, i64>>>>,
+    pub objects: Option<Vec<serde_json::Value>>,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaExpect {
+    pub desired: Option<i32>,
+    pub current: Option<i32>,
+    pub updated: Option<i32>,
+    pub ready: Option<i32>,
+    pub available: Option<i32>,
+    pub stable: Option<i32>,
+    pub canary: Option<i32>,
+}
+
+/// `expect_split:` — version → expected share. (Every other key is a version, so unknown
+/// keys are checked when the plan is built, not by serde.)
+#[derive(Debug, Clone, Deserialize)]
+pub struct ExpectSplit {
+    pub within: Option<Percent>,
+    pub confidence: Option<Percent>,
+    #[serde(flatten)]
+    pub shares: BTreeMap<String, Percent>,
+}
+
+/// `20`, `"20%"` or `"23.5%"`: a percentage.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Percent(pub f64);
+
+impl<'de> Deserialize<'de> for Percent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Num(f64),
+            Text(String),
+        }
+        let value = match Raw::deserialize(d)? {
+            Raw::Num(n) => n,
+            Raw::Text(t) => t
+                .trim()
+                .trim_end_matches('%')
+                .trim()
+                .parse::<f64>()
+                .map_err(|_| {
+                    serde::de::Error::custom(format!(
+                        "invalid percentage \"{t}\", expected e.g. 20, 20% or 23.5%"
+                    ))
+                })?,
+        };
+        if !(0.0..=100.0).contains(&value) {
+            return Err(serde::de::Error::custom(format!(
+                "percentage {value} is outside 0..100"
+            )));
+        }
+        Ok(Percent(value))
+    }
+}

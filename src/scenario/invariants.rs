@@ -1,0 +1,110 @@
+//! Invariants checked after every event (SCENARIOS.md): every route's weights lie in 0..100
+//! and sum to 100; every destination with weight above 0 has a ready endpoint. (The third,
+//! no 503 "no healthy upstream", is checked by load steps.)
+//!
+//! The endpoint check covers destinations a rollout manages (their Service or
+//! DestinationRule carries Argo's managed-by annotation): before the first deploy is
+//! available nothing has pods, and that is the user's starting point, not the rollout's doing.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+use crate::apiserver::ApiServer;
+use crate::controller::replicaset::is_ready;
+use crate::model::object::string_map;
+use crate::model::{Kind, Object};
+
+/// The invariants that do not hold right now, one message each.
+pub fn violations(api: &ApiServer) -> Vec<String> {
+    let mut out = Vec::new();
+    for vs in api.list(Kind::VirtualService, None, None) {
+        for section in ["http", "tls", "tcp"] {
+            let Some(routes) = vs.spec().get(section).and_then(Value::as_array) else {
+                continue;
+            };
+            for (i, route) in routes.iter().enumerate() {
+                let Some(dests) = route.get("route").and_then(Value::as_array) else {
+                    continue;
+                };
+                let label = match route.get("name").and_then(Value::as_str) {
+                    Some(n) if section == "http" => format!("{section}/{n}"),
+                    _ => format!("{section}/{i}"),
+                };
+                let weights: Vec<i64> = dests
+                    .iter()
+                    .map(|d| {
+                        d.get("weight")
+                            .and_then(Value::as_i64)
+                            .unwrap_or(if dests.len() == 1 { 100 } else { 0 })
+                    })
+                    .collect();
+                let sum: i64 = weights.iter().sum();
+                if weights.iter().any(|w| !(0..=100).contains(w)) || (dests.len() > 1 && sum != 100)
+                {
+                    out.push(format!(
+                        "VirtualService {} {label}: weights {weights:?} do not sum to 100",
+                        vs.name()
+                    ));
+                }
+                for (d, w) in dests.iter().zip(&weights) {
+                    if *w <= 0 {
+                        continue;
+                    }
+                    let host = d["destination"]["host"].as_str().unwrap_or("");
+                    let subset = d["destination"]["subset"].as_str().unwrap_or("");
+                    if let Some(0) = ready_endpoints(api, vs, host, subset) {
+                        out.push(format!(
+                            "VirtualService {} {label}: destination {host}{} has weight {w} but no ready endpoint",
+                            vs.name(),
+                            if subset.is_empty() { String::new() } else { format!("/{subset}") }
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Ready pods behind a destination, or None when the host is no Service of the cluster
+/// (external hosts are not checked).
+fn ready_endpoints(api: &ApiServer, vs: &Object, host: &str, subset: &str) -> Option<usize> {
+    let mut parts = host.split('.');
+    let short = parts.next().unwrap_or("");
+    let ns = parts
+        .next()
+        .filter(|p| !p.is_empty())
+        .unwrap_or(vs.namespace());
+    let svc = api.get(Kind::Service, ns, short).ok()?;
+    let managed = |o: &Object| {
+        o.annotation(crate::controller::rollout::MANAGED_BY)
+            .is_some()
+    };
+    let mut selector: BTreeMap<String, String> = string_map(svc.spec().get("selector"));
+    if selector.is_empty() || (subset.is_empty() && !managed(svc)) {
+        return None;
+    }
+    if !subset.is_empty() {
+        let dr = api
+            .list(Kind::DestinationRule, Some(ns), None)
+            .into_iter()
+            .find(|dr| {
+                let h = dr.spec()["host"].as_str().unwrap_or("");
+                h.split('.').next() == Some(short)
+            })?;
+        if !managed(dr) {
+            return None;
+        }
+        let sub = dr.spec()["subsets"]
+            .as_array()?
+            .iter()
+            .find(|s| s["name"] == subset)?;
+        selector.extend(string_map(sub.get("labels")));
+    }
+    Some(
+        api.list(Kind::Pod, Some(ns), Some(&selector))
+            .into_iter()
+            .filter(|p| is_ready(p))
+            .count(),
+    )
+}

@@ -1,0 +1,11 @@
+//! Scenarios: the file format (`shared/SCENARIOS.md`), loading it into a checked [`Plan`],
+//! and the runner that plays it on a simulated cluster.
+
+pub mod expect;
+pub mod format;
+pub mod invariants;
+pub mod plan;
+pub mod runner;
+
+pub use plan::{Disk, Embedded, Files, Plan, ScenarioError, load};
+pub use runner::{RunReport, Runner, StepReport, run};

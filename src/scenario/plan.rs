@@ -1,0 +1,419 @@
+//! Loading a scenario: the file is parsed, checked and turned into a [`Plan`] (durations
+//! converted, manifests read, references resolved) before anything runs. Every problem is a
+//! [`ScenarioError`] naming `path:line:column` — exit code 2, nothing is run.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::format::*;
+use crate::model::yaml::{self, Location, SourceMap};
+use crate::model::{Kind, Manifest, duration};
+
+/// Where scenario and manifest files come from: the disk, or the copies embedded in the
+/// binary (so `canarysim run` works on its own).
+pub trait Files {
+    fn read(&self, path: &Path) -> std::io::Result<String>;
+}
+
+/// The file system.
+pub struct Disk;
+
+impl Files for Disk {
+    fn read(&self, path: &Path) -> std::io::Result<String> {
+        std::fs::read_to_string(path)
+    }
+}
+
+/// Files compiled into the binary, by their repository path.
+pub struct Embedded(pub &'static [(&'static str, &'static str)]);
+
+impl Files for Embedded {
+    fn read(&self, path: &Path) -> std::io::Result<String> {
+        let wanted = normalize(path);
+        self.0
+            .iter()
+            .find(|(p, _)| normalize(Path::new(p)) == wanted)
+            .map(|(_, text)| text.to_string())
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "not embedded"))
+    }
+}
+
+/// `a/./b/../c` → `a/c`, without touching the disk.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// An invalid scenario (exit code 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{location}: {message}")]
+pub struct ScenarioError {
+    pub location: Location,
+    pub message: String,
+}
+
+impl ScenarioError {
+    fn at(location: Location, message: impl Into<String>) -> Self {
+        ScenarioError {
+            location,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<yaml::LoadError> for ScenarioError {
+    fn from(e: yaml::LoadError) -> Self {
+        match e {
+            yaml::LoadError::Invalid { location, message } => ScenarioError { location, message },
+            yaml::LoadError::Io { file, source } => ScenarioError {
+                location: Location {
+                    file,
+                    line: 1,
+                    column: 1,
+                },
+                message: format!("cannot read: {source}"),
+            },
+        }
+    }
+}
+
+/// A scenario ready to run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub name: String,
+    pub description: String,
+    pub seed: u64,
+    pub namespace: String,
+    /// The scenario file, as given.
+    pub file: String,
+    pub pod_ready_after: Duration,
+    pub push_delay: Duration,
+    pub cluster: ClusterSpec,
+    pub traffic: TrafficSpec,
+    /// Applied in order before step 1.
+    pub manifests: Vec<Manifest>,
+    pub steps: Vec<PlannedStep>,
+}
+
+/// One step, checked.
+#[derive(Debug, Clone)]
+pub struct PlannedStep {
+    /// 1-based, as users count.
+    pub index: usize,
+    pub action: &'static str,
+    pub location: Location,
+    pub kind: StepKind,
+}
+
+#[derive(Debug, Clone)]
+pub enum StepKind {
+    Apply(Vec<Manifest>),
+    SetImage(SetImageSpec),
+    Promote {
+        rollout: String,
+        full: bool,
+    },
+    Abort(String),
+    Retry(String),
+    FailPods(FailPodsSpec),
+    Wait(Duration),
+    WaitUntil {
+        phase: Phase,
+        rollout: Option<String>,
+        timeout: Duration,
+    },
+    Load(Box<LoadSpec>),
+    Expect(Box<Expect>),
+    ExpectSplit(ExpectSplit),
+}
+
+impl PlannedStep {
+    /// A one-line description (`promote rollouts-demo`, `wait until paused`).
+    pub fn summary(&self) -> String {
+        match &self.kind {
+            StepKind::Apply(m) => format!(
+                "apply {}",
+                m.iter()
+                    .map(|m| format!("{}/{}", m.object.kind, m.object.name()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            StepKind::SetImage(s) => format!("set image {} {}={}", s.rollout, s.container, s.image),
+            StepKind::Promote { rollout, full } => {
+                format!("promote {rollout}{}", if *full { " --full" } else { "" })
+            }
+            StepKind::Abort(r) => format!("abort {r}"),
+            StepKind::Retry(r) => format!("retry {r}"),
+            StepKind::FailPods(f) => format!(
+                "fail {} {} pod(s) of {}",
+                f.count,
+                match f.role {
+                    Role::Stable => "stable",
+                    Role::Canary => "canary",
+                },
+                f.rollout
+            ),
+            StepKind::Wait(d) => format!("wait {}", duration::format(*d)),
+            StepKind::WaitUntil { phase, .. } => format!("wait until {}", phase.as_status()),
+            StepKind::Load(_) => "load".to_string(),
+            StepKind::Expect(_) => "expect".to_string(),
+            StepKind::ExpectSplit(_) => "expect_split".to_string(),
+        }
+    }
+}
+
+/// Reads and checks the scenario at `path`.
+pub fn load(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
+    let file = path.display().to_string();
+    let text = files.read(path).map_err(|e| {
+        ScenarioError::at(
+            Location {
+                file: file.clone(),
+                line: 1,
+                column: 1,
+            },
+            format!("cannot read scenario: {e}"),
+        )
+    })?;
+    let docs = yaml::parse_documents(&file, &text)?;
+    let source = docs
+        .first()
+        .map(|(_, s)| s.clone())
+        .unwrap_or_else(|| Arc::new(SourceMap::synthetic(&file)));
+    if docs.len() > 1 {
+        return Err(ScenarioError::at(
+            source.locate(""),
+            "a scenario is one YAML document; found several",
+        ));
+    }
+    let parsed: ScenarioFile = serde_yaml::from_str(&text)
+        .map_err(|e| ScenarioError::from(yaml::yaml_error(&file, &e)))?;
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let at = |pointer: &str| source.locate(pointer);
+    let dur = |text: &str, pointer: &str| {
+        duration::parse(text).map_err(|e| ScenarioError::at(at(pointer), e))
+    };
+
+    let pod_ready_after = dur(&parsed.cluster.pod_ready_after, "/cluster/pod_ready_after")?;
+    let push_delay = dur(&parsed.cluster.push_delay, "/cluster/push_delay")?;
+    for (image, b) in &parsed.cluster.backends {
+        let p = format!("/cluster/backends/{}", yaml::escape_pointer(image));
+        if let Some(l) = &b.latency {
+            dur(l, &format!("{p}/latency"))?;
+        }
+        if let Some(j) = &b.jitter {
+            dur(j, &format!("{p}/jitter"))?;
+        }
+    }
+
+    let mut manifests = Vec::new();
+    for (i, m) in parsed.manifests.iter().enumerate() {
+        manifests.extend(read_manifests(
+            m,
+            &format!("/manifests/{i}"),
+            &base,
+            files,
+            &parsed.namespace,
+            &source,
+        )?);
+    }
+
+    let mut rollouts: BTreeSet<String> = manifests
+        .iter()
+        .filter(|m| m.object.kind == Kind::Rollout)
+        .map(|m| m.object.name().to_string())
+        .collect();
+    let mut steps = Vec::new();
+    for (i, step) in parsed.steps.iter().enumerate() {
+        let pointer = format!("/steps/{i}");
+        let location = at(&pointer);
+        let inner = format!("{pointer}/{}", step.action());
+        let kind = match step {
+            Step::Apply(spec) => {
+                let source_spec = match spec {
+                    ApplySpec::Path(p) => ManifestSource {
+                        file: Some(p.clone()),
+                        inline: None,
+                    },
+                    ApplySpec::Source(s) => s.clone(),
+                };
+                let m = read_manifests(
+                    &source_spec,
+                    &inner,
+                    &base,
+                    files,
+                    &parsed.namespace,
+                    &source,
+                )?;
+                rollouts.extend(
+                    m.iter()
+                        .filter(|m| m.object.kind == Kind::Rollout)
+                        .map(|m| m.object.name().to_string()),
+                );
+                StepKind::Apply(m)
+            }
+            Step::SetImage(s) => {
+                known_rollout(&rollouts, &s.rollout, at(&format!("{inner}/rollout")))?;
+                StepKind::SetImage(s.clone())
+            }
+            Step::Promote(p) => {
+                let (rollout, full, ptr) = match p {
+                    PromoteSpec::Name(n) => (n.clone(), false, inner.clone()),
+                    PromoteSpec::Full(f) => (f.rollout.clone(), f.full, format!("{inner}/rollout")),
+                };
+                known_rollout(&rollouts, &rollout, at(&ptr))?;
+                StepKind::Promote { rollout, full }
+            }
+            Step::Abort(r) => {
+                known_rollout(&rollouts, r, at(&inner))?;
+                StepKind::Abort(r.clone())
+            }
+            Step::Retry(r) => {
+                known_rollout(&rollouts, r, at(&inner))?;
+                StepKind::Retry(r.clone())
+            }
+            Step::FailPods(f) => {
+                known_rollout(&rollouts, &f.rollout, at(&format!("{inner}/rollout")))?;
+                StepKind::FailPods(f.clone())
+            }
+            Step::Wait(WaitSpec::For(d)) => StepKind::Wait(dur(d, &inner)?),
+            Step::Wait(WaitSpec::Until(u)) => {
+                if let Some(r) = &u.rollout {
+                    known_rollout(&rollouts, r, at(&format!("{inner}/rollout")))?;
+                } else if rollouts.len() > 1 {
+                    return Err(ScenarioError::at(
+                        at(&inner),
+                        "several rollouts exist: name the one to wait for with `rollout:`",
+                    ));
+                }
+                let timeout = match &u.timeout {
+                    Some(t) => dur(t, &format!("{inner}/timeout"))?,
+                    None => Duration::from_secs(30 * 60),
+                };
+                StepKind::WaitUntil {
+                    phase: u.until,
+                    rollout: u.rollout.clone(),
+                    timeout,
+                }
+            }
+            Step::Load(l) => {
+                if let Some(d) = &l.duration {
+                    dur(d, &format!("{inner}/duration"))?;
+                }
+                if l.requests.is_none() && l.duration.is_none() {
+                    return Err(ScenarioError::at(
+                        at(&inner),
+                        "a load step needs `requests: N` or `duration: D`",
+                    ));
+                }
+                StepKind::Load(Box::new(l.clone()))
+            }
+            Step::Expect(e) => {
+                if let Some(r) = &e.rollout {
+                    known_rollout(&rollouts, r, at(&format!("{inner}/rollout")))?;
+                }
+                StepKind::Expect(e.clone())
+            }
+            Step::ExpectSplit(e) => {
+                if e.shares.is_empty() {
+                    return Err(ScenarioError::at(
+                        at(&inner),
+                        "expect_split needs at least one version share (stable, canary or an image tag)",
+                    ));
+                }
+                StepKind::ExpectSplit(e.clone())
+            }
+        };
+        steps.push(PlannedStep {
+            index: i + 1,
+            action: step.action(),
+            location,
+            kind,
+        });
+    }
+
+    Ok(Plan {
+        name: parsed.name,
+        description: parsed.description,
+        seed: parsed.seed,
+        namespace: parsed.namespace,
+        file,
+        pod_ready_after,
+        push_delay,
+        cluster: parsed.cluster,
+        traffic: parsed.traffic,
+        manifests,
+        steps,
+    })
+}
+
+fn known_rollout(
+    rollouts: &BTreeSet<String>,
+    name: &str,
+    location: Location,
+) -> Result<(), ScenarioError> {
+    if rollouts.contains(name) {
+        return Ok(());
+    }
+    let known: Vec<_> = rollouts.iter().map(String::as_str).collect();
+    Err(ScenarioError::at(
+        location,
+        format!(
+            "rollouts.argoproj.io \"{name}\" not found (the scenario's manifests define: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        ),
+    ))
+}
+
+fn read_manifests(
+    spec: &ManifestSource,
+    pointer: &str,
+    base: &Path,
+    files: &dyn Files,
+    namespace: &str,
+    scenario: &SourceMap,
+) -> Result<Vec<Manifest>, ScenarioError> {
+    match (&spec.file, &spec.inline) {
+        (Some(f), None) => {
+            let path = base.join(f);
+            let shown = path.display().to_string();
+            let text = files.read(&path).map_err(|e| {
+                ScenarioError::at(
+                    scenario.locate(pointer),
+                    format!("cannot read {shown}: {e}"),
+                )
+            })?;
+            Ok(yaml::load_str(&shown, &text, namespace)?)
+        }
+        (None, Some(text)) => {
+            // Inline YAML: positions inside it are reported relative to the scenario line
+            // where the block starts.
+            let start = scenario.locate(&format!("{pointer}/inline"));
+            yaml::load_str(
+                &format!("{}:{}(inline)", start.file, start.line),
+                text,
+                namespace,
+            )
+            .map_err(Into::into)
+        }
+        _ => Err(ScenarioError::at(
+            scenario.locate(pointer),
+            "expected exactly one of `file` and `inline`",
+        )),
+    }
+}

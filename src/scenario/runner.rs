@@ -1,0 +1,356 @@
+//! Runs a [`Plan`] on a simulated [`World`] and records what happened as a [`RunReport`]
+//! (plain data: the text, JSON and TUI front ends render it; the runner prints nothing).
+//!
+//! The runner drives the world one step at a time through [`Runner::step`], so a TUI can
+//! show the state between steps; [`run`] does all steps at once.
+
+use serde::Serialize;
+use std::collections::BTreeSet;
+
+use super::expect;
+use super::format::Role;
+use super::invariants;
+use super::plan::{Plan, PlannedStep, StepKind};
+use crate::clock::SimTime;
+use crate::controller::replicaset::PodLifecycle;
+use crate::model::Kind;
+use crate::report::{get_rollout, rollout_view};
+use crate::sim::{ClusterConfig, World};
+
+/// What a run produced (the JSON report is this, serialized).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RunReport {
+    pub name: String,
+    pub description: String,
+    pub file: String,
+    pub seed: u64,
+    pub passed: bool,
+    pub steps: Vec<StepReport>,
+    pub violations: Vec<Violation>,
+    /// The rollouts as `kubectl argo rollouts get rollout` shows them at the end.
+    pub final_views: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StepReport {
+    pub index: usize,
+    pub action: String,
+    pub summary: String,
+    /// Virtual time when the step finished, e.g. `t+1m5s`.
+    pub time: String,
+    pub time_ms: u64,
+    pub passed: bool,
+    pub detail: String,
+    /// `get rollout` views of rollouts that reached a pause during this step.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub views: Vec<String>,
+}
+
+/// An invariant that stopped holding, and when.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Violation {
+    pub time: String,
+    pub time_ms: u64,
+    pub message: String,
+}
+
+/// Runs every step.
+pub fn run(plan: &Plan, seed: Option<u64>) -> RunReport {
+    let mut runner = Runner::new(plan, seed);
+    while runner.step().is_some() {}
+    runner.finish()
+}
+
+/// A run in progress.
+pub struct Runner<'p> {
+    plan: &'p Plan,
+    pub world: World,
+    seed: u64,
+    next: usize,
+    steps: Vec<StepReport>,
+    violations: Vec<Violation>,
+    active: BTreeSet<String>,
+    /// (rollout, step index) pairs already shown, so each pause is shown once.
+    shown: BTreeSet<(String, Option<i32>)>,
+    setup_error: Option<String>,
+}
+
+impl<'p> Runner<'p> {
+    pub fn new(plan: &'p Plan, seed: Option<u64>) -> Self {
+        let seed = seed.unwrap_or(plan.seed);
+        let config = ClusterConfig {
+            pods: PodLifecycle {
+                ready_after: plan.pod_ready_after,
+                ..PodLifecycle::default()
+            },
+            ..ClusterConfig::default()
+        };
+        let mut world = World::new(config, seed);
+        let setup_error = world.apply(&plan.manifests).err().map(|e| e.to_string());
+        let mut runner = Runner {
+            plan,
+            world,
+            seed,
+            next: 0,
+            steps: Vec::new(),
+            violations: Vec::new(),
+            active: BTreeSet::new(),
+            shown: BTreeSet::new(),
+            setup_error,
+        };
+        runner.check_invariants();
+        runner
+    }
+
+    /// The plan being run.
+    pub fn plan(&self) -> &Plan {
+        self.plan
+    }
+
+    /// Runs the next step; None when all have run.
+    pub fn step(&mut self) -> Option<&StepReport> {
+        let step = self.plan.steps.get(self.next)?;
+        self.next += 1;
+        let (passed, detail) = match &self.setup_error {
+            Some(e) => (
+                false,
+                format!("not run: applying the manifests failed: {e}"),
+            ),
+            None => self.execute(step),
+        };
+        let views = self.pause_views();
+        self.steps.push(StepReport {
+            index: step.index,
+            action: step.action.to_string(),
+            summary: step.summary(),
+            time: self.world.now().to_string(),
+            time_ms: self.world.now().as_duration().as_millis() as u64,
+            passed,
+            detail,
+            views,
+        });
+        self.steps.last()
+    }
+
+    /// The report so far (all steps run: the final one).
+    pub fn finish(&self) -> RunReport {
+        let final_views = self
+            .rollout_names()
+            .iter()
+            .filter_map(|name| {
+                get_rollout::view(
+                    &self.world.api,
+                    &self.plan.namespace,
+                    name,
+                    self.world.now(),
+                )
+                .ok()
+                .map(|v| rollout_view::render(&v, false))
+            })
+            .collect();
+        RunReport {
+            name: self.plan.name.clone(),
+            description: self.plan.description.clone(),
+            file: self.plan.file.clone(),
+            seed: self.seed,
+            passed: self.setup_error.is_none()
+                && self.steps.iter().all(|s| s.passed)
+                && self.next >= self.plan.steps.len(),
+            steps: self.steps.clone(),
+            violations: self.violations.clone(),
+            final_views,
+        }
+    }
+
+    fn rollout_names(&self) -> Vec<String> {
+        self.world
+            .api
+            .list(Kind::Rollout, Some(&self.plan.namespace), None)
+            .iter()
+            .map(|o| o.name().to_string())
+            .collect()
+    }
+
+    /// Records invariants that newly stopped holding.
+    fn check_invariants(&mut self) {
+        let now: SimTime = self.world.now();
+        let current: BTreeSet<String> = invariants::violations(&self.world.api)
+            .into_iter()
+            .collect();
+        for message in current.difference(&self.active) {
+            self.violations.push(Violation {
+                time: now.to_string(),
+                time_ms: now.as_duration().as_millis() as u64,
+                message: message.clone(),
+            });
+        }
+        self.active = current;
+    }
+
+    /// Advances the clock to `end` (or until `done`), checking invariants at every instant.
+    fn advance(
+        &mut self,
+        end: SimTime,
+        mut done: impl FnMut(&World) -> bool,
+    ) -> Result<bool, String> {
+        let mut found = Vec::new();
+        let mut active = self.active.clone();
+        let result = self.world.advance_until(end, |w| {
+            let current: BTreeSet<String> = invariants::violations(&w.api).into_iter().collect();
+            for m in current.difference(&active) {
+                found.push(Violation {
+                    time: w.now().to_string(),
+                    time_ms: w.now().as_duration().as_millis() as u64,
+                    message: m.clone(),
+                });
+            }
+            active = current;
+            done(w)
+        });
+        self.violations.extend(found);
+        self.active = active;
+        result.map_err(|e| e.to_string())
+    }
+
+    fn execute(&mut self, step: &PlannedStep) -> (bool, String) {
+        let ns = self.plan.namespace.clone();
+        let result: Result<String, String> = match &step.kind {
+            StepKind::Apply(m) => self
+                .world
+                .apply(m)
+                .map(|_| "applied".into())
+                .map_err(|e| e.to_string()),
+            StepKind::SetImage(s) => self
+                .world
+                .set_image(&ns, &s.rollout, &s.container, &s.image)
+                .map(|_| format!("{} image is {}", s.container, s.image))
+                .map_err(|e| e.to_string()),
+            StepKind::Promote { rollout, full } => self
+                .world
+                .promote(&ns, rollout, *full)
+                .map(|_| "promoted".into())
+                .map_err(|e| e.to_string()),
+            StepKind::Abort(r) => self
+                .world
+                .abort(&ns, r)
+                .map(|_| "aborted".into())
+                .map_err(|e| e.to_string()),
+            StepKind::Retry(r) => self
+                .world
+                .retry(&ns, r)
+                .map(|_| "retried".into())
+                .map_err(|e| e.to_string()),
+            StepKind::FailPods(f) => self
+                .world
+                .fail_pods(&ns, &f.rollout, f.role == Role::Canary, f.count)
+                .map(|n| format!("{n} pod(s) crashed"))
+                .map_err(|e| e.to_string()),
+            StepKind::Wait(d) => {
+                let end = self.world.now().after(*d);
+                self.advance(end, |_| false).map(|_| format!("now {}", end))
+            }
+            StepKind::WaitUntil {
+                phase,
+                rollout,
+                timeout,
+            } => {
+                let name = rollout
+                    .clone()
+                    .or_else(|| self.rollout_names().into_iter().next())
+                    .unwrap_or_default();
+                let want = phase.as_status();
+                let end = self.world.now().after(*timeout);
+                let start = self.world.now();
+                let ns2 = ns.clone();
+                let reached = self.advance(end, move |w| {
+                    w.api
+                        .get(Kind::Rollout, &ns2, &name)
+                        .map(|r| r.status()["phase"] == want)
+                        .unwrap_or(false)
+                });
+                match reached {
+                    Ok(true) => Ok(format!(
+                        "{want} after {}",
+                        crate::model::duration::format(self.world.now().since(start))
+                    )),
+                    Ok(false) => Err(format!(
+                        "timed out after {}: rollout is {}",
+                        crate::model::duration::format(*timeout),
+                        self.phase_of(rollout.as_deref())
+                    )),
+                    Err(e) => Err(e),
+                }
+            }
+            StepKind::Load(_) | StepKind::ExpectSplit(_) => Err(
+                "load and expect_split need the data plane, which this build does not have yet"
+                    .into(),
+            ),
+            StepKind::Expect(e) => {
+                let rollout = e.rollout.clone().or_else(|| {
+                    let names = self.rollout_names();
+                    (names.len() == 1).then(|| names[0].clone())
+                });
+                let (failures, checked) = expect::check(
+                    &self.world,
+                    &ns,
+                    rollout.as_deref(),
+                    e,
+                    self.violations.len(),
+                );
+                if failures.is_empty() {
+                    Ok(checked.join(", "))
+                } else {
+                    Err(failures.join("\n"))
+                }
+            }
+        };
+        self.check_invariants();
+        match result {
+            Ok(detail) => (true, detail),
+            Err(detail) => (false, detail),
+        }
+    }
+
+    fn phase_of(&self, rollout: Option<&str>) -> String {
+        let name = rollout
+            .map(str::to_string)
+            .or_else(|| self.rollout_names().into_iter().next())
+            .unwrap_or_default();
+        self.world
+            .api
+            .get(Kind::Rollout, &self.plan.namespace, &name)
+            .ok()
+            .and_then(|r| r.status()["phase"].as_str().map(str::to_string))
+            .unwrap_or_else(|| "unknown".into())
+    }
+
+    /// Views of rollouts that are paused at a step not shown before.
+    fn pause_views(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        for name in self.rollout_names() {
+            let Ok(ro) = self
+                .world
+                .api
+                .get(Kind::Rollout, &self.plan.namespace, &name)
+            else {
+                continue;
+            };
+            if ro.status()["phase"] != "Paused" {
+                continue;
+            }
+            let index = ro.status()["currentStepIndex"].as_i64().map(|i| i as i32);
+            if !self.shown.insert((name.clone(), index)) {
+                continue;
+            }
+            if let Ok(v) = get_rollout::view(
+                &self.world.api,
+                &self.plan.namespace,
+                &name,
+                self.world.now(),
+            ) {
+                out.push(rollout_view::render(&v, false));
+            }
+        }
+        out
+    }
+}
