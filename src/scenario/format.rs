@@ -280,10 +280,13 @@ pub struct Expect {
     pub replicas: Option<ReplicaExpect>,
     pub violations: Option<usize>,
     /// VirtualService → route (`http/primary`, `tls/0`) → destination → weight.
-    pub weights: Option<BTreeMap<String, BTreeMap<String, BTreeMap<String, i64>>>>,
+    pub weights: Option<BTreeMap<String, RouteWeights>>,
     pub objects: Option<Vec<serde_json::Value>>,
     pub error: Option<String>,
 }
+
+/// Route (`http/primary`, `tls/0`) → destination (`host` or `host/subset`) → weight.
+pub type RouteWeights = BTreeMap<String, BTreeMap<String, i64>>;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
