@@ -12,6 +12,9 @@
 //! * [`controller`] — the Argo-Rollouts-like reconciler and the ReplicaSet/Pod lifecycle it
 //!   drives; it touches objects only through the apiserver.
 //! * [`sim`] — the simulated world: apiserver + controllers on a virtual clock.
+//! * [`scenario`] — the scenario file format, its checked plan, and the runner.
+//! * [`lint`] — static checks of manifests (Argo's validation, references, routes).
+//! * [`random`] — named seeded random streams; [`clock`] — virtual time.
 //! * [`report`] — renderings (the `kubectl argo rollouts get rollout` view).
 //! * [`cli`] — the clap command line; `main.rs` only calls it.
 
@@ -19,6 +22,7 @@ pub mod apiserver;
 pub mod cli;
 pub mod clock;
 pub mod controller;
+pub mod lint;
 pub mod model;
 pub mod random;
 pub mod report;

@@ -64,6 +64,16 @@ impl SourceMap {
         }
     }
 
+    /// Shifts every position: for YAML embedded in another file (a scenario's `inline:`
+    /// block), whose first line is `line_offset` lines down and indented `col_offset`.
+    pub fn shifted(mut self, line_offset: usize, col_offset: usize) -> Self {
+        for (line, col) in self.nodes.values_mut() {
+            *line += line_offset;
+            *col += col_offset;
+        }
+        self
+    }
+
     /// A source map for objects that come from no file (created by the simulation).
     pub fn synthetic(name: &str) -> Self {
         SourceMap {
@@ -204,6 +214,35 @@ pub fn load_str(
         out.push(Manifest { object, source });
     }
     Ok(out)
+}
+
+/// [`load_str`] for YAML embedded in another file at a line and indentation offset: every
+/// position (errors and source maps) is reported in the outer file's coordinates.
+pub fn load_embedded(
+    file: &str,
+    text: &str,
+    default_namespace: &str,
+    line_offset: usize,
+    col_offset: usize,
+) -> Result<Vec<Manifest>, LoadError> {
+    match load_str(file, text, default_namespace) {
+        Ok(manifests) => Ok(manifests
+            .into_iter()
+            .map(|m| Manifest {
+                object: m.object,
+                source: Arc::new((*m.source).clone().shifted(line_offset, col_offset)),
+            })
+            .collect()),
+        Err(LoadError::Invalid {
+            mut location,
+            message,
+        }) => {
+            location.line += line_offset;
+            location.column += col_offset;
+            Err(LoadError::Invalid { location, message })
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// A serde_yaml error as `file:line:column: message`.

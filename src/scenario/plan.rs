@@ -226,6 +226,7 @@ pub fn load(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
             files,
             &parsed.namespace,
             &source,
+            &text,
         )?);
     }
 
@@ -255,6 +256,7 @@ pub fn load(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
                     files,
                     &parsed.namespace,
                     &source,
+                    &text,
                 )?;
                 rollouts.extend(
                     m.iter()
@@ -343,6 +345,20 @@ pub fn load(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
         });
     }
 
+    // A reference that no manifest of the scenario ever satisfies (initially or in a later
+    // `apply`) can only be a mistake: report it before running.
+    let mut everything: Vec<Manifest> = manifests.clone();
+    for step in &steps {
+        if let StepKind::Apply(m) = &step.kind {
+            everything.extend(m.iter().cloned());
+        }
+    }
+    if let Some(d) = crate::lint::check(&everything).into_iter().find(|d| {
+        d.check == crate::lint::Check::Reference && d.severity == crate::lint::Severity::Error
+    }) {
+        return Err(ScenarioError::at(d.location, d.message));
+    }
+
     Ok(Plan {
         name: parsed.name,
         description: parsed.description,
@@ -387,6 +403,7 @@ fn read_manifests(
     files: &dyn Files,
     namespace: &str,
     scenario: &SourceMap,
+    scenario_text: &str,
 ) -> Result<Vec<Manifest>, ScenarioError> {
     match (&spec.file, &spec.inline) {
         (Some(f), None) => {
@@ -401,15 +418,22 @@ fn read_manifests(
             Ok(yaml::load_str(&shown, &text, namespace)?)
         }
         (None, Some(text)) => {
-            // Inline YAML: positions inside it are reported relative to the scenario line
-            // where the block starts.
+            // Inline YAML is reported in the scenario's own coordinates: a block scalar
+            // (`inline: |`) starts on the next line, indented like its first line.
             let start = scenario.locate(&format!("{pointer}/inline"));
-            yaml::load_str(
-                &format!("{}:{}(inline)", start.file, start.line),
-                text,
-                namespace,
-            )
-            .map_err(Into::into)
+            let (line_offset, col_offset) = match scenario_text.lines().nth(start.line - 1) {
+                Some(l) if l.trim_end().ends_with('|') || l.trim_end().ends_with('>') => {
+                    let first = scenario_text
+                        .lines()
+                        .skip(start.line)
+                        .find(|l| !l.trim().is_empty())
+                        .unwrap_or("");
+                    (start.line, first.len() - first.trim_start().len())
+                }
+                _ => (start.line - 1, start.column - 1),
+            };
+            yaml::load_embedded(&start.file, text, namespace, line_offset, col_offset)
+                .map_err(Into::into)
         }
         _ => Err(ScenarioError::at(
             scenario.locate(pointer),
