@@ -129,19 +129,8 @@ fn check_rollout(m: &Manifest, all: &[Manifest], out: &mut Vec<Diagnostic>) {
     else {
         return;
     };
-    let managed = canary
-        .traffic_routing
-        .as_ref()
-        .map(|t| t.managed_route_names())
-        .unwrap_or_default();
-    let ctx = istio::IstioContext {
-        rollout_name: name,
-        canary_service: &canary.canary_service,
-        stable_service: &canary.stable_service,
-        destination_rule: istio_cfg.destination_rule.as_ref(),
-        managed_routes: &managed,
-        steps: &canary.steps,
-    };
+    let managed = crate::controller::rollout::managed_routes(canary);
+    let ctx = crate::controller::rollout::istio_context(name, canary, managed.as_deref());
     let (list_ptr, single) = if istio_cfg.virtual_service.is_some() {
         (
             "/spec/strategy/canary/trafficRouting/istio/virtualService",

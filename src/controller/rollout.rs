@@ -172,6 +172,11 @@ impl Reconciler<'_> {
         });
     }
 
+    fn istio_event(&mut self, e: istio::IstioEvent) {
+        let warning = e.event_type == istio::EventType::Warning;
+        self.event(warning, e.reason, e.message);
+    }
+
     fn wake_at(&mut self, t: SimTime) {
         self.outcome.wake = min_time(self.outcome.wake, Some(t));
     }
@@ -239,12 +244,8 @@ impl Reconciler<'_> {
                     .to_string(),
             );
         }
-        let managed = canary
-            .traffic_routing
-            .as_ref()
-            .map(|t| t.managed_route_names())
-            .unwrap_or_default();
-        let ctx = istio_context(self.rollout.name(), canary, &managed);
+        let managed = managed_routes(canary);
+        let ctx = istio_context(self.rollout.name(), canary, managed.as_deref());
         for vs_ref in vs_refs {
             let (vs_ns, vs_name) = istio::virtual_service_namespace_name(&vs_ref.name, ns);
             let vs = self.api.get(Kind::VirtualService, &vs_ns, &vs_name).ok();
@@ -647,9 +648,9 @@ impl Reconciler<'_> {
         };
         let n = spec.desired_replicas();
         let steps = &canary.steps;
-        let managed = tr.managed_route_names();
+        let managed = managed_routes(canary);
         let name = self.name();
-        let ctx = istio_context(&name, canary, &managed);
+        let ctx = istio_context(&name, canary, managed.as_deref());
         let index = self.status.current_step_index.unwrap_or(0) as usize;
 
         // The weight to write (first match wins).
@@ -712,12 +713,12 @@ impl Reconciler<'_> {
             return Ok(true);
         }
 
-        let dr_host = match &istio_cfg.destination_rule {
+        let dr_object: Option<Value> = match &istio_cfg.destination_rule {
             Some(dr) => self
                 .api
                 .get(Kind::DestinationRule, &self.ns(), &dr.name)
                 .ok()
-                .and_then(|o| o.spec()["host"].as_str().map(str::to_string)),
+                .map(|o| o.value.clone()),
             None => None,
         };
 
@@ -727,7 +728,7 @@ impl Reconciler<'_> {
             if let Some(step) = steps.get(index) {
                 if step.set_header_route.is_some() || step.set_mirror_route.is_some() {
                     if let Err(e) =
-                        self.apply_route_step(istio_cfg, &ctx, step, dr_host.as_deref())?
+                        self.apply_route_step(istio_cfg, &ctx, step, dr_object.as_ref())?
                     {
                         return self.traffic_error(e);
                     }
@@ -735,57 +736,43 @@ impl Reconciler<'_> {
             }
         }
 
-        // Subset-level split: label the DestinationRule's subsets.
+        // Subset-level split: label the DestinationRule's subsets (after the "delaying
+        // destination rule switch" check, which the Istio module makes).
         if let Some(dr) = &istio_cfg.destination_rule {
-            if canary.canary_service.is_empty() && canary.stable_service.is_empty() {
-                let canary_hash = if self.status.abort {
-                    ""
-                } else {
-                    new_rs.hash.as_str()
-                };
-                for rs in all.iter().filter(|r| r.spec > 0) {
-                    let is_traffic_rs = rs.hash == self.status.stable_r_s
-                        || (!canary_hash.is_empty() && rs.hash == canary_hash);
-                    let available = rs.spec != 0 && rs.available != 0 && rs.spec <= rs.available;
-                    if is_traffic_rs && !available {
-                        return self.traffic_error(format!(
-                            "delaying destination rule switch: ReplicaSet {} not fully available",
-                            rs.name()
-                        ));
-                    }
-                }
-            }
-            let ns = self.ns();
-            match self.api.get(Kind::DestinationRule, &ns, &dr.name) {
-                Ok(obj) => {
-                    let obj = obj.clone();
-                    match istio::update_destination_rule(
-                        &obj.value,
-                        &ctx,
+            let availability: Vec<istio::ReplicaSetAvailability> = all
+                .iter()
+                .map(|r| istio::ReplicaSetAvailability {
+                    name: r.name(),
+                    pod_template_hash: &r.hash,
+                    spec_replicas: r.spec,
+                    available_replicas: r.available,
+                })
+                .collect();
+            let delay = istio::DestinationRuleDelayCheck {
+                services_in_spec: !canary.canary_service.is_empty()
+                    || !canary.stable_service.is_empty(),
+                skip_canary: self.status.abort,
+                replica_sets: &availability,
+            };
+            let stable_hash = self.status.stable_r_s.clone();
+            match istio::update_destination_rule(
+                dr_object.as_ref(),
+                &ctx,
+                &new_rs.hash,
+                &stable_hash,
+                &[],
+                &delay,
+            ) {
+                Ok(Some(next)) => {
+                    self.api.update(Object::new(Kind::DestinationRule, next))?;
+                    self.outcome.changed = true;
+                    self.istio_event(istio::destination_rule_updated_event(
+                        dr,
                         &new_rs.hash,
-                        &self.status.stable_r_s.clone(),
-                        &[],
-                    ) {
-                        Ok(Some(next)) => {
-                            self.api.update(Object::new(Kind::DestinationRule, next))?;
-                            self.outcome.changed = true;
-                            self.event(
-                                false,
-                                "TrafficWeightUpdated",
-                                format!(
-                                    "DestinationRule {} subset updated ({}: {}, {}: {})",
-                                    dr.name,
-                                    dr.canary_subset_name,
-                                    new_rs.hash,
-                                    dr.stable_subset_name,
-                                    self.status.stable_r_s
-                                ),
-                            );
-                        }
-                        Ok(None) => {}
-                        Err(e) => return self.traffic_error(e.to_string()),
-                    }
+                        &stable_hash,
+                    ));
                 }
+                Ok(None) => {}
                 Err(e) => return self.traffic_error(e.to_string()),
             }
         }
@@ -796,11 +783,7 @@ impl Reconciler<'_> {
             let vs = match self.api.get(Kind::VirtualService, &vs_ns, &vs_name) {
                 Ok(o) => o.clone(),
                 Err(e) => {
-                    self.event(
-                        true,
-                        "VirtualServiceNotFound",
-                        format!("VirtualService `{vs_name}` not found"),
-                    );
+                    self.istio_event(istio::virtual_service_not_found_event(&vs_name));
                     return self.traffic_error(e.to_string());
                 }
             };
@@ -808,11 +791,7 @@ impl Reconciler<'_> {
                 Ok(Some(next)) => {
                     self.api.update(Object::new(Kind::VirtualService, next))?;
                     self.outcome.changed = true;
-                    self.event(
-                        false,
-                        "UpdatedVirtualService",
-                        format!("VirtualService `{vs_name}` set to desiredWeight '{weight}'"),
-                    );
+                    self.istio_event(istio::set_weight_event(&vs_name, weight));
                 }
                 Ok(None) => {}
                 Err(e) => return self.traffic_error(e.to_string()),
@@ -849,37 +828,39 @@ impl Reconciler<'_> {
         istio_cfg: &crate::model::rollout::IstioTrafficRouting,
         ctx: &IstioContext,
         step: &CanaryStep,
-        dr_host: Option<&str>,
+        dr: Option<&Value>,
     ) -> Result<Result<(), String>, ApiError> {
         for vs_ref in istio_cfg.virtual_service_list() {
             let (vs_ns, vs_name) = istio::virtual_service_namespace_name(&vs_ref.name, &self.ns());
+            let op = if step.set_header_route.is_some() {
+                istio::IstioOperation::SetHeaderRoute
+            } else {
+                istio::IstioOperation::SetMirrorRoute
+            };
             let vs = match self.api.get(Kind::VirtualService, &vs_ns, &vs_name) {
                 Ok(o) => o.clone(),
-                Err(e) => return Ok(Err(e.to_string())),
+                Err(e) => {
+                    let message = istio::virtual_service_not_found_error(op, &vs_name)
+                        .map(|e| e.to_string())
+                        .unwrap_or_else(|| e.to_string());
+                    return Ok(Err(message));
+                }
             };
             let result = if let Some(h) = &step.set_header_route {
-                istio::set_header_route(&vs.value, vs_ref, ctx, h, dr_host).map(|v| {
-                    (
-                        v,
-                        format!("VirtualService `{vs_name}` set headerRoute '{}'", h.name),
-                    )
-                })
+                istio::set_header_route(&vs.value, vs_ref, ctx, h, dr)
+                    .map(|v| (v, istio::set_header_route_event(&vs_name, &h.name)))
             } else if let Some(m) = &step.set_mirror_route {
-                istio::set_mirror_route(&vs.value, vs_ref, ctx, m, dr_host).map(|v| {
-                    (
-                        v,
-                        format!("VirtualService `{vs_name}` set mirrorRoute '{}'", m.name),
-                    )
-                })
+                istio::set_mirror_route(&vs.value, vs_ref, ctx, m, dr)
+                    .map(|v| (v, istio::set_mirror_route_event(&vs_name, &m.name)))
             } else {
                 continue;
             };
             match result {
-                Ok((next, message)) => {
+                Ok((next, event)) => {
                     if next != vs.value {
                         self.api.update(Object::new(Kind::VirtualService, next))?;
                         self.outcome.changed = true;
-                        self.event(false, "UpdatedVirtualService", message);
+                        self.istio_event(event);
                     }
                 }
                 Err(e) => return Ok(Err(e.to_string())),
@@ -904,6 +885,7 @@ impl Reconciler<'_> {
                     if next != vs.value {
                         self.api.update(Object::new(Kind::VirtualService, next))?;
                         self.outcome.changed = true;
+                        self.istio_event(istio::removed_managed_routes_event(&vs_name));
                     }
                 }
                 Ok(RemoveOutcome::Unchanged) => {}
@@ -1259,10 +1241,19 @@ fn phase(spec: &RolloutSpec, s: &RolloutStatus, n: i32) -> (&'static str, String
     ("Healthy", String::new())
 }
 
-fn istio_context<'a>(
+/// The managed route names, `None` when `managedRoutes` is absent (Argo re-orders routes only
+/// when the field is present).
+pub fn managed_routes(canary: &CanaryStrategy) -> Option<Vec<String>> {
+    let tr = canary.traffic_routing.as_ref()?;
+    tr.managed_routes.as_ref()?;
+    Some(tr.managed_route_names())
+}
+
+/// What the Istio reconciler needs from the Rollout.
+pub fn istio_context<'a>(
     name: &'a str,
     canary: &'a CanaryStrategy,
-    managed: &'a [String],
+    managed: Option<&'a [String]>,
 ) -> IstioContext<'a> {
     IstioContext {
         rollout_name: name,
