@@ -1,0 +1,60 @@
+//! Every scenario in scenarios/ runs as its own test, through the same code path as
+//! `canarysim run FILE`; a guard test fails when a scenario file is added without a test.
+
+use canarysim::cli::{Cli, execute};
+use clap::Parser;
+use std::path::Path;
+
+fn run_scenario(file: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(file);
+    let (code, out, err) = execute(Cli::parse_from([
+        "canarysim",
+        "run",
+        path.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{file} did not pass:\n{out}{err}");
+}
+
+macro_rules! scenarios {
+    ($($test:ident => $file:literal,)*) => {
+        $(#[test] fn $test() { run_scenario($file); })*
+        const LISTED: &[&str] = &[$($file),*];
+    };
+}
+
+scenarios! {
+    seed_004_walkthrough => "seed-004-walkthrough.yaml",
+    seed_003_two_virtualservices_http_tls_tcp => "seed-003-multi-vs.yaml",
+    seed_003_verbatim_sni_mismatch_is_reported_as_argo_does => "seed-003-verbatim-sni-mismatch.yaml",
+    seed_003_subset_level_split => "seed-003-subset-level.yaml",
+}
+
+#[test]
+fn every_scenario_file_has_a_test() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        if path.is_file() && name.ends_with(".yaml") && !LISTED.contains(&name.as_str()) {
+            missing.push(name);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "add these to tests/scenarios.rs: {missing:?}"
+    );
+}
+
+#[test]
+fn the_whole_directory_passes_with_a_summary_table() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let (code, out, err) = execute(Cli::parse_from(["canarysim", "run", dir.to_str().unwrap()]));
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains(&format!("{} passed, 0 failed", LISTED.len())),
+        "{out}"
+    );
+}
