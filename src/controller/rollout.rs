@@ -69,54 +69,63 @@ pub struct Outcome {
     pub error: Option<String>,
 }
 
-/// A ReplicaSet of the rollout, with the numbers the arithmetic needs.
+/// A ReplicaSet of the rollout: the fields the reconciler reads (read once, without
+/// copying the object).
 #[derive(Debug, Clone)]
 struct Rs {
-    object: Object,
+    name: String,
+    namespace: String,
     hash: String,
     spec: i32,
+    replicas: i32,
+    ready: i32,
     available: i32,
     revision: i64,
+    deadline: Option<SimTime>,
 }
 
 impl Rs {
     fn from(object: &Object) -> Rs {
         let st = object.status();
+        let count = |k: &str| st.get(k).and_then(Value::as_i64).unwrap_or(0) as i32;
         Rs {
-            hash: object.labels().get(HASH_LABEL).cloned().unwrap_or_default(),
+            name: object.name().to_string(),
+            namespace: object.namespace().to_string(),
+            hash: object
+                .metadata()
+                .and_then(|m| m.get("labels"))
+                .and_then(|l| l.get(HASH_LABEL))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
             spec: object
                 .spec()
                 .get("replicas")
                 .and_then(Value::as_i64)
                 .unwrap_or(1) as i32,
-            available: st
-                .get("availableReplicas")
-                .and_then(Value::as_i64)
-                .unwrap_or(0) as i32,
+            replicas: count("replicas"),
+            ready: count("readyReplicas"),
+            available: count("availableReplicas"),
             revision: object
                 .annotation(REVISION)
                 .and_then(|r| r.parse().ok())
                 .unwrap_or(0),
-            object: object.clone(),
+            deadline: object
+                .annotation(SCALE_DOWN_DEADLINE)
+                .and_then(SimTime::parse_rfc3339),
         }
     }
 
     fn counts(&self) -> RsCounts {
-        let replicas = self
-            .object
-            .status()
-            .get("replicas")
-            .and_then(Value::as_i64)
-            .unwrap_or(0) as i32;
         RsCounts {
             spec: self.spec,
-            replicas,
+            replicas: self.replicas,
             available: self.available,
         }
     }
 
     fn name(&self) -> &str {
-        self.object.name()
+        &self.name
     }
 }
 
@@ -130,12 +139,15 @@ pub fn reconcile(
     events: &mut Vec<Event>,
 ) -> Result<Outcome, ApiError> {
     let rollout = api.get(Kind::Rollout, namespace, name)?.clone();
+    let status: RolloutStatus = rollout.status_as().unwrap_or_default();
     let mut r = Reconciler {
         api,
         now,
         settings,
         events,
-        status: rollout.status_as().unwrap_or_default(),
+        summary: SpecSummary::default(),
+        original_status: status.clone(),
+        status,
         rollout,
         outcome: Outcome::default(),
     };
@@ -149,6 +161,10 @@ struct Reconciler<'a> {
     settings: &'a Settings,
     events: &'a mut Vec<Event>,
     rollout: Object,
+    /// What the status computation needs from the spec.
+    summary: SpecSummary,
+    /// The status as read, to write only when something changed.
+    original_status: RolloutStatus,
     status: RolloutStatus,
     outcome: Outcome,
 }
@@ -186,14 +202,26 @@ impl Reconciler<'_> {
             Ok(s) => s,
             Err(e) => return self.invalid_spec(format!("spec: Invalid value: {e}")),
         };
+        self.summary = SpecSummary::of(&spec);
         let Some(canary) = spec.canary().cloned() else {
             return self.invalid_spec(
                 "spec.strategy: Invalid value: canarysim simulates the canary strategy only"
                     .to_string(),
             );
         };
-        if let Some(err) = validation::validate_rollout(self.rollout.spec(), &spec).first() {
-            return self.invalid_spec(err.to_string());
+        // Spec validation depends on the spec alone: a generation already observed without
+        // an InvalidSpec condition was valid then and is valid now.
+        let observed_valid = self.original_status.observed_generation
+            == self.rollout.generation().to_string()
+            && !self
+                .original_status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "InvalidSpec");
+        if !observed_valid {
+            if let Some(err) = validation::validate_rollout(self.rollout.spec(), &spec).first() {
+                return self.invalid_spec(err.to_string());
+            }
         }
         if let Some(message) = self.referenced_resources_error(&canary) {
             return self.invalid_spec(message);
@@ -280,7 +308,7 @@ impl Reconciler<'_> {
             self.status.collision_count,
             self.settings.hash_flavor,
         );
-        let all: Vec<Rs> = self.owned_replica_sets().iter().map(Rs::from).collect();
+        let all: Vec<Rs> = self.owned_replica_sets();
 
         // A new template (or the first reconcile): restart the steps.
         if self.status.current_pod_hash != new_hash {
@@ -489,7 +517,7 @@ impl Reconciler<'_> {
         self.write_status()
     }
 
-    fn owned_replica_sets(&self) -> Vec<Object> {
+    fn owned_replica_sets(&self) -> Vec<Rs> {
         let uid = self.rollout.metadata().and_then(|m| m.get("uid")).cloned();
         self.api
             .list(Kind::ReplicaSet, Some(self.rollout.namespace()), None)
@@ -500,7 +528,7 @@ impl Reconciler<'_> {
                     .and_then(Value::as_array)
                     .is_some_and(|refs| refs.iter().any(|r| r.get("uid") == uid.as_ref()))
             })
-            .cloned()
+            .map(Rs::from)
             .collect()
     }
 
@@ -595,8 +623,10 @@ impl Reconciler<'_> {
             let Ok(svc) = self.api.get(Kind::Service, &ns, svc_name) else {
                 continue;
             };
-            let svc = svc.clone();
-            let current = svc.spec()["selector"][HASH_LABEL].as_str().unwrap_or("");
+            let current = svc.spec()["selector"][HASH_LABEL]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
             let managed = svc.annotation(MANAGED_BY) == Some(self.rollout.name());
             if current == target && managed {
                 continue;
@@ -900,19 +930,14 @@ impl Reconciler<'_> {
 
     /// Sets `spec.replicas` of a ReplicaSet; true when it wrote.
     fn scale(&mut self, rs: &Rs, replicas: i32) -> Result<bool, ApiError> {
-        let current = self
-            .api
-            .get(Kind::ReplicaSet, rs.object.namespace(), rs.name())?
-            .clone();
-        let spec = current
-            .spec()
-            .get("replicas")
-            .and_then(Value::as_i64)
-            .unwrap_or(1) as i32;
+        let spec = rs.spec;
         if spec == replicas {
             return Ok(false);
         }
-        let mut next = current;
+        let mut next = self
+            .api
+            .get(Kind::ReplicaSet, &rs.namespace, rs.name())?
+            .clone();
         next.value["spec"]["replicas"] = json!(replicas);
         if replicas > 0 {
             if let Some(a) = next.value["metadata"]["annotations"].as_object_mut() {
@@ -965,11 +990,7 @@ impl Reconciler<'_> {
         target: i32,
         delay: Duration,
     ) -> Result<bool, ApiError> {
-        match rs
-            .object
-            .annotation(SCALE_DOWN_DEADLINE)
-            .and_then(SimTime::parse_rfc3339)
-        {
+        match rs.deadline {
             Some(deadline) if self.now >= deadline => self.scale(rs, target),
             Some(deadline) => {
                 self.wake_at(deadline);
@@ -981,7 +1002,7 @@ impl Reconciler<'_> {
                     json!({"metadata": {"annotations": {SCALE_DOWN_DEADLINE: deadline.rfc3339()}}});
                 self.api.patch(
                     Kind::ReplicaSet,
-                    rs.object.namespace(),
+                    &rs.namespace,
                     rs.name(),
                     &Patch::Merge(patch),
                 )?;
@@ -1112,18 +1133,15 @@ impl Reconciler<'_> {
 
     /// Recomputes counts, phase, message and conditions; writes the status if it changed.
     fn write_status(&mut self) -> Result<(), ApiError> {
-        let spec: RolloutSpec = self.rollout.spec_as().unwrap_or_default();
-        let n = spec.desired_replicas();
+        let n = self.summary.replicas;
         let rss = self.owned_replica_sets();
         let mut totals = (0, 0, 0, 0);
         for rs in &rss {
-            let st = rs.status();
-            let get = |k: &str| st.get(k).and_then(Value::as_i64).unwrap_or(0) as i32;
-            totals.0 += get("replicas");
-            totals.2 += get("readyReplicas");
-            totals.3 += get("availableReplicas");
-            if rs.labels().get(HASH_LABEL) == Some(&self.status.current_pod_hash) {
-                totals.1 = get("replicas");
+            totals.0 += rs.replicas;
+            totals.2 += rs.ready;
+            totals.3 += rs.available;
+            if rs.hash == self.status.current_pod_hash {
+                totals.1 = rs.replicas;
             }
         }
         let s = &mut self.status;
@@ -1134,23 +1152,13 @@ impl Reconciler<'_> {
             s.available_replicas,
         ) = totals;
         s.observed_generation = self.rollout.generation().to_string();
-        s.selector = spec
-            .selector
-            .as_ref()
-            .map(|sel| {
-                sel.match_labels
-                    .iter()
-                    .map(|(k, v)| format!("{k}={v}"))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            })
-            .unwrap_or_default();
+        s.selector.clone_from(&self.summary.selector);
         let invalid = s.conditions.iter().any(|c| c.type_ == "InvalidSpec");
         if !invalid {
             let revision = rss
                 .iter()
-                .find(|rs| rs.labels().get(HASH_LABEL) == Some(&s.current_pod_hash))
-                .and_then(|rs| rs.annotation(REVISION).map(str::to_string))
+                .find(|rs| rs.hash == s.current_pod_hash)
+                .map(|rs| rs.revision.to_string())
                 .unwrap_or_else(|| "1".into());
             if s.abort {
                 let message = format!("Rollout aborted update to revision {revision}");
@@ -1176,7 +1184,7 @@ impl Reconciler<'_> {
                     self.now,
                 );
             }
-            let (phase, message) = phase(&spec, s, n);
+            let (phase, message) = phase(&self.summary, s);
             s.phase = phase.into();
             s.message = message;
         }
@@ -1194,8 +1202,7 @@ impl Reconciler<'_> {
             self.now,
         );
 
-        let before: RolloutStatus = self.rollout.status_as().unwrap_or_default();
-        if before != self.status {
+        if self.original_status != self.status {
             let mut next = self.rollout.clone();
             next.value["status"] = serde_json::to_value(&self.status).expect("status serializes");
             self.rollout = self.api.update_status(next)?;
@@ -1205,8 +1212,40 @@ impl Reconciler<'_> {
     }
 }
 
+/// What the status computation needs from the spec (decoded once per reconcile).
+#[derive(Debug, Clone, Default)]
+struct SpecSummary {
+    replicas: i32,
+    paused: bool,
+    traffic_routed: bool,
+    /// `status.selector`: `app=demo`.
+    selector: String,
+}
+
+impl SpecSummary {
+    fn of(spec: &RolloutSpec) -> Self {
+        SpecSummary {
+            replicas: spec.desired_replicas(),
+            paused: spec.paused,
+            traffic_routed: spec.canary().is_some_and(|c| c.traffic_routing.is_some()),
+            selector: spec
+                .selector
+                .as_ref()
+                .map(|sel| {
+                    sel.match_labels
+                        .iter()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default(),
+        }
+    }
+}
+
 /// `CalculateRolloutPhase` (phase and message).
-fn phase(spec: &RolloutSpec, s: &RolloutStatus, n: i32) -> (&'static str, String) {
+fn phase(spec: &SpecSummary, s: &RolloutStatus) -> (&'static str, String) {
+    let n = spec.replicas;
     if s.abort {
         let msg = s
             .conditions
@@ -1231,8 +1270,7 @@ fn phase(spec: &RolloutSpec, s: &RolloutStatus, n: i32) -> (&'static str, String
             "updated replicas are still becoming available".into(),
         );
     }
-    let traffic_routed = spec.canary().is_some_and(|c| c.traffic_routing.is_some());
-    if !traffic_routed && s.replicas > s.updated_replicas {
+    if !spec.traffic_routed && s.replicas > s.updated_replicas {
         return ("Progressing", "old replicas are pending termination".into());
     }
     if s.stable_r_s != s.current_pod_hash {
