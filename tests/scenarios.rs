@@ -29,6 +29,13 @@ scenarios! {
     seed_003_two_virtualservices_http_tls_tcp => "seed-003-multi-vs.yaml",
     seed_003_verbatim_sni_mismatch_is_reported_as_argo_does => "seed-003-verbatim-sni-mismatch.yaml",
     seed_003_subset_level_split => "seed-003-subset-level.yaml",
+    abort_and_retry => "abort-and-retry.yaml",
+    promote_full => "promote-full.yaml",
+    header_route => "header-route.yaml",
+    mirror_route => "mirror-route.yaml",
+    dynamic_stable_scale => "dynamic-stable-scale.yaml",
+    set_canary_scale => "set-canary-scale.yaml",
+    basic_canary_approximates_the_weight_with_pods => "basic-canary-no-mesh.yaml",
 }
 
 #[test]
