@@ -12,6 +12,10 @@
 //! * [`controller`] — the Argo-Rollouts-like reconciler and the ReplicaSet/Pod lifecycle it
 //!   drives; it touches objects only through the apiserver.
 //! * [`sim`] — the simulated world: apiserver + controllers on a virtual clock.
+//! * [`endpoints`] — Services resolved to ready Pods with their role (stable/canary) and
+//!   version, as the EndpointSlice controller publishes them; read by both data planes.
+//! * [`kubeproxy`] — the no-mesh path: a Service's endpoint chosen once per connection
+//!   (iptables: random; ipvs: round robin).
 //! * [`report`] — renderings (the `kubectl argo rollouts get rollout` view).
 //! * [`cli`] — the clap command line; `main.rs` only calls it.
 
@@ -19,6 +23,8 @@ pub mod apiserver;
 pub mod cli;
 pub mod clock;
 pub mod controller;
+pub mod endpoints;
+pub mod kubeproxy;
 pub mod model;
 pub mod random;
 pub mod report;
