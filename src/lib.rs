@@ -14,6 +14,9 @@
 //! * [`sim`] — the simulated world: apiserver + controllers on a virtual clock.
 //! * [`endpoints`] — Services resolved to ready Pods with their role (stable/canary) and
 //!   version, as the EndpointSlice controller publishes them; read by both data planes.
+//! * [`mesh`] — the Envoy-like data plane: route tables translated from the Istio objects
+//!   (like istiod → xDS) and pushed after a delay; route match, weighted cluster per request
+//!   (HTTP) or per connection (TCP/TLS), endpoint load balancing.
 //! * [`kubeproxy`] — the no-mesh path: a Service's endpoint chosen once per connection
 //!   (iptables: random; ipvs: round robin).
 //! * [`report`] — renderings (the `kubectl argo rollouts get rollout` view).
@@ -25,6 +28,7 @@ pub mod clock;
 pub mod controller;
 pub mod endpoints;
 pub mod kubeproxy;
+pub mod mesh;
 pub mod model;
 pub mod random;
 pub mod report;
