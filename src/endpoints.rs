@@ -291,10 +291,21 @@ impl RolloutHashes {
     }
 }
 
-/// `host:80` → `host` (a trailing `:digits` only).
+/// `host:80` → `host`, `[::1]:80` → `[::1]` (a trailing `:digits` only; a bare IPv6
+/// address is left alone).
 pub fn strip_port(host: &str) -> &str {
+    // Fast path: a host with a port ends in a digit.
+    if !host.ends_with(|c: char| c.is_ascii_digit()) {
+        return host;
+    }
     match host.rsplit_once(':') {
-        Some((h, p)) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => h,
+        Some((h, p))
+            if !p.is_empty()
+                && p.bytes().all(|b| b.is_ascii_digit())
+                && (!h.contains(':') || h.ends_with(']')) =>
+        {
+            h
+        }
         _ => host,
     }
 }
@@ -428,6 +439,9 @@ mod tests {
         );
         assert_eq!(strip_port("svc.ns:8080"), "svc.ns");
         assert_eq!(strip_port("svc"), "svc");
+        assert_eq!(strip_port("[::1]:80"), "[::1]");
+        assert_eq!(strip_port("::1"), "::1");
+        assert_eq!(strip_port("10.0.0.1"), "10.0.0.1");
     }
 
     #[test]

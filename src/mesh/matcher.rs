@@ -56,7 +56,8 @@ impl HostPattern {
             HostPattern::Any => true,
             HostPattern::Suffix(s) => host.len() > s.len() && ends_with_ci(host, s),
             HostPattern::Exact { fqdn, short } => {
-                if host.eq_ignore_ascii_case(fqdn) {
+                // Hosts are nearly always lower case already: one memcmp first.
+                if host == fqdn || host.eq_ignore_ascii_case(fqdn) {
                     return true;
                 }
                 let Some((name, ns)) = short else {

@@ -505,11 +505,36 @@ pub(crate) struct DefaultRoute {
     pub source: RouteSource,
 }
 
+/// A Gateway's name, with its `namespace/name` form kept for a one-compare lookup.
+#[derive(Debug, Clone)]
+pub(crate) struct GatewayName {
+    pub namespace: String,
+    pub name: String,
+    /// `namespace/name`
+    pub full: String,
+}
+
+impl GatewayName {
+    pub fn new(namespace: &str, name: &str) -> GatewayName {
+        GatewayName {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            full: format!("{namespace}/{name}"),
+        }
+    }
+
+    /// `namespace/name`, or `name` written in `ns`.
+    #[inline]
+    pub fn is(&self, reference: &str, ns: &str) -> bool {
+        reference == self.full || (reference == self.name && ns == self.namespace)
+    }
+}
+
 /// One proxy's configuration: the mesh's sidecars, or one ingress gateway.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Listener {
-    /// (namespace, name) of the Gateway; None for the mesh.
-    pub gateway: Option<(String, String)>,
+    /// The Gateway; None for the mesh.
+    pub gateway: Option<GatewayName>,
     /// Ports the gateway's servers listen on (empty: any).
     pub ports: Box<[u32]>,
     /// Ordered most specific first (exact, longest suffix, `*`).
@@ -699,16 +724,13 @@ impl RouteTable {
     pub fn gateways(&self) -> impl Iterator<Item = String> + '_ {
         self.listeners
             .iter()
-            .filter_map(|l| l.gateway.as_ref().map(|(ns, n)| format!("{ns}/{n}")))
+            .filter_map(|l| l.gateway.as_ref().map(|g| g.full.clone()))
     }
 
     fn gateway_listener(&self, name: &str, caller_ns: &str) -> Option<&Listener> {
-        let (ns, name) = name.split_once('/').unwrap_or((caller_ns, name));
-        self.listeners.iter().find(|l| {
-            l.gateway
-                .as_ref()
-                .is_some_and(|(gns, gn)| gns == ns && gn == name)
-        })
+        self.listeners
+            .iter()
+            .find(|l| l.gateway.as_ref().is_some_and(|g| g.is(name, caller_ns)))
     }
 }
 

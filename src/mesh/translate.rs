@@ -22,8 +22,9 @@ use std::collections::BTreeMap;
 
 use super::matcher::{HostPattern, StrMatcher};
 use super::table::{
-    Cluster, ClusterId, DefaultRoute, HttpMatch, HttpRouteEntry, L4Match, L4RouteEntry, LbPolicy,
-    Listener, Mirror, RouteSource, RouteTable, VirtualHost, WeightedClusters,
+    Cluster, ClusterId, DefaultRoute, GatewayName, HttpMatch, HttpRouteEntry, L4Match,
+    L4RouteEntry, LbPolicy, Listener, Mirror, RouteSource, RouteTable, VirtualHost,
+    WeightedClusters,
 };
 use crate::apiserver::ApiServer;
 use crate::endpoints::{CLUSTER_DOMAIN_SUFFIX, Catalog, EndpointId, Note, ServiceId};
@@ -152,7 +153,7 @@ impl<'a> Builder<'a> {
             ports.sort_unstable();
             ports.dedup();
             self.listeners.push(Listener {
-                gateway: Some((gw.namespace().to_string(), gw.name().to_string())),
+                gateway: Some(GatewayName::new(gw.namespace(), gw.name())),
                 ports: ports.into(),
                 ..Listener::default()
             });
@@ -225,12 +226,9 @@ impl<'a> Builder<'a> {
         if reference == "mesh" {
             return Some(MESH);
         }
-        let (gns, name) = reference.split_once('/').unwrap_or((ns, reference));
-        self.listeners.iter().position(|l| {
-            l.gateway
-                .as_ref()
-                .is_some_and(|(a, b)| a == gns && b == name)
-        })
+        self.listeners
+            .iter()
+            .position(|l| l.gateway.as_ref().is_some_and(|g| g.is(reference, ns)))
     }
 
     fn virtual_service(&mut self, vs: &Object) {
