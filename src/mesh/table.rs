@@ -579,7 +579,9 @@ pub struct RouteTable {
 
 impl RouteTable {
     /// Finds the route for a request. No allocation; linear scans over the (few) gateways,
-    /// virtual hosts and routes.
+    /// virtual hosts and routes. The result depends only on the request's metadata, so a
+    /// load step that repeats one request shape can route once per table and then call
+    /// only [`WeightedClusters::pick`] and [`Cluster::pick_endpoint`] per request.
     pub fn route<'t>(&'t self, req: &RequestMeta) -> Result<RouteChoice<'t>, RouteError> {
         let listener = match req.origin {
             Origin::Plain => return Err(RouteError::NotInMesh),
@@ -725,6 +727,17 @@ impl RouteTable {
         self.listeners
             .iter()
             .filter_map(|l| l.gateway.as_ref().map(|g| g.full.clone()))
+    }
+
+    /// The gateway (`namespace/name`) whose VirtualServices serve HTTP for `host`, if any:
+    /// what the scenario's `origin: auto` sends traffic through (else it comes from the
+    /// mesh). Gateways are tried in namespace/name order.
+    pub fn gateway_for(&self, host: &str, caller_ns: &str) -> Option<&str> {
+        let host = request_host(host);
+        self.listeners
+            .iter()
+            .filter(|l| find_vhost(&l.http, host, caller_ns).is_some())
+            .find_map(|l| l.gateway.as_ref().map(|g| g.full.as_str()))
     }
 
     fn gateway_listener(&self, name: &str, caller_ns: &str) -> Option<&Listener> {

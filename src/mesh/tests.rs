@@ -216,6 +216,10 @@ fn a_virtual_service_bound_to_a_gateway_does_not_steer_mesh_traffic() {
     assert_eq!(in_mesh[&Role::Canary], 500);
     assert_eq!(in_mesh[&Role::Stable], 500);
 
+    // `origin: auto` goes through the gateway the VirtualService is bound to.
+    assert_eq!(table.gateway_for("reviews:80", NS), Some("demo/gw"));
+    assert_eq!(table.gateway_for("reviews-stable", NS), None);
+
     // Listing `mesh` as well brings sidecars under the VirtualService.
     let mut api = store();
     vs(
