@@ -12,17 +12,27 @@
 //! * [`controller`] — the Argo-Rollouts-like reconciler and the ReplicaSet/Pod lifecycle it
 //!   drives; it touches objects only through the apiserver.
 //! * [`sim`] — the simulated world: apiserver + controllers on a virtual clock.
+//! * [`endpoints`] — Services resolved to ready Pods with their role (stable/canary) and
+//!   version, as the EndpointSlice controller publishes them; read by both data planes.
+//! * [`mesh`] — the Envoy-like data plane: route tables translated from the Istio objects
+//!   (like istiod → xDS) and pushed after a delay; route match, weighted cluster per request
+//!   (HTTP) or per connection (TCP/TLS), endpoint load balancing.
+//! * [`kubeproxy`] — the no-mesh path: a Service's endpoint chosen once per connection
+//!   (iptables: random; ipvs: round robin).
 //! * [`scenario`] — the scenario file format, its checked plan, and the runner.
 //! * [`lint`] — static checks of manifests (Argo's validation, references, routes).
-//! * [`random`] — named seeded random streams; [`clock`] — virtual time.
-//! * [`report`] — renderings (the `kubectl argo rollouts get rollout` view).
+//! * [`report`] — renderings (the `kubectl argo rollouts get rollout` view, text, JSON).
 //! * [`cli`] — the clap command line; `main.rs` only calls it.
+//! * [`random`] — named seeded random streams; [`clock`] — virtual time.
 
 pub mod apiserver;
 pub mod cli;
 pub mod clock;
 pub mod controller;
+pub mod endpoints;
+pub mod kubeproxy;
 pub mod lint;
+pub mod mesh;
 pub mod model;
 pub mod random;
 pub mod report;

@@ -1,0 +1,877 @@
+//! The route table (what istiod pushes to every proxy) and the hot path over it:
+//! [`RouteTable::route`] finds the route for a request, [`WeightedClusters::pick`] chooses a
+//! cluster, [`Cluster::pick_endpoint`] chooses a Pod. Everything was resolved and validated
+//! when the table was built, so none of them allocates, hashes a string or compiles a regex,
+//! and `pick` cannot fail.
+
+use rand::RngCore;
+use std::fmt;
+
+use super::matcher::{HostPattern, StrMatcher, request_host};
+use crate::endpoints::{Endpoint, EndpointId, Note};
+use crate::model::ObjectKey;
+
+/// Index of a cluster in its [`RouteTable`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ClusterId(pub u32);
+
+/// Endpoint choice inside one cluster (the scenario's `cluster.endpoint_lb`; a
+/// DestinationRule's `trafficPolicy.loadBalancer.simple` overrides it per cluster).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LbPolicy {
+    /// Envoy's ROUND_ROBIN over equally weighted hosts: a per-cluster cursor.
+    #[default]
+    RoundRobin,
+    /// Envoy's RANDOM: one draw modulo the host count.
+    Random,
+    /// Envoy's LEAST_REQUEST with equal weights: power of two random choices, the host with
+    /// fewer active requests wins (ties keep the first).
+    LeastRequest,
+}
+
+impl LbPolicy {
+    /// Accepts the scenario spelling (`round_robin`) and Istio's (`ROUND_ROBIN`;
+    /// `LEAST_CONN` is Istio's deprecated alias of `LEAST_REQUEST`).
+    pub fn parse(s: &str) -> Option<LbPolicy> {
+        match s.to_ascii_lowercase().as_str() {
+            "round_robin" => Some(LbPolicy::RoundRobin),
+            "random" => Some(LbPolicy::Random),
+            "least_request" | "least_conn" => Some(LbPolicy::LeastRequest),
+            _ => None,
+        }
+    }
+}
+
+/// Where a request comes from: that decides which configuration applies to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin<'a> {
+    /// Through an ingress gateway: the Gateway object as `namespace/name`, or `name` in the
+    /// request's namespace.
+    Gateway(&'a str),
+    /// From a sidecar inside the mesh.
+    Mesh,
+    /// From a Pod without a sidecar: no mesh configuration applies (see `kubeproxy`).
+    Plain,
+}
+
+/// The protocol a VirtualService route section handles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// `http` routes; a destination is chosen per request.
+    Http,
+    /// `tls` routes (then `tcp`); a destination is chosen per connection.
+    Tls,
+    /// `tcp` routes; a destination is chosen per connection.
+    Tcp,
+}
+
+/// How long a choice holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// HTTP: every request is routed and balanced on its own.
+    PerRequest,
+    /// TCP/TLS: the cluster and endpoint are chosen when the connection opens and kept.
+    PerConnection,
+}
+
+/// What the router knows about a request (or, for TCP/TLS, a new connection). Borrowed
+/// slices so that a load generator can reuse one buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestMeta<'a> {
+    pub origin: Origin<'a>,
+    pub protocol: Protocol,
+    /// The caller's namespace: short host names (`reviews`) resolve in it.
+    pub namespace: &'a str,
+    /// Authority / Host header, optionally with `:port`; for TLS without one, the SNI is used.
+    pub host: &'a str,
+    pub port: u32,
+    /// Path with optional query string.
+    pub path: &'a str,
+    pub method: &'a str,
+    /// Request headers; names compare case-insensitively.
+    pub headers: &'a [(&'a str, &'a str)],
+    /// TLS server name.
+    pub sni: Option<&'a str>,
+}
+
+impl Default for RequestMeta<'_> {
+    /// `GET /` on port 80 over HTTP from inside the mesh, namespace `default`.
+    fn default() -> Self {
+        RequestMeta {
+            origin: Origin::Mesh,
+            protocol: Protocol::Http,
+            namespace: "default",
+            host: "",
+            port: 80,
+            path: "/",
+            method: "GET",
+            headers: &[],
+            sni: None,
+        }
+    }
+}
+
+/// Why a request was not routed. Carries no strings: the error path must not allocate either.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// Envoy's `NR`: no virtual host or no route matched (404).
+    #[error("route not found")]
+    NoRoute,
+    /// Envoy's `UH`: the chosen cluster has no ready endpoint (503, body "no healthy upstream").
+    #[error("no healthy upstream")]
+    NoHealthyUpstream { cluster: ClusterId },
+    /// The origin names a gateway that does not exist in the table.
+    #[error("no such gateway")]
+    UnknownGateway,
+    /// The gateway has no server on the request's port (the connection is refused).
+    #[error("gateway has no server on this port")]
+    NoListener,
+    /// A plain (sidecar-less) caller goes through kube-proxy, not through the mesh.
+    #[error("the caller has no sidecar; route it with kubeproxy")]
+    NotInMesh,
+}
+
+impl RouteError {
+    /// The HTTP status a client sees (0: no HTTP response, the connection fails).
+    pub fn status(self) -> u16 {
+        match self {
+            RouteError::NoRoute | RouteError::UnknownGateway => 404,
+            RouteError::NoHealthyUpstream { .. } => 503,
+            RouteError::NoListener | RouteError::NotInMesh => 0,
+        }
+    }
+}
+
+/// The route section a choice came from, for reports: `VirtualService ns/name http/primary`,
+/// or a Service's default route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteSource {
+    /// None for a Service's default route (no VirtualService covers the host).
+    pub virtual_service: Option<ObjectKey>,
+    /// `http/primary`, `http/0`, `tls/0`, `tcp/0`, or `default` for a Service's default route.
+    pub route: String,
+}
+
+impl fmt::Display for RouteSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.virtual_service {
+            Some(vs) => write!(f, "{vs} {}", self.route),
+            None => write!(f, "{}", self.route),
+        }
+    }
+}
+
+/// A weighted split, validated when built: at least one cluster, total weight above zero.
+#[derive(Debug, Clone)]
+pub struct WeightedClusters {
+    entries: Box<[WeightedEntry]>,
+    total: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct WeightedEntry {
+    cluster: ClusterId,
+    weight: u32,
+    /// Cumulative weight up to and including this entry.
+    end: u64,
+}
+
+impl WeightedClusters {
+    /// None when no entry has a weight above zero (zero-weight entries are dropped, as Istio
+    /// drops them).
+    pub fn new(entries: impl IntoIterator<Item = (ClusterId, u32)>) -> Option<WeightedClusters> {
+        let mut total = 0u64;
+        let entries: Box<[WeightedEntry]> = entries
+            .into_iter()
+            .filter(|(_, w)| *w > 0)
+            .map(|(cluster, weight)| {
+                total += u64::from(weight);
+                WeightedEntry {
+                    cluster,
+                    weight,
+                    end: total,
+                }
+            })
+            .collect();
+        (total > 0).then_some(WeightedClusters { entries, total })
+    }
+
+    /// One cluster taking everything (Istio emits a plain `cluster` action then).
+    pub fn single(cluster: ClusterId) -> WeightedClusters {
+        WeightedClusters {
+            entries: Box::new([WeightedEntry {
+                cluster,
+                weight: 100,
+                end: 100,
+            }]),
+            total: 100,
+        }
+    }
+
+    /// Envoy's weighted-cluster choice: a random u64 modulo the total weight, then the walk
+    /// over cumulative weights. A single cluster takes no draw (Istio rewrites a one-entry
+    /// split to a plain cluster action).
+    #[inline]
+    pub fn pick<R: RngCore + ?Sized>(&self, rng: &mut R) -> ClusterId {
+        let last = self.entries[self.entries.len() - 1].cluster;
+        if self.entries.len() == 1 {
+            return last;
+        }
+        let v = rng.next_u64() % self.total;
+        for e in self.entries.iter() {
+            if v < e.end {
+                return e.cluster;
+            }
+        }
+        last
+    }
+
+    /// (cluster, weight) in route order.
+    pub fn iter(&self) -> impl Iterator<Item = (ClusterId, u32)> + '_ {
+        self.entries.iter().map(|e| (e.cluster, e.weight))
+    }
+
+    /// Sum of the weights (100 when the VirtualService is valid).
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Never: a split has at least one cluster by construction.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The share of `cluster` in this split (0 when absent).
+    pub fn share(&self, cluster: ClusterId) -> f64 {
+        let w: u64 = self
+            .entries
+            .iter()
+            .filter(|e| e.cluster == cluster)
+            .map(|e| u64::from(e.weight))
+            .sum();
+        w as f64 / self.total as f64
+    }
+}
+
+/// A shadow copy of the request, sent to `cluster` for a fraction of requests; its response
+/// is discarded, so it never counts in the split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mirror {
+    pub cluster: ClusterId,
+    /// Fraction per million, as Istio hands `mirrorPercentage` to Envoy.
+    pub per_million: u32,
+}
+
+impl Mirror {
+    /// Whether this request is mirrored (no draw when the fraction is 100 %).
+    #[inline]
+    pub fn sample<R: RngCore + ?Sized>(&self, rng: &mut R) -> bool {
+        self.per_million >= 1_000_000 || rng.next_u64() % 1_000_000 < u64::from(self.per_million)
+    }
+
+    pub fn percent(&self) -> f64 {
+        f64::from(self.per_million) / 10_000.0
+    }
+}
+
+/// An Envoy cluster: `outbound|<port>|<subset>|<host>` and its ready endpoints.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    pub(crate) id: ClusterId,
+    pub(crate) name: String,
+    pub(crate) host: String,
+    pub(crate) port: u32,
+    pub(crate) subset: String,
+    pub(crate) endpoints: Box<[EndpointId]>,
+    pub(crate) lb: Option<LbPolicy>,
+}
+
+impl Cluster {
+    pub fn id(&self) -> ClusterId {
+        self.id
+    }
+
+    /// `outbound|80|canary|reviews.bookinfo.svc.cluster.local`
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    pub fn port(&self) -> u32 {
+        self.port
+    }
+
+    /// Empty when the destination names no subset.
+    pub fn subset(&self) -> &str {
+        &self.subset
+    }
+
+    pub fn endpoints(&self) -> &[EndpointId] {
+        &self.endpoints
+    }
+
+    /// The DestinationRule's load-balancer policy, when it sets one.
+    pub fn lb_override(&self) -> Option<LbPolicy> {
+        self.lb
+    }
+
+    /// Chooses a ready endpoint with the cluster's policy (or `lb` when the
+    /// DestinationRule sets none). None: no healthy upstream.
+    #[inline]
+    pub fn pick_endpoint<R: RngCore + ?Sized>(
+        &self,
+        lb: LbPolicy,
+        rng: &mut R,
+        state: &mut LbState,
+    ) -> Option<EndpointId> {
+        let eps = &self.endpoints;
+        let n = eps.len();
+        match n {
+            0 => return None,
+            1 => return Some(eps[0]),
+            _ => {}
+        }
+        match self.lb.unwrap_or(lb) {
+            LbPolicy::RoundRobin => {
+                let cursor = state.cursor(self.id);
+                let i = (*cursor as usize) % n;
+                *cursor = cursor.wrapping_add(1);
+                Some(eps[i])
+            }
+            LbPolicy::Random => Some(eps[(rng.next_u64() % n as u64) as usize]),
+            LbPolicy::LeastRequest => {
+                let a = eps[(rng.next_u64() % n as u64) as usize];
+                let b = eps[(rng.next_u64() % n as u64) as usize];
+                Some(if state.active(b) < state.active(a) {
+                    b
+                } else {
+                    a
+                })
+            }
+        }
+    }
+}
+
+/// Mutable load-balancer state beside one route table: round-robin cursors per cluster and
+/// active-request counts per endpoint. Sized for its table; it grows rather than panics
+/// when handed ids from a bigger one.
+#[derive(Debug, Clone, Default)]
+pub struct LbState {
+    cursors: Vec<u32>,
+    active: Vec<u32>,
+}
+
+impl LbState {
+    pub fn new(table: &RouteTable) -> LbState {
+        LbState {
+            cursors: vec![0; table.clusters.len()],
+            active: vec![0; table.endpoints.len()],
+        }
+    }
+
+    #[inline]
+    fn cursor(&mut self, c: ClusterId) -> &mut u32 {
+        let i = c.0 as usize;
+        if i >= self.cursors.len() {
+            self.cursors.resize(i + 1, 0);
+        }
+        &mut self.cursors[i]
+    }
+
+    /// Requests in flight to `e` (what least_request compares).
+    #[inline]
+    pub fn active(&self, e: EndpointId) -> u32 {
+        self.active.get(e.0 as usize).copied().unwrap_or(0)
+    }
+
+    /// A request to `e` started.
+    pub fn start(&mut self, e: EndpointId) {
+        let i = e.0 as usize;
+        if i >= self.active.len() {
+            self.active.resize(i + 1, 0);
+        }
+        self.active[i] += 1;
+    }
+
+    /// A request to `e` finished.
+    pub fn finish(&mut self, e: EndpointId) {
+        if let Some(a) = self.active.get_mut(e.0 as usize) {
+            *a = a.saturating_sub(1);
+        }
+    }
+}
+
+/// An HTTP route: its match conditions (OR of ANDs; none = everything), split and mirror.
+#[derive(Debug, Clone)]
+pub(crate) struct HttpRouteEntry {
+    pub matches: Box<[HttpMatch]>,
+    pub clusters: WeightedClusters,
+    pub mirror: Option<Mirror>,
+    pub source: RouteSource,
+}
+
+/// One `match` entry: every condition given must hold.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct HttpMatch {
+    pub uri: Option<StrMatcher>,
+    pub method: Option<StrMatcher>,
+    pub authority: Option<StrMatcher>,
+    /// Lower-case names.
+    pub headers: Box<[(String, StrMatcher)]>,
+    pub port: Option<u32>,
+}
+
+impl HttpMatch {
+    fn matches(&self, req: &RequestMeta) -> bool {
+        if self.port.is_some_and(|p| p != req.port) {
+            return false;
+        }
+        if let Some(m) = &self.uri {
+            // Envoy compares exact and regex paths without the query string, prefixes with it.
+            let ok = match m {
+                StrMatcher::Prefix(_) => m.matches(req.path),
+                _ => m.matches(req.path.split_once('?').map_or(req.path, |(p, _)| p)),
+            };
+            if !ok {
+                return false;
+            }
+        }
+        if self.method.as_ref().is_some_and(|m| !m.matches(req.method)) {
+            return false;
+        }
+        if self
+            .authority
+            .as_ref()
+            .is_some_and(|m| !m.matches(req.host))
+        {
+            return false;
+        }
+        self.headers.iter().all(|(name, m)| {
+            req.headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .is_some_and(|(_, v)| m.matches(v))
+        })
+    }
+}
+
+/// A TLS or TCP route: port (and for TLS, SNI) conditions, and a split chosen per connection.
+#[derive(Debug, Clone)]
+pub(crate) struct L4RouteEntry {
+    pub matches: Box<[L4Match]>,
+    pub clusters: WeightedClusters,
+    pub source: RouteSource,
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct L4Match {
+    pub port: Option<u32>,
+    /// TLS `sniHosts` (empty: any SNI).
+    pub sni: Box<[HostPattern]>,
+}
+
+impl L4Match {
+    fn matches(&self, req: &RequestMeta, tls: bool) -> bool {
+        if self.port.is_some_and(|p| p != req.port) {
+            return false;
+        }
+        if !tls || self.sni.is_empty() {
+            return true;
+        }
+        let sni = req.sni.unwrap_or("");
+        self.sni.iter().any(|p| p.matches(sni, ""))
+    }
+}
+
+/// Routes for one host pattern.
+#[derive(Debug, Clone)]
+pub(crate) struct VirtualHost<R> {
+    pub host: HostPattern,
+    pub routes: Vec<R>,
+}
+
+/// A Service's default route on one of its ports (no VirtualService covers its host).
+#[derive(Debug, Clone)]
+pub(crate) struct DefaultRoute {
+    pub port: u32,
+    pub clusters: WeightedClusters,
+    pub source: RouteSource,
+}
+
+/// A Gateway's name, with its `namespace/name` form kept for a one-compare lookup.
+#[derive(Debug, Clone)]
+pub(crate) struct GatewayName {
+    pub namespace: String,
+    pub name: String,
+    /// `namespace/name`
+    pub full: String,
+}
+
+impl GatewayName {
+    pub fn new(namespace: &str, name: &str) -> GatewayName {
+        GatewayName {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            full: format!("{namespace}/{name}"),
+        }
+    }
+
+    /// `namespace/name`, or `name` written in `ns`.
+    #[inline]
+    pub fn is(&self, reference: &str, ns: &str) -> bool {
+        reference == self.full || (reference == self.name && ns == self.namespace)
+    }
+}
+
+/// One proxy's configuration: the mesh's sidecars, or one ingress gateway.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Listener {
+    /// The Gateway; None for the mesh.
+    pub gateway: Option<GatewayName>,
+    /// Ports the gateway's servers listen on (empty: any).
+    pub ports: Box<[u32]>,
+    /// Ordered most specific first (exact, longest suffix, `*`).
+    pub http: Vec<VirtualHost<HttpRouteEntry>>,
+    pub tls: Vec<VirtualHost<L4RouteEntry>>,
+    pub tcp: Vec<VirtualHost<L4RouteEntry>>,
+    /// Services' default routes (mesh only), after every VirtualService host.
+    pub defaults: Vec<VirtualHost<DefaultRoute>>,
+}
+
+/// The route chosen for a request: a split to pick from, and maybe a mirror.
+#[derive(Debug, Clone, Copy)]
+pub struct RouteChoice<'t> {
+    pub clusters: &'t WeightedClusters,
+    pub mirror: Option<&'t Mirror>,
+    pub scope: Scope,
+    pub source: &'t RouteSource,
+}
+
+/// The whole outcome of one request (or connection) through the router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Served {
+    pub cluster: ClusterId,
+    pub endpoint: EndpointId,
+    pub scope: Scope,
+    /// The mirrored copy, if this request was mirrored: its cluster and endpoint (None: the
+    /// shadow found no healthy upstream; Envoy drops it silently).
+    pub mirror: Option<(ClusterId, Option<EndpointId>)>,
+}
+
+/// What istiod would push: every proxy's routes, the clusters and their endpoints.
+#[derive(Debug, Clone, Default)]
+pub struct RouteTable {
+    /// Index 0 is the mesh; gateways follow, ordered by namespace and name.
+    pub(crate) listeners: Vec<Listener>,
+    pub(crate) clusters: Vec<Cluster>,
+    pub(crate) endpoints: Vec<Endpoint>,
+    pub(crate) notes: Vec<Note>,
+    /// Whether any VirtualService was seen (without one, nothing mesh-specific happens).
+    pub(crate) has_virtual_services: bool,
+}
+
+impl RouteTable {
+    /// Finds the route for a request. No allocation; linear scans over the (few) gateways,
+    /// virtual hosts and routes. The result depends only on the request's metadata, so a
+    /// load step that repeats one request shape can route once per table and then call
+    /// only [`WeightedClusters::pick`] and [`Cluster::pick_endpoint`] per request.
+    pub fn route<'t>(&'t self, req: &RequestMeta) -> Result<RouteChoice<'t>, RouteError> {
+        let listener = match req.origin {
+            Origin::Plain => return Err(RouteError::NotInMesh),
+            Origin::Mesh => self.listeners.first().ok_or(RouteError::NoRoute)?,
+            Origin::Gateway(name) => {
+                let l = self
+                    .gateway_listener(name, req.namespace)
+                    .ok_or(RouteError::UnknownGateway)?;
+                if !l.ports.is_empty() && !l.ports.contains(&req.port) {
+                    return Err(RouteError::NoListener);
+                }
+                l
+            }
+        };
+        let mut host = request_host(req.host);
+        if host.is_empty() {
+            host = req.sni.unwrap_or("");
+        }
+        let ns = req.namespace;
+        match req.protocol {
+            Protocol::Http => {
+                if let Some(vh) = find_vhost(&listener.http, host, ns) {
+                    // A matched virtual host without a matching route is a 404, as in Envoy.
+                    return vh
+                        .routes
+                        .iter()
+                        .find(|r| r.matches.is_empty() || r.matches.iter().any(|m| m.matches(req)))
+                        .map(|r| RouteChoice {
+                            clusters: &r.clusters,
+                            mirror: r.mirror.as_ref(),
+                            scope: Scope::PerRequest,
+                            source: &r.source,
+                        })
+                        .ok_or(RouteError::NoRoute);
+                }
+            }
+            Protocol::Tls | Protocol::Tcp => {
+                let tls = req.protocol == Protocol::Tls;
+                let sections: &[&[VirtualHost<L4RouteEntry>]] = if tls {
+                    &[&listener.tls, &listener.tcp]
+                } else {
+                    &[&listener.tcp]
+                };
+                for vhosts in sections {
+                    let found = find_vhost(vhosts, host, ns).and_then(|vh| {
+                        vh.routes.iter().find(|r| {
+                            r.matches.is_empty() || r.matches.iter().any(|m| m.matches(req, tls))
+                        })
+                    });
+                    if let Some(r) = found {
+                        return Ok(RouteChoice {
+                            clusters: &r.clusters,
+                            mirror: None,
+                            scope: Scope::PerConnection,
+                            source: &r.source,
+                        });
+                    }
+                }
+            }
+        }
+        let scope = match req.protocol {
+            Protocol::Http => Scope::PerRequest,
+            _ => Scope::PerConnection,
+        };
+        find_vhost(&listener.defaults, host, ns)
+            .and_then(|vh| vh.routes.iter().find(|r| r.port == req.port))
+            .map(|r| RouteChoice {
+                clusters: &r.clusters,
+                mirror: None,
+                scope,
+                source: &r.source,
+            })
+            .ok_or(RouteError::NoRoute)
+    }
+
+    /// The full request path: route, weighted cluster, endpoint, and the mirror if sampled.
+    /// One RNG draw for a split of two or more, plus what the endpoint policy draws.
+    #[inline]
+    pub fn serve<R: RngCore + ?Sized>(
+        &self,
+        req: &RequestMeta,
+        lb: LbPolicy,
+        rng: &mut R,
+        state: &mut LbState,
+    ) -> Result<Served, RouteError> {
+        let choice = self.route(req)?;
+        let cluster = choice.clusters.pick(rng);
+        let endpoint = self
+            .cluster(cluster)
+            .and_then(|c| c.pick_endpoint(lb, rng, state))
+            .ok_or(RouteError::NoHealthyUpstream { cluster })?;
+        // Envoy sends the shadow only once the primary request has an upstream.
+        let mirror = match choice.mirror {
+            Some(m) if m.sample(rng) => Some((
+                m.cluster,
+                self.cluster(m.cluster)
+                    .and_then(|c| c.pick_endpoint(lb, rng, state)),
+            )),
+            _ => None,
+        };
+        Ok(Served {
+            cluster,
+            endpoint,
+            scope: choice.scope,
+            mirror,
+        })
+    }
+
+    pub fn cluster(&self, id: ClusterId) -> Option<&Cluster> {
+        self.clusters.get(id.0 as usize)
+    }
+
+    pub fn clusters(&self) -> &[Cluster] {
+        &self.clusters
+    }
+
+    /// The cluster with this Envoy name.
+    pub fn cluster_named(&self, name: &str) -> Option<&Cluster> {
+        self.clusters.iter().find(|c| c.name == name)
+    }
+
+    pub fn endpoint(&self, id: EndpointId) -> Option<&Endpoint> {
+        self.endpoints.get(id.0 as usize)
+    }
+
+    pub fn endpoints(&self) -> &[Endpoint] {
+        &self.endpoints
+    }
+
+    /// Validation notes: objects or fields skipped, weights that do not sum to 100, missing
+    /// subsets, gateways or Services.
+    pub fn notes(&self) -> &[Note] {
+        &self.notes
+    }
+
+    /// Whether the store held any VirtualService.
+    pub fn has_virtual_services(&self) -> bool {
+        self.has_virtual_services
+    }
+
+    /// Gateways with a configuration, as `namespace/name`.
+    pub fn gateways(&self) -> impl Iterator<Item = String> + '_ {
+        self.listeners
+            .iter()
+            .filter_map(|l| l.gateway.as_ref().map(|g| g.full.clone()))
+    }
+
+    /// The gateway (`namespace/name`) whose VirtualServices serve HTTP for `host`, if any:
+    /// what the scenario's `origin: auto` sends traffic through (else it comes from the
+    /// mesh). Gateways are tried in namespace/name order.
+    pub fn gateway_for(&self, host: &str, caller_ns: &str) -> Option<&str> {
+        let host = request_host(host);
+        self.listeners
+            .iter()
+            .filter(|l| find_vhost(&l.http, host, caller_ns).is_some())
+            .find_map(|l| l.gateway.as_ref().map(|g| g.full.as_str()))
+    }
+
+    fn gateway_listener(&self, name: &str, caller_ns: &str) -> Option<&Listener> {
+        self.listeners
+            .iter()
+            .find(|l| l.gateway.as_ref().is_some_and(|g| g.is(name, caller_ns)))
+    }
+}
+
+fn find_vhost<'t, R>(
+    vhosts: &'t [VirtualHost<R>],
+    host: &str,
+    ns: &str,
+) -> Option<&'t VirtualHost<R>> {
+    vhosts.iter().find(|vh| vh.host.matches(host, ns))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::random::stream;
+
+    #[test]
+    fn pick_follows_envoys_modulo_walk() {
+        // Envoy: value % total, then [0, w1) → first, [w1, w1 + w2) → second.
+        struct Fixed(u64);
+        impl RngCore for Fixed {
+            fn next_u32(&mut self) -> u32 {
+                self.0 as u32
+            }
+            fn next_u64(&mut self) -> u64 {
+                self.0
+            }
+            fn fill_bytes(&mut self, _: &mut [u8]) {}
+        }
+        let w = WeightedClusters::new([(ClusterId(7), 80), (ClusterId(9), 20)]).unwrap();
+        assert_eq!(w.pick(&mut Fixed(79)), ClusterId(7));
+        assert_eq!(w.pick(&mut Fixed(80)), ClusterId(9));
+        assert_eq!(w.pick(&mut Fixed(199)), ClusterId(9));
+        assert_eq!(w.pick(&mut Fixed(200)), ClusterId(7));
+        assert_eq!(w.total(), 100);
+    }
+
+    #[test]
+    fn an_eighty_twenty_split_gives_twenty_percent_over_many_picks() {
+        let w = WeightedClusters::new([(ClusterId(0), 80), (ClusterId(1), 20)]).unwrap();
+        let mut rng = stream(1, "router");
+        let n = 100_000;
+        let canary = (0..n).filter(|_| w.pick(&mut rng) == ClusterId(1)).count();
+        let share = canary as f64 * 100.0 / n as f64;
+        assert!((share - 20.0).abs() < 0.5, "canary share {share}");
+        assert_eq!(canary, 20_185, "exact count for seed 1");
+    }
+
+    #[test]
+    fn zero_weights_are_dropped_and_a_lone_cluster_takes_no_draw() {
+        assert!(WeightedClusters::new([(ClusterId(0), 0)]).is_none());
+        let w = WeightedClusters::new([(ClusterId(0), 0), (ClusterId(1), 100)]).unwrap();
+        assert_eq!(w.len(), 1);
+        let mut rng = stream(1, "router");
+        let before = rng.clone();
+        assert_eq!(w.pick(&mut rng), ClusterId(1));
+        assert_eq!(rng, before, "no RNG draw for a single cluster");
+    }
+
+    #[test]
+    fn round_robin_cycles_endpoints_exactly() {
+        let c = Cluster {
+            id: ClusterId(0),
+            name: "c".into(),
+            host: "h".into(),
+            port: 80,
+            subset: String::new(),
+            endpoints: (0..3).map(EndpointId).collect(),
+            lb: None,
+        };
+        let mut state = LbState::default();
+        let mut rng = stream(1, "router");
+        let got: Vec<u32> = (0..7)
+            .map(|_| {
+                c.pick_endpoint(LbPolicy::RoundRobin, &mut rng, &mut state)
+                    .unwrap()
+                    .0
+            })
+            .collect();
+        assert_eq!(got, [0, 1, 2, 0, 1, 2, 0]);
+    }
+
+    #[test]
+    fn least_request_prefers_the_idle_endpoint() {
+        let c = Cluster {
+            id: ClusterId(0),
+            name: "c".into(),
+            host: "h".into(),
+            port: 80,
+            subset: String::new(),
+            endpoints: (0..2).map(EndpointId).collect(),
+            lb: None,
+        };
+        let mut state = LbState::default();
+        for _ in 0..5 {
+            state.start(EndpointId(0));
+        }
+        let mut rng = stream(3, "router");
+        let mut hits = [0u32; 2];
+        for _ in 0..1000 {
+            let e = c
+                .pick_endpoint(LbPolicy::LeastRequest, &mut rng, &mut state)
+                .unwrap();
+            hits[e.0 as usize] += 1;
+        }
+        // The busy endpoint wins only when both draws land on it: about a quarter.
+        assert!((200..300).contains(&hits[0]), "{hits:?}");
+        let mut rng = stream(3, "router");
+        let r: Vec<u32> = (0..1000)
+            .map(|_| {
+                c.pick_endpoint(LbPolicy::Random, &mut rng, &mut state)
+                    .unwrap()
+                    .0
+            })
+            .collect();
+        let ones = r.iter().filter(|&&x| x == 1).count();
+        assert!((450..550).contains(&ones), "random is uniform: {ones}");
+    }
+
+    #[test]
+    fn mirror_fraction_is_per_million() {
+        let m = Mirror {
+            cluster: ClusterId(0),
+            per_million: 250_000,
+        };
+        let mut rng = stream(1, "mirror");
+        let n = (0..100_000).filter(|_| m.sample(&mut rng)).count();
+        assert!((24_500..25_500).contains(&n), "{n}");
+        assert_eq!(m.percent(), 25.0);
+    }
+}

@@ -1,0 +1,840 @@
+//! Translation of the store's Istio objects into a [`RouteTable`], as istiod turns
+//! VirtualServices, DestinationRules, Services, Gateways and endpoints into Envoy routes and
+//! clusters. Odd objects never fail the translation: they are skipped and a note says why.
+//!
+//! What Istio does, and so what this does:
+//! * a VirtualService without `gateways` applies to the mesh (sidecars) only; one listing
+//!   gateways applies to those gateways, and to the mesh only if it also lists `mesh`;
+//!   a `match` entry's own `gateways` narrows it further;
+//! * a short host (`reviews`) means `reviews.<namespace of the VirtualService>.svc.cluster.local`,
+//!   for `hosts` and for destination hosts alike; `*` is refused for the mesh;
+//! * several VirtualServices for one host merge on a gateway (routes appended in creation
+//!   order) but not on sidecars (the oldest wins);
+//! * zero-weight destinations are dropped; a lone destination takes everything; weights that
+//!   do not sum to 100 are kept as written (Envoy uses their sum) and noted;
+//! * destinations become clusters `outbound|<port>|<subset>|<fqdn>` whose endpoints are the
+//!   Service's ready Pods, narrowed by the DestinationRule subset's labels;
+//! * every Service also gets a default route on each of its ports for sidecars, used when no
+//!   VirtualService covers the host.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+use super::matcher::{HostPattern, StrMatcher};
+use super::table::{
+    Cluster, ClusterId, DefaultRoute, GatewayName, HttpMatch, HttpRouteEntry, L4Match,
+    L4RouteEntry, LbPolicy, Listener, Mirror, RouteSource, RouteTable, VirtualHost,
+    WeightedClusters,
+};
+use crate::apiserver::ApiServer;
+use crate::endpoints::{CLUSTER_DOMAIN_SUFFIX, Catalog, EndpointId, Note, ServiceId};
+use crate::model::istio::{
+    Destination, DestinationRuleSpec, GatewaySpec, HttpMatchRequest, RouteDestination,
+    VirtualServiceSpec,
+};
+use crate::model::object::selector_matches;
+use crate::model::{Kind, Object, ObjectKey};
+
+/// Index of the mesh (sidecars) listener in a table.
+const MESH: usize = 0;
+
+/// Fields of an HTTP route that change where a request goes but are not simulated.
+const UNSIMULATED_ROUTE_FIELDS: [&str; 5] =
+    ["redirect", "directResponse", "delegate", "fault", "mirrors"];
+/// Match conditions canarysim evaluates; any other is noted and ignored.
+const SIMULATED_MATCH_FIELDS: [&str; 7] = [
+    "name",
+    "uri",
+    "method",
+    "authority",
+    "headers",
+    "port",
+    "gateways",
+];
+
+/// Builds the route table for the store's current objects.
+pub fn translate(api: &ApiServer) -> RouteTable {
+    let mut b = Builder::new(api);
+    b.gateways();
+    b.destination_rules();
+    let mut vss = api.list(Kind::VirtualService, None, None);
+    // Istio resolves conflicts in favour of the oldest object.
+    vss.sort_by(|a, b| {
+        a.creation_timestamp()
+            .cmp(b.creation_timestamp())
+            .then_with(|| a.key().cmp(&b.key()))
+    });
+    let has_vs = !vss.is_empty();
+    for vs in vss {
+        b.virtual_service(vs);
+    }
+    b.service_defaults();
+    b.finish(has_vs)
+}
+
+struct DrInfo {
+    key: ObjectKey,
+    host: HostPattern,
+    lb: Option<LbPolicy>,
+    subsets: Vec<SubsetInfo>,
+}
+
+struct SubsetInfo {
+    name: String,
+    labels: BTreeMap<String, String>,
+    lb: Option<LbPolicy>,
+}
+
+/// An HTTP route compiled once per VirtualService; installed per listener.
+struct CompiledHttp {
+    /// Each match entry with the listeners it is limited to (None: all the VS's listeners).
+    matches: Vec<(HttpMatch, Option<Vec<usize>>)>,
+    /// The route had match entries (so an empty `matches` after filtering means "never").
+    had_matches: bool,
+    clusters: WeightedClusters,
+    mirror: Option<Mirror>,
+    source: RouteSource,
+}
+
+struct CompiledL4 {
+    matches: Vec<(L4Match, Option<Vec<usize>>)>,
+    had_matches: bool,
+    clusters: WeightedClusters,
+    source: RouteSource,
+}
+
+struct Builder<'a> {
+    api: &'a ApiServer,
+    catalog: Catalog,
+    listeners: Vec<Listener>,
+    clusters: Vec<Cluster>,
+    cluster_ids: BTreeMap<String, ClusterId>,
+    drs: Vec<DrInfo>,
+    notes: Vec<Note>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(api: &'a ApiServer) -> Self {
+        let catalog = Catalog::from_api(api);
+        let notes = catalog.notes().to_vec();
+        Builder {
+            api,
+            catalog,
+            listeners: vec![Listener::default()],
+            clusters: Vec::new(),
+            cluster_ids: BTreeMap::new(),
+            drs: Vec::new(),
+            notes,
+        }
+    }
+
+    fn note(&mut self, object: &ObjectKey, message: impl Into<String>) {
+        self.notes.push(Note {
+            object: object.clone(),
+            message: message.into(),
+        });
+    }
+
+    fn gateways(&mut self) {
+        for gw in self.api.list(Kind::Gateway, None, None) {
+            let spec: GatewaySpec = match gw.spec_as() {
+                Ok(s) => s,
+                Err(e) => {
+                    self.note(&gw.key(), format!("spec cannot be read ({e}); skipped"));
+                    continue;
+                }
+            };
+            let mut ports: Vec<u32> = spec
+                .servers
+                .iter()
+                .filter_map(|s| s["port"]["number"].as_u64())
+                .filter_map(|p| u32::try_from(p).ok())
+                .collect();
+            ports.sort_unstable();
+            ports.dedup();
+            self.listeners.push(Listener {
+                gateway: Some(GatewayName::new(gw.namespace(), gw.name())),
+                ports: ports.into(),
+                ..Listener::default()
+            });
+        }
+    }
+
+    fn destination_rules(&mut self) {
+        for dr in self.api.list(Kind::DestinationRule, None, None) {
+            let key = dr.key();
+            let spec: DestinationRuleSpec = match dr.spec_as() {
+                Ok(s) => s,
+                Err(e) => {
+                    self.note(&key, format!("spec cannot be read ({e}); skipped"));
+                    continue;
+                }
+            };
+            let lb = self.lb_policy(&key, spec.traffic_policy.as_ref(), "trafficPolicy");
+            let raw_subsets = dr.spec()["subsets"].as_array().cloned().unwrap_or_default();
+            let subsets = spec
+                .subsets
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    let policy = raw_subsets.get(i).and_then(|r| r.get("trafficPolicy"));
+                    let where_ = format!("subsets[{i}].trafficPolicy");
+                    SubsetInfo {
+                        name: s.name.clone(),
+                        labels: s.labels.clone(),
+                        lb: self.lb_policy(&key, policy, &where_),
+                    }
+                })
+                .collect();
+            self.drs.push(DrInfo {
+                host: HostPattern::parse(&spec.host, dr.namespace()),
+                key,
+                lb,
+                subsets,
+            });
+        }
+    }
+
+    /// `trafficPolicy.loadBalancer.simple`, noting what is not simulated.
+    fn lb_policy(
+        &mut self,
+        key: &ObjectKey,
+        policy: Option<&Value>,
+        where_: &str,
+    ) -> Option<LbPolicy> {
+        let lb = policy?.get("loadBalancer")?;
+        if lb.get("consistentHash").is_some() {
+            self.note(
+                key,
+                format!("{where_}.loadBalancer.consistentHash is not simulated; the default policy is used"),
+            );
+            return None;
+        }
+        let simple = lb.get("simple")?.as_str().unwrap_or("");
+        let parsed = LbPolicy::parse(simple);
+        if parsed.is_none() && simple != "UNSPECIFIED" {
+            self.note(
+                key,
+                format!("{where_}.loadBalancer.simple {simple:?} is not simulated; the default policy is used"),
+            );
+        }
+        parsed
+    }
+
+    /// The listener for a gateway reference written in a VirtualService in `ns`.
+    fn gateway_ref(&self, reference: &str, ns: &str) -> Option<usize> {
+        if reference == "mesh" {
+            return Some(MESH);
+        }
+        self.listeners
+            .iter()
+            .position(|l| l.gateway.as_ref().is_some_and(|g| g.is(reference, ns)))
+    }
+
+    fn virtual_service(&mut self, vs: &Object) {
+        let key = vs.key();
+        let ns = vs.namespace().to_string();
+        let spec: VirtualServiceSpec = match vs.spec_as() {
+            Ok(s) => s,
+            Err(e) => {
+                self.note(&key, format!("spec cannot be read ({e}); skipped"));
+                return;
+            }
+        };
+        if spec.hosts.is_empty() {
+            self.note(&key, "no hosts; skipped");
+            return;
+        }
+        let mut bound = Vec::new();
+        if spec.gateways.is_empty() {
+            bound.push(MESH);
+        }
+        for g in &spec.gateways {
+            match self.gateway_ref(g, &ns) {
+                Some(l) if !bound.contains(&l) => bound.push(l),
+                Some(_) => {}
+                None => self.note(
+                    &key,
+                    format!("gateway {g:?} does not exist; no routes are installed for it"),
+                ),
+            }
+        }
+        let hosts: Vec<HostPattern> = spec
+            .hosts
+            .iter()
+            .map(|h| HostPattern::parse(h, &ns))
+            .collect();
+
+        let http: Vec<CompiledHttp> = spec
+            .http
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                let label = if r.name.is_empty() {
+                    format!("http/{i}")
+                } else {
+                    format!("http/{}", r.name)
+                };
+                let raw = &vs.spec()["http"][i];
+                self.http_route(&key, &ns, r, raw, label)
+            })
+            .collect();
+        let tls: Vec<CompiledL4> = spec
+            .tls
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                let matches = r
+                    .matches
+                    .iter()
+                    .map(|m| {
+                        let sni = m
+                            .sni_hosts
+                            .iter()
+                            .map(|h| HostPattern::parse(h, &ns))
+                            .collect();
+                        let l4 = L4Match { port: m.port, sni };
+                        (l4, self.match_gateways(&m.gateways, &ns, &key))
+                    })
+                    .collect();
+                let ports = r.matches.iter().map(|m| m.port);
+                self.l4_route(&key, &ns, &r.route, matches, ports, format!("tls/{i}"))
+            })
+            .collect();
+        let tcp: Vec<CompiledL4> = spec
+            .tcp
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| {
+                let matches = r
+                    .matches
+                    .iter()
+                    .map(|m| {
+                        let l4 = L4Match {
+                            port: m.port,
+                            sni: Box::new([]),
+                        };
+                        (l4, self.match_gateways(&m.gateways, &ns, &key))
+                    })
+                    .collect();
+                let ports = r.matches.iter().map(|m| m.port);
+                self.l4_route(&key, &ns, &r.route, matches, ports, format!("tcp/{i}"))
+            })
+            .collect();
+
+        for &l in &bound {
+            let http_routes: Vec<HttpRouteEntry> = http
+                .iter()
+                .filter_map(|r| {
+                    let matches = for_listener(&r.matches, r.had_matches, l)?;
+                    Some(HttpRouteEntry {
+                        matches,
+                        clusters: r.clusters.clone(),
+                        mirror: r.mirror,
+                        source: r.source.clone(),
+                    })
+                })
+                .collect();
+            let l4 = |routes: &[CompiledL4]| -> Vec<L4RouteEntry> {
+                routes
+                    .iter()
+                    .filter_map(|r| {
+                        let matches = for_listener(&r.matches, r.had_matches, l)?;
+                        Some(L4RouteEntry {
+                            matches,
+                            clusters: r.clusters.clone(),
+                            source: r.source.clone(),
+                        })
+                    })
+                    .collect()
+            };
+            let tls_routes = l4(&tls);
+            let tcp_routes = l4(&tcp);
+            for host in &hosts {
+                if l == MESH && *host == HostPattern::Any {
+                    self.note(
+                        &key,
+                        "wildcard host * is not allowed for virtual services bound to the mesh; ignored for sidecars",
+                    );
+                    continue;
+                }
+                let listener = &mut self.listeners[l];
+                let mut conflicts = Vec::new();
+                if !install(&mut listener.http, host, &http_routes, l == MESH) {
+                    conflicts.push("http");
+                }
+                if !install(&mut listener.tls, host, &tls_routes, l == MESH) {
+                    conflicts.push("tls");
+                }
+                if !install(&mut listener.tcp, host, &tcp_routes, l == MESH) {
+                    conflicts.push("tcp");
+                }
+                for c in conflicts {
+                    self.note(
+                        &key,
+                        format!(
+                            "host {} already has {c} routes from an older VirtualService; sidecars do not merge them, so these are ignored",
+                            host.text()
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Listeners a match entry is limited to (None: not limited).
+    fn match_gateways(
+        &mut self,
+        gateways: &[String],
+        ns: &str,
+        key: &ObjectKey,
+    ) -> Option<Vec<usize>> {
+        if gateways.is_empty() {
+            return None;
+        }
+        let mut out = Vec::new();
+        for g in gateways {
+            match self.gateway_ref(g, ns) {
+                Some(l) => out.push(l),
+                None => self.note(key, format!("match gateway {g:?} does not exist")),
+            }
+        }
+        Some(out)
+    }
+
+    fn http_route(
+        &mut self,
+        key: &ObjectKey,
+        ns: &str,
+        r: &crate::model::istio::HttpRoute,
+        raw: &Value,
+        label: String,
+    ) -> Option<CompiledHttp> {
+        for field in UNSIMULATED_ROUTE_FIELDS {
+            if raw.get(field).is_some() {
+                self.note(key, format!("{label}: `{field}` is not simulated"));
+            }
+        }
+        let mut matches = Vec::new();
+        for (j, m) in r.matches.iter().enumerate() {
+            if let Some(obj) = raw["match"][j].as_object() {
+                for k in obj.keys() {
+                    if !SIMULATED_MATCH_FIELDS.contains(&k.as_str()) {
+                        self.note(
+                            key,
+                            format!(
+                                "{label}: match[{j}].{k} is not simulated; the condition is ignored"
+                            ),
+                        );
+                    }
+                }
+            }
+            match compile_match(m) {
+                Ok(hm) => {
+                    let gws = self.match_gateways(&m.gateways, ns, key);
+                    matches.push((hm, gws));
+                }
+                Err(e) => self.note(key, format!("{label}: match[{j}] never matches: {e}")),
+            }
+        }
+        let port = single_port(r.matches.iter().map(|m| m.port));
+        let clusters = self.split(key, ns, &r.route, port, &label)?;
+        let mirror = r.mirror.as_ref().and_then(|d| {
+            // Istio: no mirrorPercentage means 100 %; Envoy gets a fraction per million.
+            let per_million = r.mirror_percentage.as_ref().map_or(1_000_000.0, |p| {
+                (p.value * 10_000.0).round().clamp(0.0, 1_000_000.0)
+            }) as u32;
+            (per_million > 0).then(|| Mirror {
+                cluster: self.destination(key, ns, d, port, &label),
+                per_million,
+            })
+        });
+        Some(CompiledHttp {
+            had_matches: !r.matches.is_empty(),
+            matches,
+            clusters,
+            mirror,
+            source: RouteSource {
+                virtual_service: Some(key.clone()),
+                route: label,
+            },
+        })
+    }
+
+    fn l4_route(
+        &mut self,
+        key: &ObjectKey,
+        ns: &str,
+        route: &[RouteDestination],
+        matches: Vec<(L4Match, Option<Vec<usize>>)>,
+        ports: impl Iterator<Item = Option<u32>>,
+        label: String,
+    ) -> Option<CompiledL4> {
+        let port = single_port(ports);
+        let clusters = self.split(key, ns, route, port, &label)?;
+        Some(CompiledL4 {
+            had_matches: !matches.is_empty(),
+            matches,
+            clusters,
+            source: RouteSource {
+                virtual_service: Some(key.clone()),
+                route: label,
+            },
+        })
+    }
+
+    /// The weighted split of a route's destinations, as Istio writes it for Envoy.
+    fn split(
+        &mut self,
+        key: &ObjectKey,
+        ns: &str,
+        dests: &[RouteDestination],
+        port: Option<u32>,
+        label: &str,
+    ) -> Option<WeightedClusters> {
+        match dests {
+            [] => {
+                self.note(
+                    key,
+                    format!("{label}: no destination; the route is skipped"),
+                );
+                None
+            }
+            // A lone destination takes everything, whatever its weight says.
+            [only] => Some(WeightedClusters::single(self.destination(
+                key,
+                ns,
+                &only.destination,
+                port,
+                label,
+            ))),
+            _ => {
+                let mut sum: i64 = 0;
+                let mut entries = Vec::new();
+                for d in dests {
+                    let mut w = d.weight.unwrap_or(0);
+                    if w < 0 {
+                        self.note(
+                            key,
+                            format!(
+                                "{label}: destination {} has negative weight {w}; treated as 0",
+                                d.destination.host
+                            ),
+                        );
+                        w = 0;
+                    }
+                    let w = u32::try_from(w).unwrap_or(u32::MAX);
+                    sum += i64::from(w);
+                    if w > 0 {
+                        entries.push((self.destination(key, ns, &d.destination, port, label), w));
+                    }
+                }
+                if sum != 100 {
+                    self.note(
+                        key,
+                        format!("{label}: weights sum to {sum}, Istio requires 100; the split uses them as written"),
+                    );
+                }
+                let split = WeightedClusters::new(entries);
+                if split.is_none() {
+                    self.note(
+                        key,
+                        format!("{label}: every destination has weight 0; the route is skipped"),
+                    );
+                }
+                split
+            }
+        }
+    }
+
+    /// The cluster a destination names, created on first use.
+    fn destination(
+        &mut self,
+        key: &ObjectKey,
+        ns: &str,
+        d: &Destination,
+        match_port: Option<u32>,
+        label: &str,
+    ) -> ClusterId {
+        let host = d.host.trim().to_ascii_lowercase();
+        let fqdn = if host.contains('.') {
+            host
+        } else {
+            format!("{host}.{ns}{CLUSTER_DOMAIN_SUFFIX}")
+        };
+        let svc = self.service_by_fqdn(&fqdn);
+        let ports: Vec<u32> = svc
+            .and_then(|s| self.catalog.service(s))
+            .map(|s| s.ports.iter().map(|p| p.port).collect())
+            .unwrap_or_default();
+        // Istio takes the destination's port, else the Service's only port, else the port
+        // of the listener the route serves (here: the port every match entry names).
+        let written = d.port.as_ref().map(|p| p.number).filter(|p| *p > 0);
+        let port = match (written, ports.as_slice(), match_port) {
+            (Some(p), _, _) | (None, &[p], _) | (None, _, Some(p)) => p,
+            (None, &[first, ..], None) => {
+                self.note(
+                    key,
+                    format!("{label}: destination {fqdn} names no port and the Service has several; port {first} assumed"),
+                );
+                first
+            }
+            (None, [], None) => 0,
+        };
+        let name = format!("outbound|{port}|{}|{fqdn}", d.subset);
+        if let Some(id) = self.cluster_ids.get(&name) {
+            return *id;
+        }
+        let (endpoints, lb) = match svc {
+            None => {
+                self.note(
+                    key,
+                    format!("{label}: destination host {fqdn} is not a Service in the store; its cluster has no endpoints"),
+                );
+                (Vec::new(), None)
+            }
+            Some(s) => self.cluster_endpoints(key, s, &d.subset, ns, label),
+        };
+        self.add_cluster(name, fqdn, port, d.subset.clone(), endpoints, lb)
+    }
+
+    fn add_cluster(
+        &mut self,
+        name: String,
+        host: String,
+        port: u32,
+        subset: String,
+        endpoints: Vec<EndpointId>,
+        lb: Option<LbPolicy>,
+    ) -> ClusterId {
+        let id = ClusterId(self.clusters.len() as u32);
+        self.cluster_ids.insert(name.clone(), id);
+        self.clusters.push(Cluster {
+            id,
+            name,
+            host,
+            port,
+            subset,
+            endpoints: endpoints.into(),
+            lb,
+        });
+        id
+    }
+
+    /// The Service's endpoints, narrowed by the subset's labels, and the policy that applies.
+    fn cluster_endpoints(
+        &mut self,
+        key: &ObjectKey,
+        svc: ServiceId,
+        subset: &str,
+        vs_ns: &str,
+        label: &str,
+    ) -> (Vec<EndpointId>, Option<LbPolicy>) {
+        let Some(s) = self.catalog.service(svc) else {
+            return (Vec::new(), None);
+        };
+        let all = s.endpoints.clone();
+        let fqdn = s.fqdn.clone();
+        let svc_ns = s.namespace.clone();
+        let dr = self.destination_rule(&fqdn, vs_ns, &svc_ns);
+        if subset.is_empty() {
+            return (all, dr.and_then(|i| self.drs[i].lb));
+        }
+        let found = dr.and_then(|i| {
+            let d = &self.drs[i];
+            d.subsets
+                .iter()
+                .find(|s| s.name == subset)
+                .map(|s| (s, d.lb))
+        });
+        match found {
+            Some((s, dr_lb)) => {
+                let eps = all
+                    .into_iter()
+                    .filter(|e| {
+                        self.catalog
+                            .endpoint(*e)
+                            .is_some_and(|e| selector_matches(&s.labels, &e.labels))
+                    })
+                    .collect();
+                (eps, s.lb.or(dr_lb))
+            }
+            None => {
+                let msg = match dr {
+                    Some(i) => format!(
+                        "{label}: subset {subset:?} is not defined in {}; its cluster has no endpoints",
+                        self.drs[i].key
+                    ),
+                    None => format!(
+                        "{label}: no DestinationRule defines subset {subset:?} for {fqdn}; its cluster has no endpoints"
+                    ),
+                };
+                self.note(key, msg);
+                (Vec::new(), None)
+            }
+        }
+    }
+
+    /// The DestinationRule for a host: Istio looks in the client's namespace, then the
+    /// Service's, then elsewhere; an exact host beats a wildcard.
+    fn destination_rule(&self, fqdn: &str, client_ns: &str, svc_ns: &str) -> Option<usize> {
+        self.drs
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| d.host.matches(fqdn, ""))
+            .min_by_key(|(_, d)| {
+                let ns_rank = if d.key.namespace == client_ns {
+                    0
+                } else if d.key.namespace == svc_ns {
+                    1
+                } else {
+                    2
+                };
+                (ns_rank, d.host.specificity())
+            })
+            .map(|(i, _)| i)
+    }
+
+    fn service_by_fqdn(&self, fqdn: &str) -> Option<ServiceId> {
+        let rest = fqdn.strip_suffix(CLUSTER_DOMAIN_SUFFIX)?;
+        let (name, ns) = rest.split_once('.')?;
+        self.catalog.find(ns, name)
+    }
+
+    /// Sidecars route a host no VirtualService covers to the Service itself: one cluster per
+    /// port, every ready endpoint, balanced per request.
+    fn service_defaults(&mut self) {
+        let services: Vec<(ServiceId, ObjectKey, String, Vec<u32>)> = self
+            .catalog
+            .services()
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                (
+                    ServiceId(i as u32),
+                    ObjectKey::new(Kind::Service, &s.namespace, &s.name),
+                    s.fqdn.clone(),
+                    s.ports.iter().map(|p| p.port).collect(),
+                )
+            })
+            .collect();
+        for (svc, key, fqdn, ports) in services {
+            let mut routes = Vec::new();
+            for port in ports {
+                let name = format!("outbound|{port}||{fqdn}");
+                let id = match self.cluster_ids.get(&name) {
+                    Some(id) => *id,
+                    None => {
+                        let (eps, lb) =
+                            self.cluster_endpoints(&key, svc, "", &key.namespace, "default");
+                        self.add_cluster(name, fqdn.clone(), port, String::new(), eps, lb)
+                    }
+                };
+                routes.push(DefaultRoute {
+                    port,
+                    clusters: WeightedClusters::single(id),
+                    source: RouteSource {
+                        virtual_service: None,
+                        route: format!("default {fqdn}:{port}"),
+                    },
+                });
+            }
+            if !routes.is_empty() {
+                self.listeners[MESH].defaults.push(VirtualHost {
+                    host: HostPattern::exact(fqdn),
+                    routes,
+                });
+            }
+        }
+    }
+
+    fn finish(mut self, has_virtual_services: bool) -> RouteTable {
+        for l in &mut self.listeners {
+            // Envoy's virtual-host precedence: exact, longest suffix, `*` (stable: creation order).
+            l.http.sort_by_key(|v| v.host.specificity());
+            l.tls.sort_by_key(|v| v.host.specificity());
+            l.tcp.sort_by_key(|v| v.host.specificity());
+        }
+        let (endpoints, _, _) = self.catalog.into_parts();
+        RouteTable {
+            listeners: self.listeners,
+            clusters: self.clusters,
+            endpoints,
+            notes: self.notes,
+            has_virtual_services,
+        }
+    }
+}
+
+/// The match entries that apply on listener `l`; None when the route does not apply there.
+fn for_listener<M: Clone>(
+    matches: &[(M, Option<Vec<usize>>)],
+    had_matches: bool,
+    l: usize,
+) -> Option<Box<[M]>> {
+    let kept: Box<[M]> = matches
+        .iter()
+        .filter(|(_, gws)| gws.as_ref().is_none_or(|g| g.contains(&l)))
+        .map(|(m, _)| m.clone())
+        .collect();
+    // A route whose every match entry was dropped (other gateways, bad regex) never matches.
+    (!had_matches || !kept.is_empty()).then_some(kept)
+}
+
+/// Adds routes for `host`; false when sidecars would refuse them (the host is taken).
+fn install<R: Clone>(
+    vhosts: &mut Vec<VirtualHost<R>>,
+    host: &HostPattern,
+    routes: &[R],
+    mesh: bool,
+) -> bool {
+    if routes.is_empty() {
+        return true;
+    }
+    match vhosts.iter_mut().find(|v| v.host == *host) {
+        Some(_) if mesh => false,
+        Some(v) => {
+            v.routes.extend_from_slice(routes);
+            true
+        }
+        None => {
+            vhosts.push(VirtualHost {
+                host: host.clone(),
+                routes: routes.to_vec(),
+            });
+            true
+        }
+    }
+}
+
+/// The port every match entry names, if they all name the same one.
+fn single_port(ports: impl Iterator<Item = Option<u32>>) -> Option<u32> {
+    let mut found = None;
+    for p in ports {
+        match (p, found) {
+            (None, _) => return None,
+            (Some(p), None) => found = Some(p),
+            (Some(p), Some(q)) if p != q => return None,
+            _ => {}
+        }
+    }
+    found
+}
+
+fn compile_match(m: &HttpMatchRequest) -> Result<HttpMatch, String> {
+    let opt = |s: &Option<crate::model::rollout::StringMatch>| {
+        s.as_ref().map(StrMatcher::compile).transpose()
+    };
+    let headers = m
+        .headers
+        .iter()
+        .map(|(k, v)| StrMatcher::compile(v).map(|c| (k.to_ascii_lowercase(), c)))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(HttpMatch {
+        uri: opt(&m.uri)?,
+        method: opt(&m.method)?,
+        authority: opt(&m.authority)?,
+        headers: headers.into(),
+        port: m.port,
+    })
+}
