@@ -1,0 +1,187 @@
+//! Controller behaviours a user sees with `kubectl argo rollouts`, each on the seed rollout.
+
+use canarysim::model::{Kind, Manifest};
+use canarysim::sim::{ClusterConfig, World};
+use std::path::Path;
+use std::time::Duration;
+
+const NS: &str = "my-demo";
+const RO: &str = "rollouts-demo";
+
+fn manifests(rollout_patch: impl Fn(String) -> String) -> Vec<Manifest> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests");
+    let mut out = Vec::new();
+    for f in [
+        "seed-004-rollout.yaml",
+        "seed-004-services.yaml",
+        "seed-004-gateway.yaml",
+        "seed-004-virtualsvc.yaml",
+    ] {
+        let text = rollout_patch(std::fs::read_to_string(dir.join(f)).unwrap());
+        out.extend(canarysim::model::yaml::load_str(f, &text, NS).unwrap());
+    }
+    out
+}
+
+fn world(rollout_patch: impl Fn(String) -> String) -> World {
+    let mut w = World::new(ClusterConfig::default(), 1);
+    w.apply(&manifests(rollout_patch)).unwrap();
+    w.advance(Duration::from_secs(30)).unwrap();
+    w
+}
+
+fn status(w: &World, field: &str) -> serde_json::Value {
+    w.api.get(Kind::Rollout, NS, RO).unwrap().status()[field].clone()
+}
+
+fn canary_weight(w: &World) -> i64 {
+    let vs = w
+        .api
+        .get(Kind::VirtualService, NS, "rollouts-demo-vsvc")
+        .unwrap();
+    vs.spec()["http"][0]["route"][1]["weight"].as_i64().unwrap()
+}
+
+fn rs_replicas(w: &World, hash: &str) -> i64 {
+    let rs = w
+        .api
+        .get(Kind::ReplicaSet, NS, &format!("{RO}-{hash}"))
+        .unwrap();
+    rs.spec()["replicas"].as_i64().unwrap()
+}
+
+#[test]
+fn the_weight_shift_waits_until_the_canary_pod_is_available() {
+    let mut w = world(|s| s);
+    w.set_image(NS, RO, "rollouts-demo", "argoproj/rollouts-demo:yellow")
+        .unwrap();
+    assert_eq!(
+        rs_replicas(&w, "5cf4fb69f8"),
+        1,
+        "the canary is scaled up first"
+    );
+    assert_eq!(
+        canary_weight(&w),
+        0,
+        "no traffic before the canary pod is ready"
+    );
+    w.advance(Duration::from_millis(4_999)).unwrap();
+    assert_eq!(canary_weight(&w), 0);
+    w.advance(Duration::from_millis(1)).unwrap();
+    assert_eq!(
+        canary_weight(&w),
+        20,
+        "20 % once the pod turned ready (5 s)"
+    );
+}
+
+#[test]
+fn spec_paused_holds_every_step_until_resumed() {
+    let mut w = world(|s| s);
+    w.set_paused(NS, RO, true).unwrap();
+    w.set_image(NS, RO, "rollouts-demo", "argoproj/rollouts-demo:yellow")
+        .unwrap();
+    w.advance(Duration::from_secs(60)).unwrap();
+    assert_eq!(status(&w, "phase"), "Paused");
+    assert_eq!(status(&w, "message"), "manually paused");
+    assert_eq!(
+        status(&w, "currentStepIndex"),
+        0,
+        "no step completes while paused"
+    );
+    // `kubectl argo rollouts promote` also unpauses.
+    w.promote(NS, RO, false).unwrap();
+    w.advance(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        w.api.get(Kind::Rollout, NS, RO).unwrap().spec()["paused"],
+        false
+    );
+    assert_ne!(status(&w, "currentStepIndex"), 0);
+}
+
+#[test]
+fn scale_down_delay_seconds_sets_how_long_the_old_stable_stays_up() {
+    let mut w = world(|s| {
+        s.replace(
+            "      canaryService:",
+            "      scaleDownDelaySeconds: 10\n      canaryService:",
+        )
+    });
+    w.set_image(NS, RO, "rollouts-demo", "argoproj/rollouts-demo:yellow")
+        .unwrap();
+    w.promote(NS, RO, true).unwrap();
+    let end = w.now().after(Duration::from_secs(60));
+    assert!(
+        w.advance_until(end, |w| status(w, "phase") == "Healthy")
+            .unwrap()
+    );
+    let promoted_at = w.now();
+    assert_eq!(rs_replicas(&w, "76c569d8b"), 4);
+    w.advance(Duration::from_secs(9)).unwrap();
+    assert_eq!(rs_replicas(&w, "76c569d8b"), 4);
+    w.advance(Duration::from_secs(1)).unwrap();
+    assert_eq!(
+        rs_replicas(&w, "76c569d8b"),
+        0,
+        "scaled down 10 s after promotion ({promoted_at})"
+    );
+}
+
+#[test]
+fn abort_scale_down_delay_seconds_sets_how_long_the_aborted_canary_stays_up() {
+    let mut w = world(|s| {
+        s.replace(
+            "      canaryService:",
+            "      abortScaleDownDelaySeconds: 5\n      canaryService:",
+        )
+    });
+    w.set_image(NS, RO, "rollouts-demo", "argoproj/rollouts-demo:yellow")
+        .unwrap();
+    w.advance(Duration::from_secs(10)).unwrap();
+    assert_eq!(canary_weight(&w), 20);
+    w.abort(NS, RO).unwrap();
+    assert_eq!(canary_weight(&w), 0, "traffic returns to stable at once");
+    assert_eq!(
+        rs_replicas(&w, "5cf4fb69f8"),
+        1,
+        "the canary stays up for the delay"
+    );
+    w.advance(Duration::from_secs(5)).unwrap();
+    assert_eq!(rs_replicas(&w, "5cf4fb69f8"), 0);
+    assert_eq!(status(&w, "phase"), "Degraded");
+    let conditions = status(&w, "conditions");
+    let progressing = conditions
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Progressing")
+        .unwrap();
+    assert_eq!(progressing["reason"], "RolloutAborted");
+    assert_eq!(
+        progressing["message"],
+        "Rollout aborted update to revision 2"
+    );
+    assert!(status(&w, "abortedAt").is_string());
+}
+
+#[test]
+fn status_records_the_weights_hashes_and_pause_condition() {
+    let mut w = world(|s| s);
+    w.set_image(NS, RO, "rollouts-demo", "argoproj/rollouts-demo:yellow")
+        .unwrap();
+    w.advance(Duration::from_secs(10)).unwrap();
+    assert_eq!(status(&w, "currentPodHash"), "5cf4fb69f8");
+    assert_eq!(status(&w, "stableRS"), "76c569d8b");
+    assert_eq!(status(&w, "currentStepIndex"), 1);
+    assert_eq!(status(&w, "controllerPause"), true);
+    let pause = &status(&w, "pauseConditions")[0];
+    assert_eq!(pause["reason"], "CanaryPauseStep");
+    assert_eq!(pause["startTime"], "2026-01-01T00:00:35Z");
+    let weights = status(&w, "canary")["weights"].clone();
+    assert_eq!(weights["canary"]["weight"], 20);
+    assert_eq!(weights["canary"]["podTemplateHash"], "5cf4fb69f8");
+    assert_eq!(weights["canary"]["serviceName"], "rollouts-demo-canary");
+    assert_eq!(weights["stable"]["weight"], 80);
+    assert_eq!(weights["stable"]["podTemplateHash"], "76c569d8b");
+    assert_eq!(status(&w, "selector"), "app=rollouts-demo");
+}
