@@ -19,6 +19,10 @@
 //!   (HTTP) or per connection (TCP/TLS), endpoint load balancing.
 //! * [`kubeproxy`] — the no-mesh path: a Service's endpoint chosen once per connection
 //!   (iptables: random; ipvs: round robin).
+//! * [`load`] — workloads (closed/open loop, connections, keep-alive, HTTP/2, origin) and
+//!   the simulated driver that sends them through the data plane, attributing every answer.
+//! * [`verify`] — statistics: intervals, goodness of fit, sequential tests, sample sizes,
+//!   latency comparison; the verdict on an observed split.
 //! * [`scenario`] — the scenario file format, its checked plan, and the runner.
 //! * [`lint`] — static checks of manifests (Argo's validation, references, routes).
 //! * [`report`] — renderings (the `kubectl argo rollouts get rollout` view, text, JSON).
@@ -32,9 +36,11 @@ pub mod controller;
 pub mod endpoints;
 pub mod kubeproxy;
 pub mod lint;
+pub mod load;
 pub mod mesh;
 pub mod model;
 pub mod random;
 pub mod report;
 pub mod scenario;
 pub mod sim;
+pub mod verify;

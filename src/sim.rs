@@ -15,6 +15,7 @@ use crate::clock::SimTime;
 use crate::controller::actions;
 use crate::controller::replicaset::{self, PodLifecycle, min_time};
 use crate::controller::rollout::{self, Event, Settings};
+use crate::mesh::{self, Mesh};
 use crate::model::{Kind, Manifest, Object, ObjectKey};
 
 /// Reconcile rounds allowed at one instant before the world reports that the controllers do
@@ -22,10 +23,22 @@ use crate::model::{Kind, Manifest, Object, ObjectKey};
 const MAX_ROUNDS: usize = 1000;
 
 /// Knobs of the simulated cluster.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ClusterConfig {
     pub pods: PodLifecycle,
     pub controller: Settings,
+    /// How long a configuration change takes to reach the proxies (Istio's debounce).
+    pub push_delay: Duration,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            pods: PodLifecycle::default(),
+            controller: Settings::default(),
+            push_delay: mesh::DEFAULT_PUSH_DELAY,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +64,10 @@ pub struct World {
     pub errors: BTreeMap<ObjectKey, String>,
     /// Instant at which a controller asked to be woken, if any.
     wake: Option<SimTime>,
+    /// The route tables the proxies receive, each after the push delay (like istiod → xDS).
+    pub mesh: Mesh,
+    /// The store's resourceVersion when the last table was built.
+    pushed_rv: u64,
 }
 
 impl World {
@@ -64,6 +81,8 @@ impl World {
             events: Vec::new(),
             errors: BTreeMap::new(),
             wake: None,
+            mesh: Mesh::new(),
+            pushed_rv: 0,
         }
     }
 
@@ -141,12 +160,27 @@ impl World {
             changed |= rs_changed;
             wake = min_time(wake, rs_wake);
             if !changed {
-                self.wake = wake.filter(|t| *t > self.now);
+                self.push_routes();
+                self.wake =
+                    min_time(wake, self.mesh.next_change(self.now)).filter(|t| *t > self.now);
                 return Ok(());
             }
             wake = None;
         }
         Err(SimError::Unsettled(self.now))
+    }
+
+    /// istiod: when the store changed, a new route table reaches the proxies `push_delay`
+    /// later (rapid changes are debounced into one push).
+    fn push_routes(&mut self) {
+        let rv = self.api.resource_version();
+        if rv == self.pushed_rv {
+            return;
+        }
+        self.pushed_rv = rv;
+        let table = mesh::translate(&self.api);
+        self.mesh.push(table, self.now, self.config.push_delay);
+        self.mesh.prune(self.now);
     }
 
     /// The next instant at which something happens by itself.

@@ -88,3 +88,76 @@ pub fn summary(reports: &[RunReport]) -> String {
     let _ = writeln!(out, "{passed} passed, {} failed", reports.len() - passed);
     out
 }
+
+/// A load step in a few lines: where the requests went, each version's share with its
+/// interval, errors and latency, and the fit to the configured split.
+pub fn load_summary(r: &crate::scenario::split::LoadReport) -> String {
+    let mut out = String::new();
+    let unit = match r.unit {
+        crate::verify::SplitUnit::Request => "split per request",
+        crate::verify::SplitUnit::Connection => "split per connection",
+    };
+    let _ = writeln!(
+        out,
+        "{} requests via {} ({unit}, {} effective draws), {} to {}",
+        r.sent, r.path, r.effective_n, r.started, r.ended
+    );
+    let _ = writeln!(
+        out,
+        "sent {} = answered {} + failed {} (404 {}, 503 {}, refused {}); {} connection(s) opened",
+        r.sent,
+        r.answered,
+        r.not_found + r.no_healthy_upstream + r.refused,
+        r.not_found,
+        r.no_healthy_upstream,
+        r.refused,
+        r.connections
+    );
+    for v in &r.versions {
+        let _ = writeln!(
+            out,
+            "{:<6} {:<10} {:>6.2} %  [{:>6.2}, {:>6.2}] (99 %)  errors {} ({:.2} %)  p50 {}  p99 {}  p99.9 {}{}",
+            v.role,
+            v.version,
+            v.share * 100.0,
+            v.interval.lo * 100.0,
+            v.interval.hi * 100.0,
+            v.errors,
+            v.error_rate * 100.0,
+            millis(v.latency.p50),
+            millis(v.latency.p99),
+            millis(v.latency.p999),
+            if v.mirrored > 0 {
+                format!("  mirrored {}", v.mirrored)
+            } else {
+                String::new()
+            }
+        );
+    }
+    if !r.configured.is_empty() {
+        let configured: Vec<String> = r
+            .configured
+            .iter()
+            .map(|c| format!("{} {:.2} %", c.role, c.share * 100.0))
+            .collect();
+        let fit = r
+            .fit
+            .as_ref()
+            .map(|f| format!("; goodness of fit p = {:.4}", f.p_value))
+            .unwrap_or_default();
+        let _ = writeln!(out, "configured: {}{fit}", configured.join(", "));
+    }
+    if let Some(m) = &r.latency_comparison {
+        let _ = writeln!(
+            out,
+            "canary vs stable latency (Mann-Whitney): p = {:.4}, P(canary slower) = {:.3}",
+            m.p_value_two_sided, m.effect
+        );
+    }
+    out.trim_end().to_string()
+}
+
+/// Microseconds as milliseconds.
+fn millis(us: u64) -> String {
+    format!("{:.2}ms", us as f64 / 1000.0)
+}

@@ -119,6 +119,21 @@ pub struct TrafficSpec {
     pub method: Option<String>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// Extension: `http` (default), `tls` or `tcp` routes.
+    pub protocol: Option<WireProtocol>,
+    /// Extension: the TLS server name (for `tls`).
+    pub sni: Option<String>,
+    /// Extension: the ingress gateway for `origin: gateway` (default: the one serving the host).
+    pub gateway: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WireProtocol {
+    #[default]
+    Http,
+    Tls,
+    Tcp,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -265,6 +280,9 @@ pub struct LoadSpec {
     pub method: Option<String>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    pub protocol: Option<WireProtocol>,
+    pub sni: Option<String>,
+    pub gateway: Option<String>,
 }
 
 /// `expect:` — every key optional; each one given must hold.

@@ -6,6 +6,7 @@ pub mod format;
 pub mod invariants;
 pub mod plan;
 pub mod runner;
+pub mod split;
 
 pub use plan::{Disk, Embedded, Files, Plan, ScenarioError, load};
 pub use runner::{RunReport, Runner, StepReport, run};

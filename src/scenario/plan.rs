@@ -101,6 +101,8 @@ pub struct Plan {
     pub push_delay: Duration,
     pub cluster: ClusterSpec,
     pub traffic: TrafficSpec,
+    /// How pods answer, per image.
+    pub backends: crate::load::Backends,
     /// Applied in order before step 1.
     pub manifests: Vec<Manifest>,
     pub steps: Vec<PlannedStep>,
@@ -133,7 +135,7 @@ pub enum StepKind {
         rollout: Option<String>,
         timeout: Duration,
     },
-    Load(Box<LoadSpec>),
+    Load(Box<crate::load::Workload>),
     Expect(Box<Expect>),
     ExpectSplit(ExpectSplit),
 }
@@ -207,14 +209,22 @@ pub fn load(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
 
     let pod_ready_after = dur(&parsed.cluster.pod_ready_after, "/cluster/pod_ready_after")?;
     let push_delay = dur(&parsed.cluster.push_delay, "/cluster/push_delay")?;
+    let mut backends = crate::load::Backends::default();
     for (image, b) in &parsed.cluster.backends {
         let p = format!("/cluster/backends/{}", yaml::escape_pointer(image));
-        if let Some(l) = &b.latency {
-            dur(l, &format!("{p}/latency"))?;
-        }
-        if let Some(j) = &b.jitter {
-            dur(j, &format!("{p}/jitter"))?;
-        }
+        let latency = match &b.latency {
+            Some(l) => dur(l, &format!("{p}/latency"))?,
+            None => Duration::from_millis(1),
+        };
+        let jitter = match &b.jitter {
+            Some(j) => dur(j, &format!("{p}/jitter"))?,
+            None => Duration::ZERO,
+        };
+        let error_rate = b.error_rate.map(|p| p.0 / 100.0).unwrap_or(0.0);
+        backends.by_image.insert(
+            image.clone(),
+            crate::load::BackendModel::new(latency, jitter, error_rate),
+        );
     }
 
     let mut manifests = Vec::new();
@@ -310,16 +320,26 @@ pub fn load(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
                 }
             }
             Step::Load(l) => {
-                if let Some(d) = &l.duration {
-                    dur(d, &format!("{inner}/duration"))?;
-                }
-                if l.requests.is_none() && l.duration.is_none() {
+                let amount = match (l.requests, &l.duration) {
+                    (Some(n), None) => crate::load::Amount::Requests(n),
+                    (None, Some(d)) => {
+                        crate::load::Amount::Duration(dur(d, &format!("{inner}/duration"))?)
+                    }
+                    _ => {
+                        return Err(ScenarioError::at(
+                            at(&inner),
+                            "a load step needs exactly one of `requests: N` and `duration: D`",
+                        ));
+                    }
+                };
+                let w = workload(amount, l, &parsed.traffic, &parsed.namespace);
+                if w.host.is_empty() {
                     return Err(ScenarioError::at(
                         at(&inner),
-                        "a load step needs `requests: N` or `duration: D`",
+                        "a load step needs a host: `host:` here or in `traffic:`",
                     ));
                 }
-                StepKind::Load(Box::new(l.clone()))
+                StepKind::Load(Box::new(w))
             }
             Step::Expect(e) => {
                 if let Some(r) = &e.rollout {
@@ -369,9 +389,65 @@ pub fn load(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
         push_delay,
         cluster: parsed.cluster,
         traffic: parsed.traffic,
+        backends,
         manifests,
         steps,
     })
+}
+
+/// A load step's workload: its own keys, else the scenario's `traffic`, else the defaults.
+fn workload(
+    amount: crate::load::Amount,
+    l: &LoadSpec,
+    t: &TrafficSpec,
+    namespace: &str,
+) -> crate::load::Workload {
+    use crate::load::{Arrival, OriginChoice, Workload};
+    let d = Workload::default();
+    let origin = l.origin.or(t.origin).unwrap_or_default();
+    let gateway = l.gateway.clone().or_else(|| t.gateway.clone());
+    let mut headers: Vec<(String, String)> = t.headers.clone().into_iter().collect();
+    for (k, v) in &l.headers {
+        headers.retain(|(h, _)| h != k);
+        headers.push((k.clone(), v.clone()));
+    }
+    Workload {
+        amount,
+        arrival: match l.rate {
+            Some(r) if l.poisson => Arrival::Poisson(r),
+            Some(r) => Arrival::Constant(r),
+            None => Arrival::Closed,
+        },
+        connections: l.connections.or(t.connections).unwrap_or(d.connections),
+        keepalive: l.keepalive.or(t.keepalive).unwrap_or(d.keepalive),
+        http2: l.http2.or(t.http2).unwrap_or(d.http2),
+        origin: match origin {
+            Origin::Auto => OriginChoice::Auto,
+            Origin::Gateway => OriginChoice::Gateway(gateway),
+            Origin::Mesh => OriginChoice::Mesh,
+            Origin::Plain => OriginChoice::Plain,
+        },
+        protocol: match l.protocol.or(t.protocol).unwrap_or_default() {
+            WireProtocol::Http => crate::mesh::Protocol::Http,
+            WireProtocol::Tls => crate::mesh::Protocol::Tls,
+            WireProtocol::Tcp => crate::mesh::Protocol::Tcp,
+        },
+        namespace: namespace.to_string(),
+        host: l
+            .host
+            .clone()
+            .or_else(|| t.host.clone())
+            .unwrap_or_default(),
+        port: u32::from(l.port.or(t.port).unwrap_or(80)),
+        path: l.path.clone().or_else(|| t.path.clone()).unwrap_or(d.path),
+        method: l
+            .method
+            .clone()
+            .or_else(|| t.method.clone())
+            .unwrap_or(d.method),
+        headers,
+        sni: l.sni.clone().or_else(|| t.sni.clone()),
+    }
 }
 
 fn known_rollout(

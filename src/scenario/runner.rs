@@ -11,11 +11,14 @@ use super::expect;
 use super::format::Role;
 use super::invariants;
 use super::plan::{Plan, PlannedStep, StepKind};
+use super::split::{self, LoadReport};
 use crate::clock::SimTime;
 use crate::controller::replicaset::PodLifecycle;
+use crate::load::{self, LoadResult};
 use crate::model::Kind;
 use crate::report::{get_rollout, rollout_view};
 use crate::sim::{ClusterConfig, World};
+use crate::verify::SplitVerdict;
 
 /// What a run produced (the JSON report is this, serialized).
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -44,6 +47,12 @@ pub struct StepReport {
     /// `get rollout` views of rollouts that reached a pause during this step.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub views: Vec<String>,
+    /// What a `load` step observed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadReport>,
+    /// The verdict of an `expect_split` step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split: Option<SplitVerdict>,
 }
 
 /// An invariant that stopped holding, and when.
@@ -73,6 +82,11 @@ pub struct Runner<'p> {
     /// (rollout, step index) pairs already shown, so each pause is shown once.
     shown: BTreeSet<(String, Option<i32>)>,
     setup_error: Option<String>,
+    /// The last load step's result, for `expect_split`.
+    last_load: Option<LoadResult>,
+    /// Filled by the step being executed.
+    load_report: Option<LoadReport>,
+    split_verdict: Option<SplitVerdict>,
 }
 
 impl<'p> Runner<'p> {
@@ -83,6 +97,7 @@ impl<'p> Runner<'p> {
                 ready_after: plan.pod_ready_after,
                 ..PodLifecycle::default()
             },
+            push_delay: plan.push_delay,
             ..ClusterConfig::default()
         };
         let mut world = World::new(config, seed);
@@ -97,6 +112,9 @@ impl<'p> Runner<'p> {
             active: BTreeSet::new(),
             shown: BTreeSet::new(),
             setup_error,
+            last_load: None,
+            load_report: None,
+            split_verdict: None,
         };
         runner.check_invariants();
         runner
@@ -128,6 +146,8 @@ impl<'p> Runner<'p> {
             passed,
             detail,
             views,
+            load: self.load_report.take(),
+            split: self.split_verdict.take(),
         });
         self.steps.last()
     }
@@ -281,10 +301,15 @@ impl<'p> Runner<'p> {
                     Err(e) => Err(e),
                 }
             }
-            StepKind::Load(_) | StepKind::ExpectSplit(_) => Err(
-                "load and expect_split need the data plane, which this build does not have yet"
-                    .into(),
-            ),
+            StepKind::Load(w) => self.load(step.index, w),
+            StepKind::ExpectSplit(e) => match &self.last_load {
+                None => Err("no load step ran before this expect_split".into()),
+                Some(result) => {
+                    let (passed, detail, verdict) = split::expect_split(result, e);
+                    self.split_verdict = Some(verdict);
+                    if passed { Ok(detail) } else { Err(detail) }
+                }
+            },
             StepKind::Expect(e) => {
                 let rollout = e.rollout.clone().or_else(|| {
                     let names = self.rollout_names();
@@ -309,6 +334,52 @@ impl<'p> Runner<'p> {
             Ok(detail) => (true, detail),
             Err(detail) => (false, detail),
         }
+    }
+
+    /// Runs a load step through the simulated data plane.
+    fn load(&mut self, index: usize, w: &load::Workload) -> Result<String, String> {
+        let plan = self.plan;
+        let lb = match plan.cluster.endpoint_lb {
+            super::format::EndpointLb::RoundRobin => crate::mesh::LbPolicy::RoundRobin,
+            super::format::EndpointLb::Random => crate::mesh::LbPolicy::Random,
+            super::format::EndpointLb::LeastRequest => crate::mesh::LbPolicy::LeastRequest,
+        };
+        let mode = match plan.cluster.kube_proxy {
+            super::format::KubeProxyMode::Iptables => crate::kubeproxy::ProxyMode::Iptables,
+            super::format::KubeProxyMode::Ipvs => crate::kubeproxy::ProxyMode::Ipvs,
+        };
+        // Each load step has its own stream: adding a step does not shift the others.
+        let mut rng = crate::random::stream(self.seed, &format!("load/{index}"));
+        let result = load::simulate(&mut self.world, w, &plan.backends, lb, mode, &mut rng)
+            .map_err(|e| e.to_string())?;
+        let now = self.world.now();
+        if result.no_healthy_upstream > 0 {
+            self.violations.push(Violation {
+                time: now.to_string(),
+                time_ms: now.as_duration().as_millis() as u64,
+                message: format!(
+                    "{} request(s) answered 503 \"no healthy upstream\" by the router",
+                    result.no_healthy_upstream
+                ),
+            });
+        }
+        if !result.balanced() {
+            self.violations.push(Violation {
+                time: now.to_string(),
+                time_ms: now.as_duration().as_millis() as u64,
+                message: format!(
+                    "sent {} != answered {} + failed {}",
+                    result.sent,
+                    result.answered,
+                    result.failed()
+                ),
+            });
+        }
+        let report = split::load_report(&result);
+        let detail = crate::report::text::load_summary(&report);
+        self.load_report = Some(report);
+        self.last_load = Some(result);
+        Ok(detail)
     }
 
     fn phase_of(&self, rollout: Option<&str>) -> String {

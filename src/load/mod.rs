@@ -1,0 +1,162 @@
+//! Workloads and what they produce.
+//!
+//! A [`Workload`] says how clients send traffic: closed loop (each connection sends its next
+//! request when the previous answer arrives) or open loop (a constant or Poisson rate), over
+//! N connections, keep-alive or one request per connection, HTTP/1.1 or HTTP/2, with an
+//! origin (ingress gateway, in-mesh sidecar, or a plain pod without sidecar). Pods answer per
+//! the scenario's [`Backends`] model. Every answer is attributed to the pod that gave it, its
+//! role (stable/canary) and its version; the [`LoadResult`] holds the counts the verdict is
+//! computed from. The load generator decides nothing: `verify` judges.
+//!
+//! [`simulate`] drives a workload through the simulated data plane on the virtual clock.
+
+mod backend;
+mod simulate;
+
+pub use backend::{BackendModel, Backends};
+pub use simulate::simulate;
+
+use std::time::Duration;
+
+use crate::endpoints::Role;
+use crate::mesh::Protocol;
+use crate::verify::LatencyRecorder;
+pub use crate::verify::SplitUnit;
+
+/// How much to send.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Amount {
+    Requests(u64),
+    Duration(Duration),
+}
+
+/// When requests are sent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arrival {
+    /// Each connection sends its next request when the previous response arrives.
+    Closed,
+    /// Requests arrive at a constant rate (per second), spread over the connections.
+    Constant(f64),
+    /// Requests arrive as a Poisson process of this rate (per second).
+    Poisson(f64),
+}
+
+/// Where requests come from (SCENARIOS.md `origin`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OriginChoice {
+    /// Through the gateway the VirtualService serving the host is bound to; else in-mesh; and
+    /// when no VirtualService exists at all, from plain pods (no mesh).
+    Auto,
+    /// Through this ingress gateway (`ns/name` or `name`); None: the one serving the host.
+    Gateway(Option<String>),
+    Mesh,
+    Plain,
+}
+
+/// One load step, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    pub amount: Amount,
+    pub arrival: Arrival,
+    pub connections: u32,
+    pub keepalive: bool,
+    pub http2: bool,
+    pub origin: OriginChoice,
+    pub protocol: Protocol,
+    /// The callers' namespace (short host names resolve in it).
+    pub namespace: String,
+    pub host: String,
+    pub port: u32,
+    pub path: String,
+    pub method: String,
+    pub headers: Vec<(String, String)>,
+    pub sni: Option<String>,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            amount: Amount::Requests(1000),
+            arrival: Arrival::Closed,
+            connections: 16,
+            keepalive: true,
+            http2: false,
+            origin: OriginChoice::Auto,
+            protocol: Protocol::Http,
+            namespace: "default".into(),
+            host: String::new(),
+            port: 80,
+            path: "/".into(),
+            method: "GET".into(),
+            headers: Vec::new(),
+            sni: None,
+        }
+    }
+}
+
+/// What the clients saw from one version (role + image tag).
+#[derive(Debug, Clone)]
+pub struct ArmStats {
+    pub role: Role,
+    /// Image tag, e.g. `yellow`.
+    pub version: String,
+    /// Responses from this version's pods (any status).
+    pub responses: u64,
+    /// 5xx answers from this version's pods.
+    pub errors: u64,
+    /// Connections whose destination was chosen to be this version (per-connection split).
+    pub connections: u64,
+    /// Shadow requests mirrored to this version (not part of the split).
+    pub mirrored: u64,
+    /// Response latency, microseconds, from the intended start.
+    pub latency: LatencyRecorder,
+}
+
+/// Everything a load step observed.
+#[derive(Debug, Clone)]
+pub struct LoadResult {
+    pub sent: u64,
+    /// Answered by a pod (any status).
+    pub answered: u64,
+    /// No pod answered: 404 no route, 503 no healthy upstream, or the connection was refused.
+    pub not_found: u64,
+    pub no_healthy_upstream: u64,
+    pub refused: u64,
+    pub arms: Vec<ArmStats>,
+    pub unit: SplitUnit,
+    pub connections_opened: u64,
+    /// What the router did: `gateway my-demo/rollouts-demo-gateway`, `mesh`, `kube-proxy`.
+    pub path: String,
+    /// The split the data plane's configuration implies, per role: the VirtualService
+    /// weights (or, through kube-proxy, the ratio of ready pods) of each route table in
+    /// force, weighted by the requests sent while it was in force (push delays included).
+    pub configured: Vec<(Role, f64)>,
+    pub started: crate::clock::SimTime,
+    pub ended: crate::clock::SimTime,
+}
+
+impl LoadResult {
+    /// Requests that got no answer from a pod.
+    pub fn failed(&self) -> u64 {
+        self.not_found + self.no_healthy_upstream + self.refused
+    }
+
+    /// Answers and connections of the arms a share key names: `stable` / `canary` group by
+    /// role, anything else is an image tag.
+    pub fn count(&self, key: &str) -> (u64, u64) {
+        self.arms
+            .iter()
+            .filter(|a| match key {
+                "stable" => a.role == Role::Stable,
+                "canary" => a.role == Role::Canary,
+                tag => a.version == tag,
+            })
+            .fold((0, 0), |(r, c), a| (r + a.responses, c + a.connections))
+    }
+
+    /// The invariant every run checks: every request sent was answered or failed.
+    pub fn balanced(&self) -> bool {
+        self.sent == self.answered + self.failed()
+            && self.answered == self.arms.iter().map(|a| a.responses).sum::<u64>()
+    }
+}

@@ -1,0 +1,641 @@
+//! The simulated load driver: requests as values through the simulated data plane, on the
+//! virtual clock.
+//!
+//! Time is cut into epochs during which the data plane does not change (no controller
+//! event, no route table taking effect). Within an epoch the route is matched once for the
+//! workload's request shape; then each request costs a weighted pick, an endpoint pick, one
+//! draw for the answer (error and jitter) and a few counter increments. Between epochs the
+//! world advances, so a rollout and its push delays play out while the load runs.
+//!
+//! Connections persist across epochs: a keep-alive connection (kube-proxy) or a TCP/TLS
+//! connection (mesh) keeps the pod it was given until that pod goes away.
+
+use rand::RngCore;
+use rand_pcg::Pcg64Mcg;
+use std::collections::HashMap;
+
+use std::time::Duration;
+
+use super::backend::BackendModel;
+use super::{Amount, ArmStats, Arrival, Backends, LoadResult, OriginChoice, SplitUnit, Workload};
+use crate::endpoints::{Endpoint, Role};
+use crate::kubeproxy::{ProxyMode, ProxyState, ServiceProxy};
+use crate::mesh::{LbPolicy, Origin, Protocol, RequestMeta, RouteError};
+use crate::model::Kind;
+use crate::sim::{SimError, World};
+
+/// A load given as a request count stops after this much virtual time at the latest.
+pub const MAX_LOAD_TIME: Duration = Duration::from_secs(24 * 3600);
+
+/// Closed-loop HTTP/2: concurrent streams per connection.
+pub const H2_STREAMS: u32 = 10;
+
+/// Closed loop: connections take turns in slices of this much virtual time, so that a count
+/// of requests is spread over the connections as real concurrent clients spread it.
+const SLICE_US: u64 = 5_000;
+
+/// Time a failed request (no route, no healthy upstream, refused) takes to come back.
+const FAILURE_US: u64 = 100;
+
+/// Which data plane a load goes through, decided when it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Path {
+    Gateway(String),
+    Mesh,
+    KubeProxy,
+}
+
+/// Per-endpoint facts for one epoch, indexed by the epoch's endpoint ids.
+struct EpochEndpoints {
+    arm: Vec<u16>,
+    model: Vec<BackendModel>,
+    pod: Vec<String>,
+    by_pod: HashMap<String, u32>,
+}
+
+/// A client connection (or, for HTTP/2 closed loop, a stream's connection).
+#[derive(Debug, Clone, Default)]
+struct Conn {
+    /// The pod this connection is pinned to (per-connection split), by name and by the
+    /// current epoch's endpoint index.
+    pinned: Option<(String, u32)>,
+}
+
+/// Runs `workload` against the world, advancing the world's clock as virtual time passes.
+pub fn simulate(
+    world: &mut World,
+    workload: &Workload,
+    backends: &Backends,
+    lb: LbPolicy,
+    proxy_mode: ProxyMode,
+    rng: &mut Pcg64Mcg,
+) -> Result<LoadResult, SimError> {
+    world.settle()?;
+    let started = world.now();
+    let path = choose_path(world, workload);
+    let end = match workload.amount {
+        Amount::Duration(d) => started.after(d),
+        Amount::Requests(_) => started.after(MAX_LOAD_TIME),
+    };
+    let limit = match workload.amount {
+        Amount::Requests(n) => n,
+        Amount::Duration(_) => u64::MAX,
+    };
+    let unit = match (&path, workload.protocol) {
+        (Path::KubeProxy, _) | (_, Protocol::Tls | Protocol::Tcp) => SplitUnit::Connection,
+        _ => SplitUnit::Request,
+    };
+    let per_connection = unit == SplitUnit::Connection;
+    // Without keep-alive (and without HTTP/2, which multiplexes) every request opens a
+    // connection of its own.
+    let reuse = workload.keepalive || workload.http2;
+
+    let mut state = Driver {
+        arms: Vec::new(),
+        result_sent: 0,
+        answered: 0,
+        not_found: 0,
+        no_healthy_upstream: 0,
+        refused: 0,
+        connections_opened: 0,
+        conns: vec![Conn::default(); workload.connections.max(1) as usize],
+    };
+    let workers = match (workload.arrival, workload.http2) {
+        (Arrival::Closed, true) => workload.connections.max(1) * H2_STREAMS,
+        _ => workload.connections.max(1),
+    } as usize;
+    let streams_per_conn = (workers / state.conns.len()).max(1);
+    // Closed loop: when each worker is free next (µs since the load started).
+    let mut free_at = vec![0u64; workers];
+    // Open loop: the next arrival and the running arrival count.
+    let mut next_arrival_us = 0u64;
+    let mut arrivals: u64 = 0;
+    let end_us = end.since(started).as_micros() as u64;
+    let mut proxy_state = ProxyState::default();
+    // The split the tables in force imply, weighted by the requests each epoch carried.
+    let mut configured: Vec<(Role, f64)> = Vec::new();
+
+    loop {
+        let now = world.now();
+        let epoch_end_us = world
+            .next_wake()
+            .map(|t| t.since(started).as_micros() as u64)
+            .unwrap_or(u64::MAX)
+            .min(end_us);
+        // The data plane in force for this epoch.
+        let proxy;
+        let mut service = None;
+        let ep_info;
+        match &path {
+            Path::KubeProxy => {
+                proxy = ServiceProxy::from_api(&world.api);
+                ep_info = endpoint_facts(world, backends, &mut state.arms, |i| {
+                    proxy.endpoint(crate::endpoints::EndpointId(i))
+                });
+                service = proxy.resolve(&workload.host, &workload.namespace);
+            }
+            Path::Gateway(_) | Path::Mesh => {
+                proxy = ServiceProxy::default();
+                let Some(table) = world.mesh.table_at(now) else {
+                    return Err(SimError::Action(
+                        "no route table has reached the proxies yet".into(),
+                    ));
+                };
+                ep_info = endpoint_facts(world, backends, &mut state.arms, |i| {
+                    table.endpoint(crate::endpoints::EndpointId(i))
+                });
+            }
+        }
+        // Re-attach pinned connections to this epoch's endpoints (by pod name); a connection
+        // whose pod went away is reset and reconnects on its next request.
+        for c in &mut state.conns {
+            if let Some((pod, idx)) = &mut c.pinned {
+                match ep_info.by_pod.get(pod.as_str()) {
+                    Some(i) => *idx = *i,
+                    None => c.pinned = None,
+                }
+            }
+        }
+        let headers: Vec<(&str, &str)> = workload
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let origin = match &path {
+            Path::Gateway(g) => Origin::Gateway(g.as_str()),
+            Path::Mesh => Origin::Mesh,
+            Path::KubeProxy => Origin::Plain,
+        };
+        let meta = RequestMeta {
+            origin,
+            protocol: workload.protocol,
+            namespace: &workload.namespace,
+            host: &workload.host,
+            port: workload.port,
+            path: &workload.path,
+            method: &workload.method,
+            headers: &headers,
+            sni: workload.sni.as_deref(),
+        };
+        let mut ctx = Ctx {
+            unit_per_connection: per_connection,
+            reuse,
+            ep: &ep_info,
+            proxy: &proxy,
+            proxy_mode,
+            proxy_state: &mut proxy_state,
+            service,
+            lb,
+        };
+        let sent_before = state.result_sent;
+        let epoch_shares = {
+            match &path {
+                Path::KubeProxy => {
+                    let eps = service
+                        .and_then(|s| proxy.service(s))
+                        .map(|s| s.endpoints.clone())
+                        .unwrap_or_default();
+                    let roles: Vec<Role> = eps
+                        .iter()
+                        .filter_map(|e| proxy.endpoint(*e))
+                        .map(|e| e.role)
+                        .collect();
+                    shares_by_role(roles.iter().map(|r| (*r, 1.0)))
+                }
+                Path::Gateway(_) | Path::Mesh => {
+                    let table = world.mesh.table_at(now).expect("checked above");
+                    match table.route(&meta) {
+                        Ok(choice) => {
+                            let total = choice.clusters.total() as f64;
+                            let mut parts = Vec::new();
+                            for (cluster, weight) in choice.clusters.iter() {
+                                let eps =
+                                    table.cluster(cluster).map(|c| c.endpoints()).unwrap_or(&[]);
+                                for e in eps {
+                                    if let Some(ep) = table.endpoint(*e) {
+                                        parts.push((
+                                            ep.role,
+                                            weight as f64 / total / eps.len() as f64,
+                                        ));
+                                    }
+                                }
+                            }
+                            shares_by_role(parts.into_iter())
+                        }
+                        Err(_) => Vec::new(),
+                    }
+                }
+            }
+        };
+        match &path {
+            Path::KubeProxy => run_epoch(
+                &mut state,
+                &mut ctx,
+                None,
+                None,
+                workload,
+                rng,
+                &mut free_at,
+                streams_per_conn,
+                &mut next_arrival_us,
+                &mut arrivals,
+                epoch_end_us,
+                limit,
+            ),
+            Path::Gateway(_) | Path::Mesh => {
+                let (table, lb_state) = world.mesh.at_mut(now).expect("checked above");
+                let route = table.route(&meta);
+                run_epoch(
+                    &mut state,
+                    &mut ctx,
+                    Some((table, lb_state)),
+                    Some(route),
+                    workload,
+                    rng,
+                    &mut free_at,
+                    streams_per_conn,
+                    &mut next_arrival_us,
+                    &mut arrivals,
+                    epoch_end_us,
+                    limit,
+                )
+            }
+        }
+        let carried = (state.result_sent - sent_before) as f64;
+        for (role, share) in epoch_shares {
+            match configured.iter_mut().find(|(r, _)| *r == role) {
+                Some((_, s)) => *s += share * carried,
+                None => configured.push((role, share * carried)),
+            }
+        }
+        if state.result_sent >= limit || epoch_end_us >= end_us {
+            break;
+        }
+        world.advance_until(started.after(Duration::from_micros(epoch_end_us)), |_| {
+            false
+        })?;
+    }
+
+    // The load ends when its last answer arrives (closed loop) or at its duration.
+    let last_us = match workload.arrival {
+        Arrival::Closed => free_at.iter().copied().max().unwrap_or(0),
+        _ => next_arrival_us,
+    };
+    let ended = started.after(Duration::from_micros(last_us.min(end_us)));
+    if ended > world.now() {
+        world.advance_until(ended, |_| false)?;
+    }
+    Ok(LoadResult {
+        sent: state.result_sent,
+        answered: state.answered,
+        not_found: state.not_found,
+        no_healthy_upstream: state.no_healthy_upstream,
+        refused: state.refused,
+        arms: {
+            // Versions that took part, stable first, then canary, then the rest.
+            let mut arms: Vec<ArmStats> = state
+                .arms
+                .into_iter()
+                .filter(|a| a.responses + a.connections + a.mirrored > 0)
+                .collect();
+            arms.sort_by(|a, b| a.role.cmp(&b.role).then_with(|| a.version.cmp(&b.version)));
+            arms
+        },
+        unit,
+        connections_opened: state.connections_opened,
+        configured: shares_by_role(configured.into_iter()),
+        path: match &path {
+            Path::Gateway(g) => format!("gateway {g}"),
+            Path::Mesh => "mesh (sidecar)".into(),
+            Path::KubeProxy => format!(
+                "kube-proxy ({})",
+                match proxy_mode {
+                    ProxyMode::Iptables => "iptables",
+                    ProxyMode::Ipvs => "ipvs",
+                }
+            ),
+        },
+        started,
+        ended: world.now().max(started),
+    })
+}
+
+struct Driver {
+    arms: Vec<ArmStats>,
+    result_sent: u64,
+    answered: u64,
+    not_found: u64,
+    no_healthy_upstream: u64,
+    refused: u64,
+    connections_opened: u64,
+    conns: Vec<Conn>,
+}
+
+struct Ctx<'a> {
+    unit_per_connection: bool,
+    reuse: bool,
+    ep: &'a EpochEndpoints,
+    proxy: &'a ServiceProxy,
+    proxy_mode: ProxyMode,
+    proxy_state: &'a mut ProxyState,
+    service: Option<crate::endpoints::ServiceId>,
+    lb: LbPolicy,
+}
+
+/// The in-mesh router state of an epoch: the table and its load-balancer state.
+type MeshState<'t> = (&'t crate::mesh::RouteTable, &'t mut crate::mesh::LbState);
+
+#[allow(clippy::too_many_arguments)]
+fn run_epoch(
+    d: &mut Driver,
+    ctx: &mut Ctx,
+    mut mesh: Option<MeshState>,
+    route: Option<Result<crate::mesh::RouteChoice, RouteError>>,
+    w: &Workload,
+    rng: &mut Pcg64Mcg,
+    free_at: &mut [u64],
+    streams_per_conn: usize,
+    next_arrival_us: &mut u64,
+    arrivals: &mut u64,
+    epoch_end_us: u64,
+    limit: u64,
+) {
+    match w.arrival {
+        Arrival::Closed => {
+            // Connections take turns in short slices of virtual time.
+            let mut slice_end = free_at
+                .iter()
+                .copied()
+                .min()
+                .unwrap_or(0)
+                .saturating_add(SLICE_US)
+                .min(epoch_end_us);
+            loop {
+                for (worker, t) in free_at.iter_mut().enumerate() {
+                    let conn = worker / streams_per_conn;
+                    while *t < slice_end && d.result_sent < limit {
+                        let latency = one_request(d, ctx, &mut mesh, &route, conn, rng);
+                        *t += latency;
+                    }
+                }
+                if d.result_sent >= limit || slice_end >= epoch_end_us {
+                    return;
+                }
+                slice_end = slice_end.saturating_add(SLICE_US).min(epoch_end_us);
+            }
+        }
+        Arrival::Constant(rate) | Arrival::Poisson(rate) => {
+            let mean_gap = 1e6 / rate.max(1e-9);
+            let conns = d.conns.len();
+            while *next_arrival_us < epoch_end_us && d.result_sent < limit {
+                let conn = (*arrivals % conns as u64) as usize;
+                *arrivals += 1;
+                // HTTP/1.1 serialises requests on a connection; the wait counts in the
+                // latency (measured from the intended start: no coordinated omission).
+                let arrival = *next_arrival_us;
+                let start = if w.http2 {
+                    arrival
+                } else {
+                    free_at[conn % free_at.len()].max(arrival)
+                };
+                let service =
+                    one_request_timed(d, ctx, &mut mesh, &route, conn, rng, start - arrival);
+                if !w.http2 {
+                    free_at[conn % free_at.len()] = start + service;
+                }
+                let gap = match w.arrival {
+                    Arrival::Poisson(_) => {
+                        // Exponential gap from one uniform draw.
+                        let u = ((rng.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+                        -mean_gap * u.ln()
+                    }
+                    _ => mean_gap,
+                };
+                *next_arrival_us = arrival + gap.max(1.0) as u64;
+            }
+        }
+    }
+}
+
+fn one_request(
+    d: &mut Driver,
+    ctx: &mut Ctx,
+    mesh: &mut Option<MeshState>,
+    route: &Option<Result<crate::mesh::RouteChoice, RouteError>>,
+    conn: usize,
+    rng: &mut Pcg64Mcg,
+) -> u64 {
+    one_request_timed(d, ctx, mesh, route, conn, rng, 0)
+}
+
+/// Sends one request on connection `conn` (which waited `queued_us` for it); returns the
+/// time it kept the worker busy (its service time).
+#[inline]
+fn one_request_timed(
+    d: &mut Driver,
+    ctx: &mut Ctx,
+    mesh: &mut Option<MeshState>,
+    route: &Option<Result<crate::mesh::RouteChoice, RouteError>>,
+    conn: usize,
+    rng: &mut Pcg64Mcg,
+    queued_us: u64,
+) -> u64 {
+    d.result_sent += 1;
+    // The endpoint: the connection's pinned one, or a per-request pick.
+    let endpoint: Option<u32> = if ctx.unit_per_connection {
+        let c = &mut d.conns[conn];
+        if !ctx.reuse {
+            c.pinned = None;
+        }
+        if c.pinned.is_none() {
+            d.connections_opened += 1;
+            let picked = match mesh {
+                None => ctx
+                    .service
+                    .and_then(|s| {
+                        ctx.proxy
+                            .pick_endpoint(s, ctx.proxy_mode, rng, ctx.proxy_state)
+                    })
+                    .map(|e| e.0),
+                Some((table, lb_state)) => match route {
+                    Some(Ok(choice)) => {
+                        let cluster = choice.clusters.pick(rng);
+                        table
+                            .cluster(cluster)
+                            .and_then(|c| c.pick_endpoint(ctx.lb, rng, lb_state))
+                            .map(|e| e.0)
+                    }
+                    _ => None,
+                },
+            };
+            match picked {
+                Some(e) => {
+                    c.pinned = Some((ctx.ep.pod[e as usize].clone(), e));
+                    let arm = ctx.ep.arm[e as usize] as usize;
+                    d.arms[arm].connections += 1;
+                }
+                None => {
+                    match (mesh.is_some(), route) {
+                        (true, Some(Err(RouteError::NoRoute | RouteError::UnknownGateway))) => {
+                            d.not_found += 1
+                        }
+                        (true, Some(Ok(_))) => d.no_healthy_upstream += 1,
+                        _ => d.refused += 1,
+                    }
+                    return FAILURE_US;
+                }
+            }
+        }
+        c.pinned.as_ref().map(|(_, e)| *e)
+    } else {
+        if !ctx.reuse {
+            d.connections_opened += 1;
+        }
+        let (table, lb_state) = mesh.as_mut().expect("per-request splits are the mesh's");
+        match route {
+            Some(Ok(choice)) => {
+                let cluster = choice.clusters.pick(rng);
+                let picked = table
+                    .cluster(cluster)
+                    .and_then(|c| c.pick_endpoint(ctx.lb, rng, lb_state));
+                if picked.is_none() {
+                    d.no_healthy_upstream += 1;
+                    return FAILURE_US;
+                }
+                if let Some(m) = choice.mirror {
+                    if m.sample(rng) {
+                        if let Some(e) = table
+                            .cluster(m.cluster)
+                            .and_then(|c| c.pick_endpoint(ctx.lb, rng, lb_state))
+                        {
+                            let arm = ctx.ep.arm[e.0 as usize] as usize;
+                            d.arms[arm].mirrored += 1;
+                        }
+                    }
+                }
+                picked.map(|e| e.0)
+            }
+            Some(Err(RouteError::NoHealthyUpstream { .. })) => {
+                d.no_healthy_upstream += 1;
+                return FAILURE_US;
+            }
+            Some(Err(RouteError::NoListener | RouteError::NotInMesh)) => {
+                d.refused += 1;
+                return FAILURE_US;
+            }
+            _ => {
+                d.not_found += 1;
+                return FAILURE_US;
+            }
+        }
+    };
+    let Some(e) = endpoint else {
+        d.refused += 1;
+        return FAILURE_US;
+    };
+    let e = e as usize;
+    let (latency, error) = ctx.ep.model[e].answer(rng.next_u64());
+    let arm = &mut d.arms[ctx.ep.arm[e] as usize];
+    arm.responses += 1;
+    arm.errors += error as u64;
+    arm.latency.record(latency + queued_us);
+    d.answered += 1;
+    latency
+}
+
+/// Arm index, backend model and pod name for every endpoint of an epoch's table.
+fn endpoint_facts<'t>(
+    world: &World,
+    backends: &Backends,
+    arms: &mut Vec<ArmStats>,
+    endpoint: impl Fn(u32) -> Option<&'t Endpoint>,
+) -> EpochEndpoints {
+    let mut out = EpochEndpoints {
+        arm: Vec::new(),
+        model: Vec::new(),
+        pod: Vec::new(),
+        by_pod: HashMap::new(),
+    };
+    let mut i = 0u32;
+    while let Some(ep) = endpoint(i) {
+        let arm = arm_index(arms, ep.role, &ep.version);
+        let image = world
+            .api
+            .get(Kind::Pod, &ep.namespace, &ep.pod)
+            .ok()
+            .and_then(|p| {
+                p.spec()["containers"][0]["image"]
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
+        out.arm.push(arm);
+        out.model.push(backends.for_image(&image));
+        out.pod.push(ep.pod.clone());
+        out.by_pod.insert(ep.pod.clone(), i);
+        i += 1;
+    }
+    out
+}
+
+/// Adds up (role, share) parts into one share per role, in role order.
+fn shares_by_role(parts: impl Iterator<Item = (Role, f64)>) -> Vec<(Role, f64)> {
+    let mut out: Vec<(Role, f64)> = Vec::new();
+    for (role, share) in parts {
+        match out.iter_mut().find(|(r, _)| *r == role) {
+            Some((_, s)) => *s += share,
+            None => out.push((role, share)),
+        }
+    }
+    let total: f64 = out.iter().map(|(_, s)| s).sum();
+    if total > 0.0 {
+        for (_, s) in &mut out {
+            *s /= total;
+        }
+    }
+    out.sort_by_key(|(r, _)| *r);
+    out
+}
+
+fn arm_index(arms: &mut Vec<ArmStats>, role: Role, version: &str) -> u16 {
+    if let Some(i) = arms
+        .iter()
+        .position(|a| a.role == role && a.version == version)
+    {
+        return i as u16;
+    }
+    arms.push(ArmStats {
+        role,
+        version: version.to_string(),
+        responses: 0,
+        errors: 0,
+        connections: 0,
+        mirrored: 0,
+        latency: crate::verify::LatencyRecorder::new(),
+    });
+    (arms.len() - 1) as u16
+}
+
+/// Origin `auto`: the gateway serving the host; in-mesh when no gateway serves it; plain
+/// (kube-proxy) when there is no VirtualService at all.
+fn choose_path(world: &World, w: &Workload) -> Path {
+    let table = world.mesh.table_at(world.now());
+    match &w.origin {
+        OriginChoice::Plain => Path::KubeProxy,
+        OriginChoice::Mesh => Path::Mesh,
+        OriginChoice::Gateway(Some(g)) => Path::Gateway(g.clone()),
+        OriginChoice::Gateway(None) => {
+            match table.and_then(|t| t.gateway_for(&w.host, &w.namespace)) {
+                Some(g) => Path::Gateway(g.to_string()),
+                None => Path::Mesh,
+            }
+        }
+        OriginChoice::Auto => match table {
+            Some(t) if t.has_virtual_services() => match t.gateway_for(&w.host, &w.namespace) {
+                Some(g) => Path::Gateway(g.to_string()),
+                None => Path::Mesh,
+            },
+            _ => Path::KubeProxy,
+        },
+    }
+}

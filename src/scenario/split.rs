@@ -1,0 +1,204 @@
+//! What a load step observed, as a report, and the `expect_split` verdict on it. The
+//! statistics are `verify`'s; this module only chooses what to compare.
+
+use serde::Serialize;
+
+use super::format::ExpectSplit;
+use crate::endpoints::Role;
+use crate::load::{LoadResult, SplitUnit};
+use crate::verify::{self, GofResult, Interval, LatencySummary, MannWhitney, SplitVerdict};
+
+/// Confidence of the intervals shown in a load report.
+pub const REPORT_CONFIDENCE: f64 = 0.99;
+
+/// Samples per version fed to the Mann–Whitney comparison (from the latency histograms).
+const MANN_WHITNEY_SAMPLES: usize = 50_000;
+
+/// One load step, as reported.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LoadReport {
+    /// The data plane the requests went through.
+    pub path: String,
+    /// The unit of randomisation: `request` or `connection`.
+    pub unit: SplitUnit,
+    /// Independent draws behind the shares (requests, or connections).
+    pub effective_n: u64,
+    pub sent: u64,
+    pub answered: u64,
+    pub not_found: u64,
+    pub no_healthy_upstream: u64,
+    pub refused: u64,
+    pub connections: u64,
+    pub started: String,
+    pub ended: String,
+    pub versions: Vec<VersionReport>,
+    /// The split the data plane was configured for, per role.
+    pub configured: Vec<RoleShare>,
+    /// Goodness of fit of the observed roles to `configured`.
+    pub fit: Option<GofResult>,
+    /// Canary against stable latency, when both answered enough requests.
+    pub latency_comparison: Option<MannWhitney>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RoleShare {
+    pub role: String,
+    pub share: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct VersionReport {
+    pub role: String,
+    pub version: String,
+    pub responses: u64,
+    pub connections: u64,
+    /// Share of the answered requests.
+    pub share: f64,
+    /// Its confidence interval (99 %), built on the unit of randomisation.
+    pub interval: Interval,
+    pub errors: u64,
+    pub error_rate: f64,
+    pub mirrored: u64,
+    /// Microseconds.
+    pub latency: LatencySummary,
+}
+
+/// Effective sample size: answered requests, or connections when each connection chose.
+pub fn effective_n(r: &LoadResult) -> u64 {
+    match r.unit {
+        SplitUnit::Request => r.answered,
+        SplitUnit::Connection => r
+            .arms
+            .iter()
+            .map(|a| a.connections)
+            .sum::<u64>()
+            .min(r.answered),
+    }
+}
+
+pub fn load_report(r: &LoadResult) -> LoadReport {
+    let n_eff = effective_n(r);
+    let versions = r
+        .arms
+        .iter()
+        .map(|a| {
+            let share = if r.answered == 0 {
+                0.0
+            } else {
+                a.responses as f64 / r.answered as f64
+            };
+            // On the unit of randomisation: a keep-alive connection is one draw.
+            let k = match r.unit {
+                SplitUnit::Request => a.responses,
+                SplitUnit::Connection => (share * n_eff as f64).round() as u64,
+            };
+            VersionReport {
+                role: a.role.as_str().to_string(),
+                version: a.version.clone(),
+                responses: a.responses,
+                connections: a.connections,
+                share,
+                interval: verify::proportion_interval(k, n_eff, REPORT_CONFIDENCE).interval,
+                errors: a.errors,
+                error_rate: verify::error_rate(a.errors, a.responses).0,
+                mirrored: a.mirrored,
+                latency: a.latency.summary(),
+            }
+        })
+        .collect();
+    let fit = (!r.configured.is_empty() && r.answered > 0).then(|| {
+        let observed: Vec<u64> = r
+            .configured
+            .iter()
+            .map(|(role, share)| {
+                let k = r
+                    .arms
+                    .iter()
+                    .filter(|a| a.role == *role)
+                    .map(|a| a.responses)
+                    .sum::<u64>();
+                let _ = share;
+                match r.unit {
+                    SplitUnit::Request => k,
+                    SplitUnit::Connection => {
+                        (k as f64 / r.answered as f64 * n_eff as f64).round() as u64
+                    }
+                }
+            })
+            .collect();
+        let shares: Vec<f64> = r.configured.iter().map(|(_, s)| *s).collect();
+        verify::chi_square_gof(&observed, &shares)
+    });
+    let latencies = |role: Role| -> Vec<f64> {
+        r.arms
+            .iter()
+            .filter(|a| a.role == role)
+            .flat_map(|a| a.latency.samples(MANN_WHITNEY_SAMPLES))
+            .collect()
+    };
+    let (canary, stable) = (latencies(Role::Canary), latencies(Role::Stable));
+    let latency_comparison =
+        (canary.len() >= 20 && stable.len() >= 20).then(|| verify::mann_whitney(&canary, &stable));
+    LoadReport {
+        path: r.path.clone(),
+        unit: r.unit,
+        effective_n: n_eff,
+        sent: r.sent,
+        answered: r.answered,
+        not_found: r.not_found,
+        no_healthy_upstream: r.no_healthy_upstream,
+        refused: r.refused,
+        connections: r.connections_opened,
+        started: r.started.to_string(),
+        ended: r.ended.to_string(),
+        versions,
+        configured: r
+            .configured
+            .iter()
+            .map(|(role, share)| RoleShare {
+                role: role.as_str().to_string(),
+                share: *share,
+            })
+            .collect(),
+        fit,
+        latency_comparison,
+    }
+}
+
+/// `expect_split` on the last load: every listed version's interval must lie inside its
+/// expected share ± `within`. Versions not listed form one remaining arm.
+pub fn expect_split(r: &LoadResult, e: &ExpectSplit) -> (bool, String, SplitVerdict) {
+    let within = e.within.map(|p| p.0).unwrap_or(1.0);
+    let confidence = e.confidence.map(|p| p.0 / 100.0).unwrap_or(0.99);
+    let mut counts = Vec::new();
+    let mut shares = Vec::new();
+    let mut names = Vec::new();
+    for (key, share) in &e.shares {
+        counts.push(r.count(key).0);
+        shares.push(share.0 / 100.0);
+        names.push(key.clone());
+    }
+    let listed: u64 = counts.iter().sum();
+    let listed_share: f64 = shares.iter().sum();
+    if listed < r.answered || listed_share < 1.0 - 1e-9 {
+        counts.push(r.answered.saturating_sub(listed));
+        shares.push((1.0 - listed_share).max(0.0));
+        names.push("(rest)".to_string());
+    }
+    let verdict =
+        verify::split_verdict(&counts, r.unit, effective_n(r), &shares, within, confidence);
+    let mut lines = vec![verdict.explanation.clone()];
+    for (name, arm) in names.iter().zip(&verdict.arms) {
+        lines.push(format!(
+            "{name}: observed {:.2} %, {:.1} % interval [{:.2}, {:.2}] %, expected {:.2} ± {within} %: {}",
+            arm.observed_share * 100.0,
+            verdict.per_arm_confidence * 100.0,
+            arm.interval.lo * 100.0,
+            arm.interval.hi * 100.0,
+            arm.expected_share * 100.0,
+            if arm.inside { "inside" } else { "NOT inside" }
+        ));
+    }
+    lines.push(format!("goodness of fit: p = {:.4}", verdict.gof.p_value));
+    (verdict.passes, lines.join("\n"), verdict)
+}
