@@ -7,5 +7,5 @@ pub mod invariants;
 pub mod plan;
 pub mod runner;
 
-pub use plan::{Disk, Embedded, Files, Plan, ScenarioError, load};
+pub use plan::{Disk, Embedded, Files, Plan, ScenarioError, load, parse};
 pub use runner::{RunReport, Runner, StepReport, run};
