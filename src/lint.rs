@@ -3,7 +3,9 @@
 //! validation in Argo's words, VirtualServices that in-mesh callers bypass, and weights that
 //! Istio cannot express. Each finding names `file:line:column`.
 
+use serde::Deserialize;
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::fmt;
 
 use crate::controller::{istio, validation};
@@ -11,6 +13,8 @@ use crate::model::rollout::RolloutSpec;
 use crate::model::yaml::Location;
 use crate::model::{Kind, Manifest};
 
+/// How bad a finding is: errors stop the rollout (Argo rejects the spec or cannot patch the
+/// routes); warnings are configurations that run but likely do not do what was meant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Severity {
     Error,
@@ -27,12 +31,18 @@ pub struct Diagnostic {
     pub message: String,
 }
 
+/// The family of check that produced a [`Diagnostic`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Check {
+    /// Argo's spec validation (`validation.go`).
     Spec,
+    /// A referenced Service, VirtualService, DestinationRule or Gateway is missing.
     Reference,
+    /// Argo's route validation of a referenced VirtualService.
     Routes,
+    /// A managed VirtualService that in-mesh callers do not use.
     MeshBinding,
+    /// A weight Istio cannot express.
     Weights,
 }
 
@@ -46,13 +56,125 @@ impl fmt::Display for Diagnostic {
     }
 }
 
+impl Diagnostic {
+    /// The order `canarysim lint` prints in: file, line, column, then errors first.
+    pub fn sort_key(&self) -> (&Location, Severity, &str) {
+        (&self.location, self.severity, &self.message)
+    }
+}
+
 /// Every check, over one set of manifests (objects refer to each other within the set).
+/// Findings come in discovery order (rollout by rollout), each reported once even when
+/// several rollouts (or two versions of one rollout) lead to it.
 pub fn check(manifests: &[Manifest]) -> Vec<Diagnostic> {
     let mut out = Vec::new();
+    let mut managed: Vec<&Manifest> = Vec::new();
     for m in manifests.iter().filter(|m| m.object.kind == Kind::Rollout) {
-        check_rollout(m, manifests, &mut out);
+        check_rollout(m, manifests, &mut out, &mut managed);
+    }
+    let mut seen_vs = BTreeSet::new();
+    for vs in managed {
+        if seen_vs.insert(vs.object.key()) {
+            check_gateways(vs, manifests, &mut out);
+        }
+    }
+    // Istio rejects a fractional weight in any VirtualService, managed or not.
+    for vs in manifests
+        .iter()
+        .filter(|m| m.object.kind == Kind::VirtualService)
+    {
+        for (pointer, w) in fractional_weights(&vs.object.value) {
+            out.push(Diagnostic {
+                location: vs.locate(&pointer),
+                severity: Severity::Error,
+                check: Check::Weights,
+                message: format!("weight {w} is not a whole percent: {}", closest_weights(w)),
+            });
+        }
+    }
+    let mut seen = BTreeSet::new();
+    out.retain(|d| seen.insert((d.location.clone(), d.severity, d.message.clone())));
+    out
+}
+
+/// Why a fractional weight cannot be set, and what can.
+fn closest_weights(w: f64) -> String {
+    format!(
+        "Istio VirtualService weights are integers, so the closest settable weights are {} and {}",
+        w.floor(),
+        w.ceil()
+    )
+}
+
+/// `(pointer, weight)` of every destination weight in the http/tls/tcp routes of a
+/// VirtualService (the whole object) that is not a whole number.
+fn fractional_weights(vs: &Value) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    for section in ["http", "tls", "tcp"] {
+        let Some(routes) = vs["spec"][section].as_array() else {
+            continue;
+        };
+        for (r, route) in routes.iter().enumerate() {
+            for (d, dest) in route["route"].as_array().into_iter().flatten().enumerate() {
+                if let Some(w) = dest.get("weight").and_then(Value::as_f64) {
+                    if w.fract() != 0.0 {
+                        out.push((format!("/spec/{section}/{r}/route/{d}/weight"), w));
+                    }
+                }
+            }
+        }
     }
     out
+}
+
+/// Replaces the number at `pointer` in `value` by its whole part, so that typed decoding
+/// (Argo decodes weights as integers) does not fail on a problem already reported in plainer
+/// words, and the other checks still run.
+fn floor_at(value: &mut Value, pointer: &str) {
+    if let Some(v) = value.pointer_mut(pointer) {
+        if let Some(w) = v.as_f64() {
+            *v = Value::from(w.floor() as i64);
+        }
+    }
+}
+
+/// Named gateways of a managed VirtualService: bound without `mesh`, or missing.
+fn check_gateways(vs: &Manifest, all: &[Manifest], out: &mut Vec<Diagnostic>) {
+    let vs_name = vs.object.name();
+    // In-mesh callers use the implicit `mesh` gateway: a VirtualService bound only to
+    // named gateways does not apply to them (argo-rollouts issue 3383).
+    let gateways: Vec<&str> = vs.object.spec()["gateways"]
+        .as_array()
+        .map(|g| g.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if !gateways.is_empty() && !gateways.contains(&"mesh") {
+        out.push(Diagnostic {
+            location: vs.locate("/spec/gateways"),
+            severity: Severity::Warning,
+            check: Check::MeshBinding,
+            message: format!(
+                "VirtualService \"{vs_name}\" is bound to gateways [{}] but not to `mesh`: in-mesh callers bypass its weights and split by the Services' endpoints (add `mesh` to spec.gateways)",
+                gateways.join(", ")
+            ),
+        });
+    }
+    for (g, gw) in gateways.iter().enumerate() {
+        if *gw == "mesh" {
+            continue;
+        }
+        let (gw_ns, gw_name) = match gw.split_once('/') {
+            Some((n, g)) => (n.to_string(), g.to_string()),
+            None => (vs.object.namespace().to_string(), gw.to_string()),
+        };
+        if find(all, Kind::Gateway, &gw_ns, &gw_name).is_none() {
+            out.push(Diagnostic {
+                location: vs.locate(&format!("/spec/gateways/{g}")),
+                severity: Severity::Warning,
+                check: Check::Reference,
+                message: format!("gateways.networking.istio.io \"{gw_name}\" not found in namespace {gw_ns}: no traffic enters through it"),
+            });
+        }
+    }
 }
 
 fn find<'a>(manifests: &'a [Manifest], kind: Kind, ns: &str, name: &str) -> Option<&'a Manifest> {
@@ -61,29 +183,51 @@ fn find<'a>(manifests: &'a [Manifest], kind: Kind, ns: &str, name: &str) -> Opti
         .find(|m| m.object.kind == kind && m.object.namespace() == ns && m.object.name() == name)
 }
 
-fn check_rollout(m: &Manifest, all: &[Manifest], out: &mut Vec<Diagnostic>) {
+fn check_rollout<'a>(
+    m: &Manifest,
+    all: &'a [Manifest],
+    out: &mut Vec<Diagnostic>,
+    managed_vs: &mut Vec<&'a Manifest>,
+) {
     let name = m.object.name();
     let ns = m.object.namespace();
 
     // Whole percents: Istio weights are integers (and Argo rejects maxTrafficWeight with
-    // Istio), so 23.5 % cannot be set. Checked on the raw values, before typed decoding.
-    if let Some(steps) = m.object.spec()["strategy"]["canary"]["steps"].as_array() {
-        for (i, step) in steps.iter().enumerate() {
-            if let Some(w) = step.get("setWeight").and_then(Value::as_f64) {
-                if w.fract() != 0.0 {
-                    out.push(diag(
-                        m,
-                        &format!("/spec/strategy/canary/steps/{i}/setWeight"),
-                        Severity::Error,
-                        Check::Weights,
-                        format!("setWeight {w} is not a whole percent: Istio VirtualService weights are integers, so the closest settable weights are {} and {}", w.floor(), w.ceil()),
-                    ));
-                }
-            }
-        }
+    // Istio), so 23.5 % cannot be set. Checked on the raw values; the typed view then reads
+    // the whole part, so that the decode error does not bury this message and the other
+    // checks still run.
+    let mut spec_json = m.object.spec().clone();
+    let fractional: Vec<(usize, f64)> = spec_json["strategy"]["canary"]["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, step)| {
+            let w = step.get("setWeight").and_then(Value::as_f64)?;
+            (w.fract() != 0.0).then_some((i, w))
+        })
+        .collect();
+    for (i, w) in fractional {
+        let pointer = format!("/strategy/canary/steps/{i}/setWeight");
+        out.push(diag(
+            m,
+            &format!("/spec{pointer}"),
+            Severity::Error,
+            Check::Weights,
+            format!(
+                "setWeight {w} is not a whole percent: {}",
+                closest_weights(w)
+            ),
+        ));
+        floor_at(&mut spec_json, &pointer);
     }
 
-    let spec: RolloutSpec = match m.object.spec_as() {
+    let decoded = if spec_json.is_null() {
+        Ok(RolloutSpec::default())
+    } else {
+        RolloutSpec::deserialize(&spec_json)
+    };
+    let spec = match decoded {
         Ok(s) => s,
         Err(e) => {
             out.push(diag(
@@ -96,7 +240,7 @@ fn check_rollout(m: &Manifest, all: &[Manifest], out: &mut Vec<Diagnostic>) {
             return;
         }
     };
-    for err in validation::validate_rollout(m.object.spec(), &spec) {
+    for err in validation::validate_rollout(&spec_json, &spec) {
         out.push(diag(
             m,
             &err.pointer(),
@@ -143,80 +287,44 @@ fn check_rollout(m: &Manifest, all: &[Manifest], out: &mut Vec<Diagnostic>) {
         )
     };
     for (i, vs_ref) in istio_cfg.virtual_service_list().into_iter().enumerate() {
-        let pointer = if single {
-            format!("{list_ptr}/name")
+        let ref_ptr = if single {
+            list_ptr.to_string()
         } else {
-            format!("{list_ptr}/{i}/name")
+            format!("{list_ptr}/{i}")
         };
         let (vs_ns, vs_name) = istio::virtual_service_namespace_name(&vs_ref.name, ns);
         let vs = find(all, Kind::VirtualService, &vs_ns, &vs_name);
+        // Fractional weights are reported once per VirtualService (in `check`); validate
+        // the routes as if they were whole, so the report is that message and not also
+        // Argo's "Unable to get HTTP routes" for the same field.
+        let whole = vs.map(|v| {
+            let mut value = v.object.value.clone();
+            for (pointer, _) in fractional_weights(&v.object.value) {
+                floor_at(&mut value, &pointer);
+            }
+            value
+        });
         let field = istio_cfg.virtual_service_field();
-        if let Err(e) =
-            istio::validate_virtual_service(vs.map(|v| &v.object.value), vs_ref, field, &ctx)
-        {
+        if let Err(e) = istio::validate_virtual_service(whole.as_ref(), vs_ref, field, &ctx) {
             let check = if vs.is_none() {
                 Check::Reference
             } else {
                 Check::Routes
             };
+            // Argo names the VirtualService field; a route name the VirtualService lacks
+            // is shown where the user wrote it.
+            let pointer = vs_ref
+                .routes
+                .iter()
+                .position(|r| e.contains(&format!("HTTP Route '{r}' is not found")))
+                .map_or_else(
+                    || format!("{ref_ptr}/name"),
+                    |r| format!("{ref_ptr}/routes/{r}"),
+                );
             out.push(diag(m, &pointer, Severity::Error, check, e));
         }
-        let Some(vs) = vs else { continue };
-        // In-mesh callers use the implicit `mesh` gateway: a VirtualService bound only to
-        // named gateways does not apply to them (argo-rollouts issue 3383).
-        let gateways: Vec<&str> = vs.object.spec()["gateways"]
-            .as_array()
-            .map(|g| g.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        if !gateways.is_empty() && !gateways.contains(&"mesh") {
-            out.push(Diagnostic {
-                location: vs.locate("/spec/gateways"),
-                severity: Severity::Warning,
-                check: Check::MeshBinding,
-                message: format!(
-                    "VirtualService \"{vs_name}\" is bound to gateways [{}] but not to `mesh`: in-mesh callers bypass its weights and split by the Services' endpoints (add `mesh` to spec.gateways)",
-                    gateways.join(", ")
-                ),
-            });
-        }
-        for (g, gw) in gateways.iter().enumerate() {
-            if *gw == "mesh" {
-                continue;
-            }
-            let (gw_ns, gw_name) = match gw.split_once('/') {
-                Some((n, g)) => (n.to_string(), g.to_string()),
-                None => (vs.object.namespace().to_string(), gw.to_string()),
-            };
-            if find(all, Kind::Gateway, &gw_ns, &gw_name).is_none() {
-                out.push(Diagnostic {
-                    location: vs.locate(&format!("/spec/gateways/{g}")),
-                    severity: Severity::Warning,
-                    check: Check::Reference,
-                    message: format!("gateways.networking.istio.io \"{gw_name}\" not found in namespace {gw_ns}: no traffic enters through it"),
-                });
-            }
-        }
-        for section in ["http", "tls", "tcp"] {
-            let Some(routes) = vs.object.spec()[section].as_array() else {
-                continue;
-            };
-            for (r, route) in routes.iter().enumerate() {
-                for (d, dest) in route["route"].as_array().into_iter().flatten().enumerate() {
-                    if let Some(w) = dest.get("weight").and_then(Value::as_f64) {
-                        if w.fract() != 0.0 {
-                            out.push(Diagnostic {
-                                location: vs
-                                    .locate(&format!("/spec/{section}/{r}/route/{d}/weight")),
-                                severity: Severity::Error,
-                                check: Check::Weights,
-                                message: format!(
-                                    "weight {w} is not a whole percent: Istio weights are integers"
-                                ),
-                            });
-                        }
-                    }
-                }
-            }
+        if let Some(vs) = vs {
+            managed_vs.push(vs);
         }
     }
     if let Some(dr) = &istio_cfg.destination_rule {
@@ -235,6 +343,7 @@ fn check_rollout(m: &Manifest, all: &[Manifest], out: &mut Vec<Diagnostic>) {
     }
 }
 
+/// A finding at `pointer` in `m`.
 fn diag(
     m: &Manifest,
     pointer: &str,

@@ -142,6 +142,7 @@ impl Interval {
 
 /// Which interval method [`proportion_interval`] used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum IntervalMethod {
     /// Wilson score interval (large counts).
     Wilson,
@@ -815,6 +816,7 @@ pub fn kish_effective_n(requests_per_connection: &[u64]) -> u64 {
 
 /// What the mesh randomises when it applies a weight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SplitUnit {
     /// Each request independently picks an arm.
     Request,

@@ -8,5 +8,5 @@ pub mod plan;
 pub mod runner;
 pub mod split;
 
-pub use plan::{Disk, Embedded, Files, Plan, ScenarioError, load};
+pub use plan::{Disk, Embedded, Files, Plan, ScenarioError, load, parse};
 pub use runner::{RunReport, Runner, StepReport, run};

@@ -175,8 +175,40 @@ impl PlannedStep {
     }
 }
 
-/// Reads and checks the scenario at `path`.
+impl Plan {
+    /// Every manifest the scenario ever applies: the initial ones, then each `apply` step's,
+    /// in order.
+    pub fn all_manifests(&self) -> Vec<Manifest> {
+        let mut all = self.manifests.clone();
+        for step in &self.steps {
+            if let StepKind::Apply(m) = &step.kind {
+                all.extend(m.iter().cloned());
+            }
+        }
+        all
+    }
+}
+
+/// Reads and checks the scenario at `path`: [`parse`], then a reference that no manifest of
+/// the scenario ever satisfies (initially or in a later `apply`) is an error, since it can
+/// only be a mistake and the run would show nothing useful.
 pub fn load(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
+    let plan = parse(path, files)?;
+    if let Some(d) = crate::lint::check(&plan.all_manifests())
+        .into_iter()
+        .find(|d| {
+            d.check == crate::lint::Check::Reference && d.severity == crate::lint::Severity::Error
+        })
+    {
+        return Err(ScenarioError::at(d.location, d.message));
+    }
+    Ok(plan)
+}
+
+/// Reads the scenario at `path` into a [`Plan`]: syntax, keys, durations, manifest files and
+/// rollout names are checked; references between the manifests are not (`canarysim lint`
+/// reports those as diagnostics).
+pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
     let file = path.display().to_string();
     let text = files.read(path).map_err(|e| {
         ScenarioError::at(
@@ -363,20 +395,6 @@ pub fn load(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
             location,
             kind,
         });
-    }
-
-    // A reference that no manifest of the scenario ever satisfies (initially or in a later
-    // `apply`) can only be a mistake: report it before running.
-    let mut everything: Vec<Manifest> = manifests.clone();
-    for step in &steps {
-        if let StepKind::Apply(m) = &step.kind {
-            everything.extend(m.iter().cloned());
-        }
-    }
-    if let Some(d) = crate::lint::check(&everything).into_iter().find(|d| {
-        d.check == crate::lint::Check::Reference && d.severity == crate::lint::Severity::Error
-    }) {
-        return Err(ScenarioError::at(d.location, d.message));
     }
 
     Ok(Plan {
