@@ -66,8 +66,8 @@ pub struct World {
     wake: Option<SimTime>,
     /// The route tables the proxies receive, each after the push delay (like istiod → xDS).
     pub mesh: Mesh,
-    /// The store's resourceVersion when the last table was built.
-    pushed_rv: u64,
+    /// Fingerprint of what istiod watches (networking config and endpoints) at the last push.
+    pushed: Option<u64>,
 }
 
 impl World {
@@ -82,7 +82,7 @@ impl World {
             errors: BTreeMap::new(),
             wake: None,
             mesh: Mesh::new(),
-            pushed_rv: 0,
+            pushed: None,
         }
     }
 
@@ -173,14 +173,46 @@ impl World {
     /// istiod: when the store changed, a new route table reaches the proxies `push_delay`
     /// later (rapid changes are debounced into one push).
     fn push_routes(&mut self) {
-        let rv = self.api.resource_version();
-        if rv == self.pushed_rv {
+        let fingerprint = self.mesh_inputs();
+        if self.pushed == Some(fingerprint) {
             return;
         }
-        self.pushed_rv = rv;
+        self.pushed = Some(fingerprint);
         let table = mesh::translate(&self.api);
         self.mesh.push(table, self.now, self.config.push_delay);
         self.mesh.prune(self.now);
+    }
+
+    /// A fingerprint of what istiod reacts to: VirtualServices, DestinationRules, Gateways and
+    /// Services as written, and the Pods that serve (ready, with their labels). Rollout and
+    /// ReplicaSet writes, and pods that are not ready yet, change nothing the proxies see.
+    fn mesh_inputs(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for kind in [
+            Kind::VirtualService,
+            Kind::DestinationRule,
+            Kind::Gateway,
+            Kind::Service,
+        ] {
+            for o in self.api.list(kind, None, None) {
+                (kind, o.namespace(), o.name(), o.resource_version()).hash(&mut h);
+            }
+        }
+        for pod in self.api.list(Kind::Pod, None, None) {
+            if crate::endpoints::is_serving(pod) {
+                (pod.namespace(), pod.name(), pod.labels()).hash(&mut h);
+            }
+        }
+        // Role attribution (stable/canary) follows the rollouts' hashes.
+        for ro in self.api.list(Kind::Rollout, None, None) {
+            (
+                ro.status()["stableRS"].as_str(),
+                ro.status()["currentPodHash"].as_str(),
+            )
+                .hash(&mut h);
+        }
+        h.finish()
     }
 
     /// The next instant at which something happens by itself.

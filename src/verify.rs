@@ -815,7 +815,7 @@ pub fn kish_effective_n(requests_per_connection: &[u64]) -> u64 {
 // ---------------------------------------------------------------------------
 
 /// What the mesh randomises when it applies a weight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SplitUnit {
     /// Each request independently picks an arm.

@@ -36,6 +36,10 @@ scenarios! {
     dynamic_stable_scale => "dynamic-stable-scale.yaml",
     set_canary_scale => "set-canary-scale.yaml",
     basic_canary_approximates_the_weight_with_pods => "basic-canary-no-mesh.yaml",
+    gateway_only_virtualservice_is_bypassed_by_mesh_callers => "gateway-only-virtualservice.yaml",
+    no_mesh_keepalive_skew => "no-mesh-keepalive.yaml",
+    canary_returns_errors => "canary-errors.yaml",
+    fast_rollout_against_push_delay => "fast-rollout-push-delay.yaml",
 }
 
 #[test]

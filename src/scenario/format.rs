@@ -324,8 +324,27 @@ pub struct ReplicaExpect {
 pub struct ExpectSplit {
     pub within: Option<Percent>,
     pub confidence: Option<Percent>,
+    /// Extension: the verdict expected (default `pass`); `fail` asserts that the data cannot
+    /// show the split within tolerance (e.g. 20 keep-alive connections).
+    pub verdict: Option<VerdictExpect>,
+    /// Extension: the unit of randomisation expected (`request` or `connection`).
+    pub unit: Option<crate::verify::SplitUnit>,
+    /// Extension: the number of independent draws expected.
+    pub effective_n: Option<u64>,
+    /// Extension: version → expected 5xx rate; its interval must lie within ± `within`.
+    #[serde(default)]
+    pub errors: BTreeMap<String, Percent>,
+    /// Extension: whether canary latency differs from stable (Mann-Whitney at the confidence).
+    pub latency_differs: Option<bool>,
     #[serde(flatten)]
     pub shares: BTreeMap<String, Percent>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictExpect {
+    Pass,
+    Fail,
 }
 
 /// `20`, `"20%"` or `"23.5%"`: a percentage.

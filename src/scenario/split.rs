@@ -200,5 +200,84 @@ pub fn expect_split(r: &LoadResult, e: &ExpectSplit) -> (bool, String, SplitVerd
         ));
     }
     lines.push(format!("goodness of fit: p = {:.4}", verdict.gof.p_value));
-    (verdict.passes, lines.join("\n"), verdict)
+    let mut passed = match e.verdict {
+        Some(super::format::VerdictExpect::Fail) => {
+            lines.push(format!(
+                "verdict: expected to fail, {}",
+                if verdict.passes {
+                    "but it passed"
+                } else {
+                    "and it did"
+                }
+            ));
+            !verdict.passes
+        }
+        _ => verdict.passes,
+    };
+    if let Some(unit) = e.unit {
+        let ok = unit == verdict.unit;
+        passed &= ok;
+        lines.push(format!(
+            "unit: expected {unit:?}, got {:?}{}",
+            verdict.unit,
+            if ok { "" } else { ": FAILED" }
+        ));
+    }
+    if let Some(n) = e.effective_n {
+        let ok = n == verdict.effective_n;
+        passed &= ok;
+        lines.push(format!(
+            "effective n: expected {n}, got {}{}",
+            verdict.effective_n,
+            if ok { "" } else { ": FAILED" }
+        ));
+    }
+    for (key, rate) in &e.errors {
+        let (responses, errors) = r
+            .arms
+            .iter()
+            .filter(|a| match key.as_str() {
+                "stable" => a.role == Role::Stable,
+                "canary" => a.role == Role::Canary,
+                tag => a.version == tag,
+            })
+            .fold((0, 0), |(n, k), a| (n + a.responses, k + a.errors));
+        let ci = verify::proportion_interval(errors, responses, confidence);
+        let (lo, hi) = (rate.0 - within, rate.0 + within);
+        let ok = responses > 0
+            && ci.interval.lo * 100.0 >= lo - 1e-9
+            && ci.interval.hi * 100.0 <= hi + 1e-9;
+        passed &= ok;
+        lines.push(format!(
+            "{key} errors: {errors} of {responses} ({:.2} %), interval [{:.2}, {:.2}] %, expected {} ± {within} %: {}",
+            ci.estimate * 100.0,
+            ci.interval.lo * 100.0,
+            ci.interval.hi * 100.0,
+            rate.0,
+            if ok { "inside" } else { "NOT inside" }
+        ));
+    }
+    if let Some(want) = e.latency_differs {
+        let report = load_report(r);
+        match report.latency_comparison {
+            Some(m) => {
+                let differs = m.p_value_two_sided < 1.0 - confidence;
+                let ok = differs == want;
+                passed &= ok;
+                lines.push(format!(
+                    "latency: Mann-Whitney p = {:.2e}, P(canary slower) = {:.3}: {} (expected {}){}",
+                    m.p_value_two_sided,
+                    m.effect,
+                    if differs { "differs" } else { "no difference shown" },
+                    if want { "differs" } else { "no difference" },
+                    if ok { "" } else { ": FAILED" }
+                ));
+            }
+            None => {
+                passed = false;
+                lines.push("latency: too few canary or stable answers to compare".into());
+            }
+        }
+    }
+    (passed, lines.join("\n"), verdict)
 }
