@@ -1064,6 +1064,14 @@ impl LatencyRecorder {
         }
     }
 
+    /// Records `count` occurrences of one latency (microseconds).
+    pub fn record_n(&mut self, us: u64, count: u64) {
+        let us = us.min(MAX_LATENCY_US);
+        if self.hist.record_n(us, count).is_err() {
+            self.hist.saturating_record_n(us, count);
+        }
+    }
+
     /// Number of recorded values.
     pub fn count(&self) -> u64 {
         self.hist.len()

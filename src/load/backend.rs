@@ -33,6 +33,12 @@ impl BackendModel {
         }
     }
 
+    /// Whether every answer is the same (no jitter, no errors): then no draw is needed.
+    #[inline(always)]
+    pub fn deterministic(&self) -> bool {
+        self.jitter_us == 0 && self.error_threshold == 0
+    }
+
     /// (latency in µs, is an error) from one random draw: the low 32 bits decide the error,
     /// the high 32 bits the jitter (uniform in latency ± jitter, never below zero).
     #[inline]

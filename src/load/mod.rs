@@ -110,6 +110,51 @@ pub struct ArmStats {
     pub mirrored: u64,
     /// Response latency, microseconds, from the intended start.
     pub latency: LatencyRecorder,
+    /// Latencies below [`BIN_LIMIT_US`] counted per microsecond while the load runs, then
+    /// added to `latency` (the same histogram, without a histogram update per request).
+    pub(crate) bins: Vec<u64>,
+}
+
+/// Latencies below this many microseconds are binned exactly before they reach the histogram.
+pub(crate) const BIN_LIMIT_US: u64 = 1 << 16;
+
+impl ArmStats {
+    /// Records one latency.
+    #[inline(always)]
+    pub(crate) fn record_latency(&mut self, us: u64) {
+        if us < BIN_LIMIT_US {
+            let i = us as usize;
+            if i >= self.bins.len() {
+                self.bins.resize(i + 1, 0);
+            }
+            self.bins[i] += 1;
+        } else {
+            self.latency.record(us);
+        }
+    }
+
+    /// Records `count` answers of the same latency.
+    pub(crate) fn record_latency_n(&mut self, us: u64, count: u64) {
+        if us < BIN_LIMIT_US {
+            let i = us as usize;
+            if i >= self.bins.len() {
+                self.bins.resize(i + 1, 0);
+            }
+            self.bins[i] += count;
+        } else {
+            self.latency.record_n(us, count);
+        }
+    }
+
+    /// Moves the binned latencies into the histogram.
+    pub(crate) fn flush_latencies(&mut self) {
+        for (us, count) in self.bins.iter().enumerate() {
+            if *count > 0 {
+                self.latency.record_n(us as u64, *count);
+            }
+        }
+        self.bins.clear();
+    }
 }
 
 /// Everything a load step observed.

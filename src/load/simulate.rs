@@ -70,6 +70,19 @@ pub fn simulate(
     proxy_mode: ProxyMode,
     rng: &mut Pcg64Mcg,
 ) -> Result<LoadResult, SimError> {
+    simulate_with(world, workload, backends, lb, proxy_mode, rng, true)
+}
+
+/// [`simulate`], optionally without the specialised loop (to check they agree).
+pub(crate) fn simulate_with(
+    world: &mut World,
+    workload: &Workload,
+    backends: &Backends,
+    lb: LbPolicy,
+    proxy_mode: ProxyMode,
+    rng: &mut Pcg64Mcg,
+    allow_fast: bool,
+) -> Result<LoadResult, SimError> {
     world.settle()?;
     let started = world.now();
     let path = choose_path(world, workload);
@@ -186,6 +199,7 @@ pub fn simulate(
             proxy_state: &mut proxy_state,
             service,
             lb,
+            allow_fast,
         };
         let sent_before = state.result_sent;
         let epoch_shares = {
@@ -293,6 +307,9 @@ pub fn simulate(
         refused: state.refused,
         arms: {
             // Versions that took part, stable first, then canary, then the rest.
+            for a in &mut state.arms {
+                a.flush_latencies();
+            }
             let mut arms: Vec<ArmStats> = state
                 .arms
                 .into_iter()
@@ -340,10 +357,143 @@ struct Ctx<'a> {
     proxy_state: &'a mut ProxyState,
     service: Option<crate::endpoints::ServiceId>,
     lb: LbPolicy,
+    allow_fast: bool,
 }
 
 /// The in-mesh router state of an epoch: the table and its load-balancer state.
 type MeshState<'t> = (&'t crate::mesh::RouteTable, &'t mut crate::mesh::LbState);
+
+/// The common case in a tight loop: HTTP through the mesh, closed loop, round robin, no
+/// mirror. It draws exactly as [`one_request_timed`] does (one draw for a split of two or
+/// more, one for a non-deterministic answer), so a seed gives the same result either way.
+/// Returns false when the case does not apply.
+#[allow(clippy::too_many_arguments)]
+fn fast_mesh_epoch(
+    d: &mut Driver,
+    ctx: &Ctx,
+    mesh: &mut Option<MeshState>,
+    route: &Option<Result<crate::mesh::RouteChoice, RouteError>>,
+    w: &Workload,
+    rng: &mut Pcg64Mcg,
+    free_at: &mut [u64],
+    epoch_end_us: u64,
+    limit: u64,
+) -> bool {
+    let (Some((table, lb_state)), Some(Ok(choice))) = (mesh.as_mut(), route) else {
+        return false;
+    };
+    if ctx.unit_per_connection
+        || w.arrival != Arrival::Closed
+        || choice.mirror.is_some()
+        || ctx.lb != LbPolicy::RoundRobin
+    {
+        return false;
+    }
+    // Per split entry: its endpoints and round-robin position.
+    let mut entries: Vec<(crate::mesh::ClusterId, &[crate::endpoints::EndpointId], u32)> =
+        Vec::new();
+    for (cluster, _) in choice.clusters.iter() {
+        let Some(c) = table.cluster(cluster) else {
+            return false;
+        };
+        if c.lb_override().is_some_and(|p| p != LbPolicy::RoundRobin) {
+            return false;
+        }
+        let eps = c.endpoints();
+        let n = eps.len() as u32;
+        let pos = if n == 0 {
+            0
+        } else {
+            lb_state.round_robin(cluster) % n
+        };
+        entries.push((cluster, eps, pos));
+    }
+    let single = entries.len() == 1;
+    let new_connection = !ctx.reuse;
+    // Counts per endpoint in local arrays: consecutive requests go to different endpoints,
+    // so the increments do not wait on each other; they are folded into the versions' stats
+    // at the end. A deterministic answer needs no per-request latency record at all.
+    let n_eps = ctx.ep.model.len();
+    let mut ep_responses = vec![0u64; n_eps];
+    let mut ep_errors = vec![0u64; n_eps];
+    let (mut sent, mut answered, mut failed) = (d.result_sent, 0u64, 0u64);
+    let mut slice_end = free_at
+        .iter()
+        .copied()
+        .min()
+        .unwrap_or(0)
+        .saturating_add(SLICE_US)
+        .min(epoch_end_us);
+    'slices: loop {
+        for t in free_at.iter_mut() {
+            let mut now = *t;
+            while now < slice_end {
+                if sent >= limit {
+                    *t = now;
+                    break 'slices;
+                }
+                sent += 1;
+                let i = if single {
+                    0
+                } else {
+                    choice.clusters.index_for(rng.next_u64())
+                };
+                let (_, eps, pos) = &mut entries[i];
+                if eps.is_empty() {
+                    failed += 1;
+                    now += FAILURE_US;
+                    continue;
+                }
+                let e = eps[*pos as usize].0 as usize;
+                *pos += 1;
+                if *pos as usize == eps.len() {
+                    *pos = 0;
+                }
+                let model = ctx.ep.model[e];
+                answered += 1;
+                ep_responses[e] += 1;
+                let latency = if model.deterministic() {
+                    model.latency_us.max(1)
+                } else {
+                    let (latency, error) = model.answer(rng.next_u64());
+                    ep_errors[e] += error as u64;
+                    d.arms[ctx.ep.arm[e] as usize].record_latency(latency);
+                    latency
+                };
+                now += latency;
+            }
+            *t = now;
+        }
+        if slice_end >= epoch_end_us {
+            break;
+        }
+        slice_end = slice_end.saturating_add(SLICE_US).min(epoch_end_us);
+    }
+    d.connections_opened += if new_connection {
+        sent - d.result_sent
+    } else {
+        0
+    };
+    d.result_sent = sent;
+    d.answered += answered;
+    d.no_healthy_upstream += failed;
+    for e in 0..n_eps {
+        if ep_responses[e] == 0 {
+            continue;
+        }
+        let model = ctx.ep.model[e];
+        let arm = &mut d.arms[ctx.ep.arm[e] as usize];
+        arm.responses += ep_responses[e];
+        arm.errors += ep_errors[e];
+        if model.deterministic() {
+            arm.record_latency_n(model.latency_us.max(1), ep_responses[e]);
+        }
+    }
+    for (cluster, _, pos) in entries {
+        lb_state.set_round_robin(cluster, pos);
+    }
+    true
+}
 
 #[allow(clippy::too_many_arguments)]
 fn run_epoch(
@@ -360,6 +510,21 @@ fn run_epoch(
     epoch_end_us: u64,
     limit: u64,
 ) {
+    if ctx.allow_fast
+        && fast_mesh_epoch(
+            d,
+            ctx,
+            &mut mesh,
+            &route,
+            w,
+            rng,
+            free_at,
+            epoch_end_us,
+            limit,
+        )
+    {
+        return;
+    }
     match w.arrival {
         Arrival::Closed => {
             // Connections take turns in short slices of virtual time.
@@ -534,11 +699,17 @@ fn one_request_timed(
         return FAILURE_US;
     };
     let e = e as usize;
-    let (latency, error) = ctx.ep.model[e].answer(rng.next_u64());
+    let model = ctx.ep.model[e];
+    let draw = if model.deterministic() {
+        0
+    } else {
+        rng.next_u64()
+    };
+    let (latency, error) = model.answer(draw);
     let arm = &mut d.arms[ctx.ep.arm[e] as usize];
     arm.responses += 1;
     arm.errors += error as u64;
-    arm.latency.record(latency + queued_us);
+    arm.record_latency(latency + queued_us);
     d.answered += 1;
     latency
 }
@@ -612,6 +783,7 @@ fn arm_index(arms: &mut Vec<ArmStats>, role: Role, version: &str) -> u16 {
         connections: 0,
         mirrored: 0,
         latency: crate::verify::LatencyRecorder::new(),
+        bins: Vec::new(),
     });
     (arms.len() - 1) as u16
 }
@@ -637,5 +809,96 @@ fn choose_path(world: &World, w: &Workload) -> Path {
             },
             _ => Path::KubeProxy,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::Amount;
+    use crate::model::yaml::load_file;
+    use std::path::Path;
+
+    fn paused_world() -> World {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests");
+        let m = |f: &str| load_file(&dir.join(f), "my-demo").unwrap();
+        let mut w = World::new(crate::sim::ClusterConfig::default(), 1);
+        let mut all = Vec::new();
+        for f in [
+            "seed-004-rollout.yaml",
+            "seed-004-services.yaml",
+            "seed-004-gateway.yaml",
+            "seed-004-virtualsvc.yaml",
+        ] {
+            all.extend(m(f));
+        }
+        w.apply(&all).unwrap();
+        w.advance(Duration::from_secs(30)).unwrap();
+        w.apply(&m("seed-004-rollout-update.yaml")).unwrap();
+        // Stop right as the weight is written, so the load spans a table push.
+        w.advance(Duration::from_secs(5)).unwrap();
+        w
+    }
+
+    fn summary(r: &LoadResult) -> Vec<(String, u64, u64, u64)> {
+        r.arms
+            .iter()
+            .map(|a| {
+                (
+                    a.version.clone(),
+                    a.responses,
+                    a.errors,
+                    a.latency.summary().p99,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_fast_loop_and_the_general_path_agree_request_for_request() {
+        let mut backends = Backends::default();
+        backends.by_image.insert(
+            "argoproj/rollouts-demo:yellow".into(),
+            BackendModel::new(Duration::from_millis(3), Duration::from_millis(1), 0.1),
+        );
+        for keepalive in [true, false] {
+            let w = Workload {
+                amount: Amount::Requests(50_000),
+                namespace: "my-demo".into(),
+                host: "rollouts-demo.local".into(),
+                keepalive,
+                ..Workload::default()
+            };
+            let run = |fast| {
+                let mut world = paused_world();
+                let mut rng = crate::random::stream(9, "load");
+                let r = simulate_with(
+                    &mut world,
+                    &w,
+                    &backends,
+                    LbPolicy::RoundRobin,
+                    ProxyMode::Iptables,
+                    &mut rng,
+                    fast,
+                )
+                .unwrap();
+                (
+                    summary(&r),
+                    r.sent,
+                    r.connections_opened,
+                    r.ended,
+                    world.now(),
+                )
+            };
+            let (fast, slow) = (run(true), run(false));
+            assert_eq!(fast, slow);
+            assert!(
+                fast.0
+                    .iter()
+                    .any(|a| a.0 == "yellow" && a.1 > 5_000 && a.2 > 500),
+                "{:?}",
+                fast.0
+            );
+        }
     }
 }

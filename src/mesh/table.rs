@@ -226,6 +226,17 @@ impl WeightedClusters {
         last
     }
 
+    /// Envoy's choice for one random value: the index into [`WeightedClusters::iter`]
+    /// that [`WeightedClusters::pick`] returns for a draw of `x`.
+    #[inline(always)]
+    pub fn index_for(&self, x: u64) -> usize {
+        let v = x % self.total;
+        self.entries
+            .iter()
+            .position(|e| v < e.end)
+            .unwrap_or(self.entries.len() - 1)
+    }
+
     /// (cluster, weight) in route order.
     pub fn iter(&self) -> impl Iterator<Item = (ClusterId, u32)> + '_ {
         self.entries.iter().map(|e| (e.cluster, e.weight))
@@ -340,9 +351,13 @@ impl Cluster {
         }
         match self.lb.unwrap_or(lb) {
             LbPolicy::RoundRobin => {
+                // The cursor wraps by comparison: the same sequence as `cursor % n`.
                 let cursor = state.cursor(self.id);
-                let i = (*cursor as usize) % n;
-                *cursor = cursor.wrapping_add(1);
+                let mut i = *cursor as usize;
+                if i >= n {
+                    i %= n;
+                }
+                *cursor = if i + 1 == n { 0 } else { (i + 1) as u32 };
                 Some(eps[i])
             }
             LbPolicy::Random => Some(eps[(rng.next_u64() % n as u64) as usize]),
@@ -374,6 +389,16 @@ impl LbState {
             cursors: vec![0; table.clusters.len()],
             active: vec![0; table.endpoints.len()],
         }
+    }
+
+    /// The round-robin position of cluster `c` (for drivers that run the same choice in a
+    /// loop of their own and hand the position back with [`LbState::set_round_robin`]).
+    pub fn round_robin(&self, c: ClusterId) -> u32 {
+        self.cursors.get(c.0 as usize).copied().unwrap_or(0)
+    }
+
+    pub fn set_round_robin(&mut self, c: ClusterId, position: u32) {
+        *self.cursor(c) = position;
     }
 
     #[inline]
