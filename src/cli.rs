@@ -55,6 +55,16 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a scenario's rollout with its trafficRouting and again without it (same seed,
+    /// same load), and compare, per load step, the set weight with what each delivered.
+    Compare {
+        /// Scenario file (default: the bundled seed walkthrough).
+        path: Option<PathBuf>,
+        #[arg(long)]
+        seed: Option<u64>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
     /// Run a scenario file, or every scenario in a directory (default: the bundled seed
     /// walkthrough).
     Run {
@@ -99,6 +109,7 @@ pub fn main() -> ExitCode {
 pub fn execute(cli: Cli) -> (u8, String, String) {
     match cli.command {
         Command::Run { path, seed, format } => run(path.as_deref(), seed, format),
+        Command::Compare { path, seed, format } => compare(path.as_deref(), seed, format),
         Command::Lint { files } => lint_files(&files),
     }
 }
@@ -175,6 +186,23 @@ fn is_scenario(path: &Path) -> bool {
         }),
         Err(_) => false,
     }
+}
+
+fn compare(path: Option<&Path>, seed: Option<u64>, format: Format) -> (u8, String, String) {
+    let (files, path): (&dyn Files, PathBuf) = match path {
+        None => (&EMBEDDED, PathBuf::from(DEFAULT_SCENARIO)),
+        Some(p) => (&Disk, p.to_path_buf()),
+    };
+    let plan = match scenario::load(&path, files) {
+        Ok(plan) => plan,
+        Err(e) => return (2, String::new(), format!("{e}\n")),
+    };
+    let report = scenario::compare::compare(&plan, seed);
+    let out = match format {
+        Format::Text => report::text::compare(&report),
+        Format::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
+    };
+    (0, out, String::new())
 }
 
 fn run(path: Option<&Path>, seed: Option<u64>, format: Format) -> (u8, String, String) {

@@ -74,3 +74,40 @@ fn an_unknown_key_exits_2_with_path_line_column() {
     );
     assert!(err.starts_with(&want), "{err}");
 }
+
+#[test]
+fn compare_shows_the_mesh_at_the_set_weight_and_the_no_mesh_split_at_the_pod_ratio() {
+    let (code, out, err) = run(&["compare", "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = report["rows"].as_array().unwrap();
+    let set: Vec<i64> = rows
+        .iter()
+        .map(|r| r["set_weight"].as_i64().unwrap())
+        .collect();
+    assert_eq!(set, [20, 40, 100]);
+    for row in rows {
+        let set = row["set_weight"].as_f64().unwrap();
+        // Through the mesh: within ±1 point of the set weight, per request.
+        assert!(
+            row["mesh"]["error_points"].as_f64().unwrap().abs() <= 1.0,
+            "{row}"
+        );
+        assert_eq!(row["mesh"]["unit"], "request");
+        // Without it: the basic canary's pods are at the set weight here (1 of 5, 2 of 5,
+        // all), and the split is per connection, 16 of them: a much wider interval.
+        assert!(
+            (row["pod_ratio"].as_f64().unwrap() * 100.0 - set).abs() < 1e-9,
+            "{row}"
+        );
+        assert_eq!(row["no_mesh"]["unit"], "connection");
+        assert_eq!(row["no_mesh"]["effective_n"], 16);
+        let width = |o: &serde_json::Value| {
+            o["interval"]["hi"].as_f64().unwrap() - o["interval"]["lo"].as_f64().unwrap()
+        };
+        assert!(width(&row["no_mesh"]) > 10.0 * width(&row["mesh"]), "{row}");
+    }
+    let (code, text, _) = run(&["compare"]);
+    assert_eq!(code, 0);
+    assert!(text.contains("NO MESH OBSERVED"), "{text}");
+}

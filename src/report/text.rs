@@ -161,3 +161,62 @@ pub fn load_summary(r: &crate::scenario::split::LoadReport) -> String {
 fn millis(us: u64) -> String {
     format!("{:.2}ms", us as f64 / 1000.0)
 }
+
+/// `canarysim compare`: per load step, the set weight beside what the mesh and the no-mesh
+/// worlds delivered.
+pub fn compare(r: &crate::scenario::compare::CompareReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "compare {} (seed {}) — {}", r.name, r.seed, r.file);
+    let _ = writeln!(
+        out,
+        "mesh: the scenario as written; no mesh: trafficRouting removed (basic canary), clients without sidecars through kube-proxy"
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:>4}  {:<9} {:>4} {:>4}  {:<28} {:>6}  {:>6}  {:<36} {:>6}",
+        "STEP",
+        "TIME",
+        "SET",
+        "VS",
+        "MESH OBSERVED (99 %)",
+        "ERROR",
+        "PODS",
+        "NO MESH OBSERVED (99 %)",
+        "ERROR"
+    );
+    for row in &r.rows {
+        let cell = |o: &crate::scenario::compare::Observed| {
+            let unit = match o.unit {
+                crate::verify::SplitUnit::Request => "req",
+                crate::verify::SplitUnit::Connection => "conn",
+            };
+            format!(
+                "{:>6.2} % [{:.2}, {:.2}] n={} {unit}",
+                o.share * 100.0,
+                o.interval.lo * 100.0,
+                o.interval.hi * 100.0,
+                o.effective_n
+            )
+        };
+        let _ = writeln!(
+            out,
+            "{:>4}  {:<9} {:>4} {:>4}  {:<28} {:>+6.2}  {:>5.1}%  {:<36} {:>+6.2}",
+            row.step,
+            row.time,
+            row.set_weight,
+            row.virtual_service_weight
+                .map(|w| w.to_string())
+                .unwrap_or_else(|| "-".into()),
+            cell(&row.mesh),
+            row.mesh.error_points,
+            row.pod_ratio * 100.0,
+            cell(&row.no_mesh),
+            row.no_mesh.error_points
+        );
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    out
+}

@@ -1,0 +1,272 @@
+//! `canarysim compare`: the same scenario with and without the mesh.
+//!
+//! The scenario runs as written (traffic routing through Istio); then it runs again with
+//! `trafficRouting` removed from every Rollout, so that Argo falls back to the basic canary
+//! (the weight approximated by the ratio of pods) and clients without sidecars reach the pods
+//! through a plain Service selecting the rollout's pods, kube-proxy choosing a pod per
+//! connection. Same seed, same load steps. Per load step the report sets the set weight
+//! beside what each world delivered.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::plan::{Plan, StepKind};
+use super::runner::Runner;
+use super::split::LoadReport;
+use crate::load::OriginChoice;
+use crate::model::rollout::{RolloutSpec, RolloutStatus};
+use crate::model::{Kind, Manifest, Object};
+use crate::report::get_rollout;
+use crate::verify::Interval;
+
+/// Service the no-mesh run adds in front of each rollout's pods.
+pub fn plain_service_name(rollout: &str) -> String {
+    format!("{rollout}-all")
+}
+
+/// One load step, both ways.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CompareRow {
+    pub step: usize,
+    pub time: String,
+    /// The rollout's SetWeight when the load ran (mesh world).
+    pub set_weight: i32,
+    /// The canary weight written to the VirtualService (mesh world).
+    pub virtual_service_weight: Option<i32>,
+    pub mesh: Observed,
+    /// The new version's share of the rollout's ready pods (no-mesh world).
+    pub pod_ratio: f64,
+    pub no_mesh: Observed,
+}
+
+/// The share of the rollout's new version (its current pod template) a load observed, its
+/// interval (99 %), and its error against the set weight in percentage points. (After full
+/// promotion the new version is the stable one: it then gets everything, as SetWeight 100
+/// says, while the VirtualService is back to canary 0.)
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Observed {
+    pub share: f64,
+    pub interval: Interval,
+    pub unit: crate::verify::SplitUnit,
+    pub effective_n: u64,
+    pub error_points: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CompareReport {
+    pub name: String,
+    pub file: String,
+    pub seed: u64,
+    pub rows: Vec<CompareRow>,
+    /// Steps of the no-mesh run that could not run as written (e.g. a `wait` whose phase
+    /// never comes), for the reader's information.
+    pub notes: Vec<String>,
+}
+
+/// Runs `plan` with and without traffic routing.
+pub fn compare(plan: &Plan, seed: Option<u64>) -> CompareReport {
+    let no_mesh_plan = without_traffic_routing(plan);
+    let mesh = collect(plan, seed, true);
+    let no_mesh = collect(&no_mesh_plan, seed, false);
+    let mut notes: Vec<String> = mesh
+        .1
+        .into_iter()
+        .map(|n| format!("mesh run: {n}"))
+        .collect();
+    notes.extend(no_mesh.1.into_iter().map(|n| format!("no-mesh run: {n}")));
+    let rows = mesh
+        .0
+        .into_iter()
+        .zip(no_mesh.0)
+        .map(|(m, n)| CompareRow {
+            step: m.step,
+            time: m.time,
+            set_weight: m.set_weight,
+            virtual_service_weight: m.vs_weight,
+            mesh: observed(&m.load, &m.version, m.set_weight),
+            pod_ratio: n.pod_ratio,
+            no_mesh: observed(&n.load, &n.version, m.set_weight),
+        })
+        .collect();
+    CompareReport {
+        name: plan.name.clone(),
+        file: plan.file.clone(),
+        seed: seed.unwrap_or(plan.seed),
+        rows,
+        notes,
+    }
+}
+
+struct Sample {
+    step: usize,
+    time: String,
+    set_weight: i32,
+    vs_weight: Option<i32>,
+    /// Image tag of the rollout's current pod template.
+    version: String,
+    /// Ready pods of the current template / ready pods of the rollout.
+    pod_ratio: f64,
+    load: LoadReport,
+}
+
+/// Runs a plan step by step and keeps, for each load step, the load report and the
+/// rollout's weights at that moment.
+fn collect(plan: &Plan, seed: Option<u64>, mesh: bool) -> (Vec<Sample>, Vec<String>) {
+    let mut runner = Runner::new(plan, seed);
+    let mut samples = Vec::new();
+    let mut notes = Vec::new();
+    while let Some(step) = runner.step() {
+        let step = step.clone();
+        if step.action == "wait" && !step.passed {
+            notes.push(format!(
+                "step {} ({}): {}",
+                step.index, step.summary, step.detail
+            ));
+        }
+        let Some(load) = step.load else { continue };
+        let (set_weight, vs_weight) = rollout_weights(&runner, &plan.namespace);
+        let (version, pod_ratio) = new_version(&runner, &plan.namespace);
+        samples.push(Sample {
+            step: step.index,
+            time: step.time.clone(),
+            set_weight,
+            vs_weight: vs_weight.filter(|_| mesh),
+            version,
+            pod_ratio,
+            load,
+        });
+    }
+    (samples, notes)
+}
+
+/// SetWeight and the canary weight written to the VirtualService, of the scenario's
+/// (first) rollout.
+fn rollout_weights(runner: &Runner, ns: &str) -> (i32, Option<i32>) {
+    let Some(ro) = runner
+        .world
+        .api
+        .list(Kind::Rollout, Some(ns), None)
+        .into_iter()
+        .next()
+    else {
+        return (0, None);
+    };
+    let spec: RolloutSpec = ro.spec_as().unwrap_or_default();
+    let status: RolloutStatus = ro.status_as().unwrap_or_default();
+    let vs = status.canary.weights.as_ref().map(|w| w.canary.weight);
+    (get_rollout::set_weight(&spec, &status), vs)
+}
+
+/// The image tag of the (first) rollout's current template, and the share of its ready pods
+/// that run it.
+fn new_version(runner: &Runner, ns: &str) -> (String, f64) {
+    let api = &runner.world.api;
+    let Some(ro) = api.list(Kind::Rollout, Some(ns), None).into_iter().next() else {
+        return (String::new(), 0.0);
+    };
+    let image = ro.spec()["template"]["spec"]["containers"][0]["image"]
+        .as_str()
+        .unwrap_or("");
+    let hash = ro.status()["currentPodHash"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let selector = crate::model::object::string_map(ro.spec()["selector"].get("matchLabels"));
+    let pods: Vec<_> = api
+        .list(Kind::Pod, Some(ns), Some(&selector))
+        .into_iter()
+        .filter(|p| crate::endpoints::is_serving(p))
+        .collect();
+    let new = pods
+        .iter()
+        .filter(|p| p.labels().get(crate::controller::replicaset::HASH_LABEL) == Some(&hash))
+        .count();
+    let ratio = if pods.is_empty() {
+        0.0
+    } else {
+        new as f64 / pods.len() as f64
+    };
+    (crate::endpoints::image_version(image).to_string(), ratio)
+}
+
+fn observed(load: &LoadReport, version: &str, set_weight: i32) -> Observed {
+    let canary: Vec<_> = load
+        .versions
+        .iter()
+        .filter(|v| v.version == version)
+        .collect();
+    let share: f64 = canary.iter().map(|v| v.share).sum();
+    let interval = match canary.as_slice() {
+        [one] => one.interval,
+        _ => {
+            let k = (share * load.effective_n as f64).round() as u64;
+            crate::verify::proportion_interval(k, load.effective_n, super::split::REPORT_CONFIDENCE)
+                .interval
+        }
+    };
+    Observed {
+        share: share + 0.0, // no "-0.00"
+
+        interval,
+        unit: load.unit,
+        effective_n: load.effective_n,
+        error_points: share * 100.0 - f64::from(set_weight),
+    }
+}
+
+/// The plan without a mesh: every Rollout loses `trafficRouting`, a plain Service selects
+/// each rollout's pods, and every load comes from pods without sidecars to that Service.
+pub fn without_traffic_routing(plan: &Plan) -> Plan {
+    let mut p = plan.clone();
+    let mut rollouts = Vec::new();
+    let strip = |m: &mut Manifest, rollouts: &mut Vec<(String, Value)>| {
+        if m.object.kind != Kind::Rollout {
+            return;
+        }
+        if let Some(canary) = m.object.value["spec"]["strategy"]["canary"].as_object_mut() {
+            canary.remove("trafficRouting");
+            // Header and mirror routes need a mesh: without one the steps would be invalid.
+            if let Some(steps) = canary.get_mut("steps").and_then(Value::as_array_mut) {
+                steps.retain(|s| {
+                    s.get("setHeaderRoute").is_none() && s.get("setMirrorRoute").is_none()
+                });
+            }
+        }
+        let selector = m.object.value["spec"]["selector"]["matchLabels"].clone();
+        rollouts.push((m.object.name().to_string(), selector));
+    };
+    for m in &mut p.manifests {
+        strip(m, &mut rollouts);
+    }
+    for step in &mut p.steps {
+        match &mut step.kind {
+            StepKind::Apply(ms) => {
+                for m in ms {
+                    strip(m, &mut rollouts);
+                }
+            }
+            StepKind::Load(w) => {
+                w.origin = OriginChoice::Plain;
+                if let Some((name, _)) = rollouts.first() {
+                    w.host = plain_service_name(name);
+                }
+            }
+            _ => {}
+        }
+    }
+    rollouts.sort_by(|a, b| a.0.cmp(&b.0));
+    rollouts.dedup_by(|a, b| a.0 == b.0);
+    for (name, selector) in rollouts {
+        let svc = json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": plain_service_name(&name), "namespace": plan.namespace},
+            "spec": {"selector": selector, "ports": [{"name": "http", "port": 80}]},
+        });
+        p.manifests.push(Manifest {
+            object: Object::new(Kind::Service, svc),
+            source: std::sync::Arc::new(crate::model::SourceMap::synthetic("canarysim compare")),
+        });
+    }
+    p
+}
