@@ -40,6 +40,7 @@ scenarios! {
     no_mesh_keepalive_skew => "no-mesh-keepalive.yaml",
     canary_returns_errors => "canary-errors.yaml",
     fast_rollout_against_push_delay => "fast-rollout-push-delay.yaml",
+    sequential_test_stops_the_load_early => "sequential-test.yaml",
 }
 
 #[test]

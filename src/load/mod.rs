@@ -71,6 +71,31 @@ pub struct Workload {
     pub method: String,
     pub headers: Vec<(String, String)>,
     pub sni: Option<String>,
+    /// Stop as soon as a sequential test decides (the amount is then the most to send).
+    pub stop: Option<StopRule>,
+}
+
+/// A sequential probability ratio test on one version's share: is it `share`, or off by
+/// `delta`? The load stops when the test decides either way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StopRule {
+    /// `stable`, `canary` or an image tag.
+    pub key: String,
+    pub share: f64,
+    pub delta: f64,
+    pub alpha: f64,
+    pub beta: f64,
+}
+
+/// What the sequential test decided, and after how many answers.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Sequential {
+    /// `matches`, `differs`, or `undecided` (the load ran out first), or `not applicable`
+    /// (the split is made per connection: requests are not independent draws).
+    pub decision: String,
+    pub after: u64,
+    /// The most the load would have sent.
+    pub planned: Option<u64>,
 }
 
 impl Default for Workload {
@@ -90,6 +115,7 @@ impl Default for Workload {
             method: "GET".into(),
             headers: Vec::new(),
             sni: None,
+            stop: None,
         }
     }
 }
@@ -119,6 +145,16 @@ pub struct ArmStats {
 pub(crate) const BIN_LIMIT_US: u64 = 1 << 16;
 
 impl ArmStats {
+    /// Whether a share key names this version: `stable` / `canary` by role, anything else
+    /// by image tag.
+    pub fn matches(&self, key: &str) -> bool {
+        match key {
+            "stable" => self.role == Role::Stable,
+            "canary" => self.role == Role::Canary,
+            tag => self.version == tag,
+        }
+    }
+
     /// Records one latency.
     #[inline(always)]
     pub(crate) fn record_latency(&mut self, us: u64) {
@@ -172,6 +208,8 @@ pub struct LoadResult {
     pub connections_opened: u64,
     /// What the router did: `gateway my-demo/rollouts-demo-gateway`, `mesh`, `kube-proxy`.
     pub path: String,
+    /// The sequential test's outcome, when the workload had a stop rule.
+    pub sequential: Option<Sequential>,
     /// The split the data plane's configuration implies, per role: the VirtualService
     /// weights (or, through kube-proxy, the ratio of ready pods) of each route table in
     /// force, weighted by the requests sent while it was in force (push delays included).
@@ -191,11 +229,7 @@ impl LoadResult {
     pub fn count(&self, key: &str) -> (u64, u64) {
         self.arms
             .iter()
-            .filter(|a| match key {
-                "stable" => a.role == Role::Stable,
-                "canary" => a.role == Role::Canary,
-                tag => a.version == tag,
-            })
+            .filter(|a| a.matches(key))
             .fold((0, 0), |(r, c), a| (r + a.responses, c + a.connections))
     }
 

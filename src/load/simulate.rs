@@ -17,7 +17,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::backend::BackendModel;
-use super::{Amount, ArmStats, Arrival, Backends, LoadResult, OriginChoice, SplitUnit, Workload};
+use super::{
+    Amount, ArmStats, Arrival, Backends, LoadResult, OriginChoice, Sequential, SplitUnit, Workload,
+};
 use crate::endpoints::{Endpoint, Role};
 use crate::kubeproxy::{ProxyMode, ProxyState, ServiceProxy};
 use crate::mesh::{LbPolicy, Origin, Protocol, RequestMeta, RouteError};
@@ -125,6 +127,18 @@ pub(crate) fn simulate_with(
     let mut arrivals: u64 = 0;
     let end_us = end.since(started).as_micros() as u64;
     let mut proxy_state = ProxyState::default();
+    // The sequential test: it sees each slice's answers and may end the load early.
+    let mut sprt = match (&workload.stop, per_connection) {
+        (Some(rule), false) => Some((
+            crate::verify::TwoSidedSprt::new(rule.share, rule.delta, rule.alpha, rule.beta)
+                .map_err(|e| SimError::Action(format!("sequential test: {e}")))?,
+            rule.key.clone(),
+            (0u64, 0u64),
+        )),
+        _ => None,
+    };
+    let mut decided: Option<(String, u64)> = None;
+    let mut limit = limit;
     // The split the tables in force imply, weighted by the requests each epoch carried.
     let mut configured: Vec<(Role, f64)> = Vec::new();
 
@@ -200,6 +214,8 @@ pub(crate) fn simulate_with(
             service,
             lb,
             allow_fast,
+            sprt: sprt.as_mut(),
+            decided: &mut decided,
         };
         let sent_before = state.result_sent;
         let epoch_shares = {
@@ -254,7 +270,7 @@ pub(crate) fn simulate_with(
                 &mut next_arrival_us,
                 &mut arrivals,
                 epoch_end_us,
-                limit,
+                &mut limit,
             ),
             Path::Gateway(_) | Path::Mesh => {
                 let (table, lb_state) = world.mesh.at_mut(now).expect("checked above");
@@ -271,7 +287,7 @@ pub(crate) fn simulate_with(
                     &mut next_arrival_us,
                     &mut arrivals,
                     epoch_end_us,
-                    limit,
+                    &mut limit,
                 )
             }
         }
@@ -321,6 +337,29 @@ pub(crate) fn simulate_with(
         unit,
         connections_opened: state.connections_opened,
         configured: shares_by_role(configured.into_iter()),
+        sequential: workload.stop.as_ref().map(|_| {
+            let planned = match workload.amount {
+                Amount::Requests(n) => Some(n),
+                Amount::Duration(_) => None,
+            };
+            match (&decided, per_connection) {
+                (_, true) => Sequential {
+                    decision: "not applicable: the split is made per connection".into(),
+                    after: state.answered,
+                    planned,
+                },
+                (Some((decision, after)), false) => Sequential {
+                    decision: decision.clone(),
+                    after: *after,
+                    planned,
+                },
+                (None, false) => Sequential {
+                    decision: "undecided".into(),
+                    after: state.answered,
+                    planned,
+                },
+            }
+        }),
         path: match &path {
             Path::Gateway(g) => format!("gateway {g}"),
             Path::Mesh => "mesh (sidecar)".into(),
@@ -358,10 +397,37 @@ struct Ctx<'a> {
     service: Option<crate::endpoints::ServiceId>,
     lb: LbPolicy,
     allow_fast: bool,
+    /// The sequential test, its version key, and the (matching, answered) counts it has seen.
+    sprt: Option<&'a mut (crate::verify::TwoSidedSprt, String, (u64, u64))>,
+    decided: &'a mut Option<(String, u64)>,
 }
 
 /// The in-mesh router state of an epoch: the table and its load-balancer state.
 type MeshState<'t> = (&'t crate::mesh::RouteTable, &'t mut crate::mesh::LbState);
+
+/// Feeds the answers since the last check to the sequential test. Some(the new request
+/// limit) when it has just decided: the load stops there.
+fn sequential_check(d: &Driver, ctx: &mut Ctx) -> Option<u64> {
+    if ctx.decided.is_some() {
+        return None;
+    }
+    let (sprt, key, seen) = ctx.sprt.as_deref_mut()?;
+    let matching: u64 = d
+        .arms
+        .iter()
+        .filter(|a| a.matches(key))
+        .map(|a| a.responses)
+        .sum();
+    let (k, n) = (matching - seen.0, d.answered - seen.1);
+    *seen = (matching, d.answered);
+    let decision = match sprt.observe_many(k, n) {
+        crate::verify::SplitCheck::Continue => return None,
+        crate::verify::SplitCheck::Matches => "matches",
+        crate::verify::SplitCheck::Differs => "differs",
+    };
+    *ctx.decided = Some((decision.to_string(), d.answered));
+    Some(d.result_sent)
+}
 
 /// The common case in a tight loop: HTTP through the mesh, closed loop, round robin, no
 /// mirror. It draws exactly as [`one_request_timed`] does (one draw for a split of two or
@@ -383,6 +449,7 @@ fn fast_mesh_epoch(
         return false;
     };
     if ctx.unit_per_connection
+        || w.stop.is_some()
         || w.arrival != Arrival::Closed
         || choice.mirror.is_some()
         || ctx.lb != LbPolicy::RoundRobin
@@ -508,8 +575,9 @@ fn run_epoch(
     next_arrival_us: &mut u64,
     arrivals: &mut u64,
     epoch_end_us: u64,
-    limit: u64,
+    limit_ref: &mut u64,
 ) {
+    let limit = *limit_ref;
     if ctx.allow_fast
         && fast_mesh_epoch(
             d,
@@ -538,12 +606,15 @@ fn run_epoch(
             loop {
                 for (worker, t) in free_at.iter_mut().enumerate() {
                     let conn = worker / streams_per_conn;
-                    while *t < slice_end && d.result_sent < limit {
+                    while *t < slice_end && d.result_sent < *limit_ref {
                         let latency = one_request(d, ctx, &mut mesh, &route, conn, rng);
                         *t += latency;
                     }
                 }
-                if d.result_sent >= limit || slice_end >= epoch_end_us {
+                if let Some(limit_now) = sequential_check(d, ctx) {
+                    *limit_ref = limit_now;
+                }
+                if d.result_sent >= *limit_ref || slice_end >= epoch_end_us {
                     return;
                 }
                 slice_end = slice_end.saturating_add(SLICE_US).min(epoch_end_us);
@@ -552,7 +623,13 @@ fn run_epoch(
         Arrival::Constant(rate) | Arrival::Poisson(rate) => {
             let mean_gap = 1e6 / rate.max(1e-9);
             let conns = d.conns.len();
-            while *next_arrival_us < epoch_end_us && d.result_sent < limit {
+            while *next_arrival_us < epoch_end_us && d.result_sent < *limit_ref {
+                if d.result_sent % 1000 == 0 {
+                    if let Some(limit_now) = sequential_check(d, ctx) {
+                        *limit_ref = limit_now;
+                        break;
+                    }
+                }
                 let conn = (*arrivals % conns as u64) as usize;
                 *arrivals += 1;
                 // HTTP/1.1 serialises requests on a connection; the wait counts in the

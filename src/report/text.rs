@@ -147,6 +147,17 @@ pub fn load_summary(r: &crate::scenario::split::LoadReport) -> String {
             .unwrap_or_default();
         let _ = writeln!(out, "configured: {}{fit}", configured.join(", "));
     }
+    if let Some(q) = &r.sequential {
+        let planned = q
+            .planned
+            .map(|n| format!(" of at most {n}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "sequential test: {} after {} answers{planned}",
+            q.decision, q.after
+        );
+    }
     if let Some(m) = &r.latency_comparison {
         let _ = writeln!(
             out,

@@ -283,6 +283,19 @@ pub struct LoadSpec {
     pub protocol: Option<WireProtocol>,
     pub sni: Option<String>,
     pub gateway: Option<String>,
+    /// Extension: stop as soon as a sequential test (SPRT) decides whether one version's
+    /// share is the one given or off by `delta`; `requests` / `duration` is then the most.
+    pub until_decided: Option<UntilDecided>,
+}
+
+/// `until_decided: {canary: 20%, delta: 1%, alpha: 1%, beta: 1%}` (one version key).
+#[derive(Debug, Clone, Deserialize)]
+pub struct UntilDecided {
+    pub delta: Option<Percent>,
+    pub alpha: Option<Percent>,
+    pub beta: Option<Percent>,
+    #[serde(flatten)]
+    pub share: BTreeMap<String, Percent>,
 }
 
 /// `expect:` — every key optional; each one given must hold.
@@ -336,8 +349,17 @@ pub struct ExpectSplit {
     pub errors: BTreeMap<String, Percent>,
     /// Extension: whether canary latency differs from stable (Mann-Whitney at the confidence).
     pub latency_differs: Option<bool>,
+    /// Extension: the decision of the last load's sequential test (`until_decided`).
+    pub decided: Option<Decided>,
     #[serde(flatten)]
     pub shares: BTreeMap<String, Percent>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decided {
+    Matches,
+    Differs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]

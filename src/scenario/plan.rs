@@ -364,7 +364,23 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
                         ));
                     }
                 };
-                let w = workload(amount, l, &parsed.traffic, &parsed.namespace);
+                let mut w = workload(amount, l, &parsed.traffic, &parsed.namespace);
+                if let Some(u) = &l.until_decided {
+                    let mut shares = u.share.iter();
+                    let (Some((key, share)), None) = (shares.next(), shares.next()) else {
+                        return Err(ScenarioError::at(
+                            at(&format!("{inner}/until_decided")),
+                            "until_decided names exactly one version and its share, e.g. {canary: 20%, delta: 1%}",
+                        ));
+                    };
+                    w.stop = Some(crate::load::StopRule {
+                        key: key.clone(),
+                        share: share.0 / 100.0,
+                        delta: u.delta.map(|p| p.0 / 100.0).unwrap_or(0.01),
+                        alpha: u.alpha.map(|p| p.0 / 100.0).unwrap_or(0.01),
+                        beta: u.beta.map(|p| p.0 / 100.0).unwrap_or(0.01),
+                    });
+                }
                 if w.host.is_empty() {
                     return Err(ScenarioError::at(
                         at(&inner),
@@ -465,6 +481,7 @@ fn workload(
             .unwrap_or(d.method),
         headers,
         sni: l.sni.clone().or_else(|| t.sni.clone()),
+        stop: None,
     }
 }
 

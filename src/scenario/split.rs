@@ -38,6 +38,8 @@ pub struct LoadReport {
     pub fit: Option<GofResult>,
     /// Canary against stable latency, when both answered enough requests.
     pub latency_comparison: Option<MannWhitney>,
+    /// The sequential test's outcome, when the load had `until_decided`.
+    pub sequential: Option<crate::load::Sequential>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -162,6 +164,7 @@ pub fn load_report(r: &LoadResult) -> LoadReport {
             .collect(),
         fit,
         latency_comparison,
+        sequential: r.sequential.clone(),
     }
 }
 
@@ -236,11 +239,7 @@ pub fn expect_split(r: &LoadResult, e: &ExpectSplit) -> (bool, String, SplitVerd
         let (responses, errors) = r
             .arms
             .iter()
-            .filter(|a| match key.as_str() {
-                "stable" => a.role == Role::Stable,
-                "canary" => a.role == Role::Canary,
-                tag => a.version == tag,
-            })
+            .filter(|a| a.matches(key))
             .fold((0, 0), |(n, k), a| (n + a.responses, k + a.errors));
         let ci = verify::proportion_interval(errors, responses, confidence);
         let (lo, hi) = (rate.0 - within, rate.0 + within);
@@ -256,6 +255,28 @@ pub fn expect_split(r: &LoadResult, e: &ExpectSplit) -> (bool, String, SplitVerd
             rate.0,
             if ok { "inside" } else { "NOT inside" }
         ));
+    }
+    if let Some(want) = e.decided {
+        let want = match want {
+            super::format::Decided::Matches => "matches",
+            super::format::Decided::Differs => "differs",
+        };
+        match &r.sequential {
+            Some(q) => {
+                let ok = q.decision == want;
+                passed &= ok;
+                lines.push(format!(
+                    "sequential test: {} after {} answers (expected {want}){}",
+                    q.decision,
+                    q.after,
+                    if ok { "" } else { ": FAILED" }
+                ));
+            }
+            None => {
+                passed = false;
+                lines.push("sequential test: the last load had no `until_decided`".into());
+            }
+        }
     }
     if let Some(want) = e.latency_differs {
         let report = load_report(r);
