@@ -32,7 +32,8 @@ pub struct ServiceId(pub u32);
 
 /// A Pod's part in a rollout, derived from the Rollout's `status.stableRS` and
 /// `status.currentPodHash` against the Pod's `rollouts-pod-template-hash` label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Role {
     Stable,
     Canary,

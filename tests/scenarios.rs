@@ -41,6 +41,7 @@ scenarios! {
     canary_returns_errors => "canary-errors.yaml",
     fast_rollout_against_push_delay => "fast-rollout-push-delay.yaml",
     sequential_test_stops_the_load_early => "sequential-test.yaml",
+    canary_pod_crash => "canary-pod-crash.yaml",
 }
 
 #[test]

@@ -193,6 +193,16 @@ impl ArmStats {
     }
 }
 
+/// What one pod answered.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PodStats {
+    pub pod: String,
+    pub role: Role,
+    pub version: String,
+    pub responses: u64,
+    pub errors: u64,
+}
+
 /// Everything a load step observed.
 #[derive(Debug, Clone)]
 pub struct LoadResult {
@@ -203,7 +213,12 @@ pub struct LoadResult {
     pub not_found: u64,
     pub no_healthy_upstream: u64,
     pub refused: u64,
+    /// 503 from the proxy whose connection to a pod failed: the pod went away before the
+    /// route table that drops it took effect (push delay).
+    pub upstream_failed: u64,
     pub arms: Vec<ArmStats>,
+    /// Every answering pod, by name.
+    pub pods: Vec<PodStats>,
     pub unit: SplitUnit,
     pub connections_opened: u64,
     /// What the router did: `gateway my-demo/rollouts-demo-gateway`, `mesh`, `kube-proxy`.
@@ -221,7 +236,7 @@ pub struct LoadResult {
 impl LoadResult {
     /// Requests that got no answer from a pod.
     pub fn failed(&self) -> u64 {
-        self.not_found + self.no_healthy_upstream + self.refused
+        self.not_found + self.no_healthy_upstream + self.refused + self.upstream_failed
     }
 
     /// Answers and connections of the arms a share key names: `stable` / `canary` group by
@@ -237,5 +252,6 @@ impl LoadResult {
     pub fn balanced(&self) -> bool {
         self.sent == self.answered + self.failed()
             && self.answered == self.arms.iter().map(|a| a.responses).sum::<u64>()
+            && self.answered == self.pods.iter().map(|p| p.responses).sum::<u64>()
     }
 }

@@ -53,6 +53,9 @@ struct EpochEndpoints {
     model: Vec<BackendModel>,
     pod: Vec<String>,
     by_pod: HashMap<String, u32>,
+    /// The pod still exists and serves. A route table that has not caught up yet may still
+    /// list a pod that crashed: the proxy's connection to it fails (503, Envoy's `UF`).
+    alive: Vec<bool>,
 }
 
 /// A client connection (or, for HTTP/2 closed loop, a stream's connection).
@@ -112,6 +115,10 @@ pub(crate) fn simulate_with(
         not_found: 0,
         no_healthy_upstream: 0,
         refused: 0,
+        upstream_failed: 0,
+        ep_responses: Vec::new(),
+        ep_errors: Vec::new(),
+        pods: std::collections::BTreeMap::new(),
         connections_opened: 0,
         conns: vec![Conn::default(); workload.connections.max(1) as usize],
     };
@@ -204,6 +211,8 @@ pub(crate) fn simulate_with(
             headers: &headers,
             sni: workload.sni.as_deref(),
         };
+        state.ep_responses = vec![0; ep_info.model.len()];
+        state.ep_errors = vec![0; ep_info.model.len()];
         let mut ctx = Ctx {
             unit_per_connection: per_connection,
             reuse,
@@ -291,6 +300,7 @@ pub(crate) fn simulate_with(
                 )
             }
         }
+        fold_pods(&mut state, &ep_info);
         let carried = (state.result_sent - sent_before) as f64;
         for (role, share) in epoch_shares {
             match configured.iter_mut().find(|(r, _)| *r == role) {
@@ -321,6 +331,8 @@ pub(crate) fn simulate_with(
         not_found: state.not_found,
         no_healthy_upstream: state.no_healthy_upstream,
         refused: state.refused,
+        upstream_failed: state.upstream_failed,
+        pods: state.pods.into_values().collect(),
         arms: {
             // Versions that took part, stable first, then canary, then the rest.
             for a in &mut state.arms {
@@ -383,8 +395,13 @@ struct Driver {
     not_found: u64,
     no_healthy_upstream: u64,
     refused: u64,
+    upstream_failed: u64,
     connections_opened: u64,
     conns: Vec<Conn>,
+    /// This epoch's answers and 5xx per endpoint, folded into `pods` when it ends.
+    ep_responses: Vec<u64>,
+    ep_errors: Vec<u64>,
+    pods: std::collections::BTreeMap<String, super::PodStats>,
 }
 
 struct Ctx<'a> {
@@ -483,7 +500,7 @@ fn fast_mesh_epoch(
     let n_eps = ctx.ep.model.len();
     let mut ep_responses = vec![0u64; n_eps];
     let mut ep_errors = vec![0u64; n_eps];
-    let (mut sent, mut answered, mut failed) = (d.result_sent, 0u64, 0u64);
+    let (mut sent, mut answered, mut failed, mut dead) = (d.result_sent, 0u64, 0u64, 0u64);
     let mut slice_end = free_at
         .iter()
         .copied()
@@ -516,6 +533,11 @@ fn fast_mesh_epoch(
                 if *pos as usize == eps.len() {
                     *pos = 0;
                 }
+                if !ctx.ep.alive[e] {
+                    dead += 1;
+                    now += FAILURE_US;
+                    continue;
+                }
                 let model = ctx.ep.model[e];
                 answered += 1;
                 ep_responses[e] += 1;
@@ -544,6 +566,7 @@ fn fast_mesh_epoch(
     d.result_sent = sent;
     d.answered += answered;
     d.no_healthy_upstream += failed;
+    d.upstream_failed += dead;
     for e in 0..n_eps {
         if ep_responses[e] == 0 {
             continue;
@@ -555,6 +578,8 @@ fn fast_mesh_epoch(
         if model.deterministic() {
             arm.record_latency_n(model.latency_us.max(1), ep_responses[e]);
         }
+        d.ep_responses[e] += ep_responses[e];
+        d.ep_errors[e] += ep_errors[e];
     }
     for (cluster, _, pos) in entries {
         lb_state.set_round_robin(cluster, pos);
@@ -776,6 +801,10 @@ fn one_request_timed(
         return FAILURE_US;
     };
     let e = e as usize;
+    if !ctx.ep.alive[e] {
+        d.upstream_failed += 1;
+        return FAILURE_US;
+    }
     let model = ctx.ep.model[e];
     let draw = if model.deterministic() {
         0
@@ -783,6 +812,8 @@ fn one_request_timed(
         rng.next_u64()
     };
     let (latency, error) = model.answer(draw);
+    d.ep_responses[e] += 1;
+    d.ep_errors[e] += error as u64;
     let arm = &mut d.arms[ctx.ep.arm[e] as usize];
     arm.responses += 1;
     arm.errors += error as u64;
@@ -803,14 +834,15 @@ fn endpoint_facts<'t>(
         model: Vec::new(),
         pod: Vec::new(),
         by_pod: HashMap::new(),
+        alive: Vec::new(),
     };
     let mut i = 0u32;
     while let Some(ep) = endpoint(i) {
         let arm = arm_index(arms, ep.role, &ep.version);
-        let image = world
-            .api
-            .get(Kind::Pod, &ep.namespace, &ep.pod)
-            .ok()
+        let pod = world.api.get(Kind::Pod, &ep.namespace, &ep.pod).ok();
+        out.alive
+            .push(pod.is_some_and(crate::endpoints::is_serving));
+        let image = pod
             .and_then(|p| {
                 p.spec()["containers"][0]["image"]
                     .as_str()
@@ -824,6 +856,28 @@ fn endpoint_facts<'t>(
         i += 1;
     }
     out
+}
+
+/// Adds an epoch's per-endpoint answers to the per-pod totals.
+fn fold_pods(d: &mut Driver, ep: &EpochEndpoints) {
+    for (e, responses) in d.ep_responses.iter().enumerate() {
+        if *responses == 0 {
+            continue;
+        }
+        let arm = &d.arms[ep.arm[e] as usize];
+        let pod = d
+            .pods
+            .entry(ep.pod[e].clone())
+            .or_insert_with(|| super::PodStats {
+                pod: ep.pod[e].clone(),
+                role: arm.role,
+                version: arm.version.clone(),
+                responses: 0,
+                errors: 0,
+            });
+        pod.responses += responses;
+        pod.errors += d.ep_errors[e];
+    }
 }
 
 /// Adds up (role, share) parts into one share per role, in role order.

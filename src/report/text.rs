@@ -104,12 +104,13 @@ pub fn load_summary(r: &crate::scenario::split::LoadReport) -> String {
     );
     let _ = writeln!(
         out,
-        "sent {} = answered {} + failed {} (404 {}, 503 {}, refused {}); {} connection(s) opened",
+        "sent {} = answered {} + failed {} (404 {}, 503 no healthy upstream {}, 503 upstream gone {}, refused {}); {} connection(s) opened",
         r.sent,
         r.answered,
-        r.not_found + r.no_healthy_upstream + r.refused,
+        r.not_found + r.no_healthy_upstream + r.upstream_failed + r.refused,
         r.not_found,
         r.no_healthy_upstream,
+        r.upstream_failed,
         r.refused,
         r.connections
     );

@@ -363,6 +363,16 @@ impl<'p> Runner<'p> {
                 ),
             });
         }
+        if result.upstream_failed > 0 {
+            self.violations.push(Violation {
+                time: now.to_string(),
+                time_ms: now.as_duration().as_millis() as u64,
+                message: format!(
+                    "{} request(s) answered 503 by the proxy: their pod had gone before the route table dropping it took effect",
+                    result.upstream_failed
+                ),
+            });
+        }
         if !result.balanced() {
             self.violations.push(Violation {
                 time: now.to_string(),

@@ -28,10 +28,14 @@ pub struct LoadReport {
     pub not_found: u64,
     pub no_healthy_upstream: u64,
     pub refused: u64,
+    /// 503s from a proxy whose pod had gone (its table had not caught up yet).
+    pub upstream_failed: u64,
     pub connections: u64,
     pub started: String,
     pub ended: String,
     pub versions: Vec<VersionReport>,
+    /// Every answering pod.
+    pub pods: Vec<crate::load::PodStats>,
     /// The split the data plane was configured for, per role.
     pub configured: Vec<RoleShare>,
     /// Goodness of fit of the observed roles to `configured`.
@@ -150,10 +154,12 @@ pub fn load_report(r: &LoadResult) -> LoadReport {
         not_found: r.not_found,
         no_healthy_upstream: r.no_healthy_upstream,
         refused: r.refused,
+        upstream_failed: r.upstream_failed,
         connections: r.connections_opened,
         started: r.started.to_string(),
         ended: r.ended.to_string(),
         versions,
+        pods: r.pods.clone(),
         configured: r
             .configured
             .iter()
