@@ -520,7 +520,7 @@ fn fast_mesh_epoch(
                 let i = if single {
                     0
                 } else {
-                    choice.clusters.index_for(rng.next_u64())
+                    choice.clusters.index_for(rng)
                 };
                 let (_, eps, pos) = &mut entries[i];
                 if eps.is_empty() {
