@@ -4,57 +4,16 @@
 
 use canarysim::clock::SimTime;
 use canarysim::controller::rollout::{self, Settings};
+use canarysim::model::Kind;
 use canarysim::model::rollout::{RolloutSpec, RolloutStatus};
-use canarysim::model::yaml::load_file;
-use canarysim::model::{Kind, Manifest};
-use canarysim::sim::{ClusterConfig, World};
+use canarysim::seed;
 use criterion::{Criterion, Throughput, black_box, criterion_group, criterion_main};
-use std::path::Path;
 use std::time::Duration;
 
 const NS: &str = "my-demo";
 
-fn manifests(files: &[&str]) -> Vec<Manifest> {
-    files
-        .iter()
-        .flat_map(|f| {
-            load_file(
-                &Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("scenarios/manifests")
-                    .join(f),
-                NS,
-            )
-            .unwrap()
-        })
-        .collect()
-}
-
-/// The seed rollout paused at step 1/9 (VirtualService 80/20).
-fn paused_world() -> World {
-    let mut w = World::new(ClusterConfig::default(), 1);
-    w.apply(&manifests(&[
-        "seed-004-rollout.yaml",
-        "seed-004-services.yaml",
-        "seed-004-gateway.yaml",
-        "seed-004-virtualsvc.yaml",
-    ]))
-    .unwrap();
-    w.advance(Duration::from_secs(30)).unwrap();
-    w.apply(&manifests(&["seed-004-rollout-update.yaml"]))
-        .unwrap();
-    w.advance(Duration::from_secs(30)).unwrap();
-    assert_eq!(
-        w.api
-            .get(Kind::Rollout, NS, "rollouts-demo")
-            .unwrap()
-            .status()["phase"],
-        "Paused"
-    );
-    w
-}
-
 fn reconcile(c: &mut Criterion) {
-    let world = paused_world();
+    let world = seed::paused_at_20(1);
     let mut api = world.api.clone();
     api.keep_log = false;
     let now = world.now();
@@ -87,7 +46,7 @@ fn reconcile(c: &mut Criterion) {
     g.sample_size(20);
     g.bench_function("seed 004, deploy to promoted (5m of virtual time)", |b| {
         b.iter(|| {
-            let mut w = paused_world();
+            let mut w = seed::paused_at_20(1);
             w.promote(NS, "rollouts-demo", false).unwrap();
             w.advance(Duration::from_secs(600)).unwrap();
             black_box(w.now() > SimTime::ZERO)

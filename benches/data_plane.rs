@@ -8,60 +8,18 @@
 use canarysim::kubeproxy::ProxyMode;
 use canarysim::load::{self, Amount, Backends, OriginChoice, Workload};
 use canarysim::mesh::LbPolicy;
-use canarysim::model::yaml::load_file;
-use canarysim::model::{Kind, Manifest};
 use canarysim::random::stream;
-use canarysim::sim::{ClusterConfig, World};
+use canarysim::seed;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use rand::RngCore;
 use std::hint::black_box;
-use std::path::Path;
 use std::time::Duration;
 
-const NS: &str = "my-demo";
+const NS: &str = seed::NAMESPACE;
 const REQUESTS: u64 = 1_000_000;
 
-fn manifests(files: &[&str]) -> Vec<Manifest> {
-    files
-        .iter()
-        .flat_map(|f| {
-            load_file(
-                &Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("scenarios/manifests")
-                    .join(f),
-                NS,
-            )
-            .unwrap()
-        })
-        .collect()
-}
-
-/// Seed 004 paused at step 1/9 with the 80/20 table in force.
-fn paused_world() -> World {
-    let mut w = World::new(ClusterConfig::default(), 1);
-    w.apply(&manifests(&[
-        "seed-004-rollout.yaml",
-        "seed-004-services.yaml",
-        "seed-004-gateway.yaml",
-        "seed-004-virtualsvc.yaml",
-    ]))
-    .unwrap();
-    w.advance(Duration::from_secs(30)).unwrap();
-    w.apply(&manifests(&["seed-004-rollout-update.yaml"]))
-        .unwrap();
-    w.advance(Duration::from_secs(30)).unwrap();
-    assert_eq!(
-        w.api
-            .get(Kind::Rollout, NS, "rollouts-demo")
-            .unwrap()
-            .status()["phase"],
-        "Paused"
-    );
-    w
-}
-
 fn data_plane(c: &mut Criterion) {
-    let world = paused_world();
+    let world = seed::paused_at_20(1);
     let mut g = c.benchmark_group("requests");
     g.throughput(Throughput::Elements(REQUESTS));
     g.bench_function(

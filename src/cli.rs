@@ -9,38 +9,9 @@ use std::process::ExitCode;
 use crate::lint::{self, Diagnostic, Severity};
 use crate::model::{Manifest, yaml};
 use crate::report;
-use crate::scenario::{self, Disk, Embedded, Files, RunReport};
+use crate::scenario::{self, Disk, Files, RunReport};
 
-/// The bundled scenario: `canarysim run` with no path runs it from the binary itself.
-pub const DEFAULT_SCENARIO: &str = "scenarios/seed-004-walkthrough.yaml";
-
-/// Files compiled into the binary.
-pub const EMBEDDED: Embedded = Embedded(&[
-    (
-        DEFAULT_SCENARIO,
-        include_str!("../scenarios/seed-004-walkthrough.yaml"),
-    ),
-    (
-        "scenarios/manifests/seed-004-rollout.yaml",
-        include_str!("../scenarios/manifests/seed-004-rollout.yaml"),
-    ),
-    (
-        "scenarios/manifests/seed-004-rollout-update.yaml",
-        include_str!("../scenarios/manifests/seed-004-rollout-update.yaml"),
-    ),
-    (
-        "scenarios/manifests/seed-004-services.yaml",
-        include_str!("../scenarios/manifests/seed-004-services.yaml"),
-    ),
-    (
-        "scenarios/manifests/seed-004-gateway.yaml",
-        include_str!("../scenarios/manifests/seed-004-gateway.yaml"),
-    ),
-    (
-        "scenarios/manifests/seed-004-virtualsvc.yaml",
-        include_str!("../scenarios/manifests/seed-004-virtualsvc.yaml"),
-    ),
-]);
+pub use crate::seed::{DEFAULT_SCENARIO, EMBEDDED};
 
 #[derive(Debug, Parser)]
 #[command(

@@ -27,6 +27,8 @@
 //! * [`lint`] — static checks of manifests (Argo's validation, references, routes).
 //! * [`report`] — renderings (the `kubectl argo rollouts get rollout` view, text, JSON).
 //! * [`cli`] — the clap command line; `main.rs` only calls it.
+//! * [`seed`] — the bundled seed 004 cluster (embedded), for the default run, tests and
+//!   benchmarks.
 //! * [`random`] — named seeded random streams; [`clock`] — virtual time.
 
 pub mod apiserver;
@@ -42,5 +44,6 @@ pub mod model;
 pub mod random;
 pub mod report;
 pub mod scenario;
+pub mod seed;
 pub mod sim;
 pub mod verify;

@@ -5,53 +5,19 @@ use canarysim::endpoints::Role;
 use canarysim::kubeproxy::ProxyMode;
 use canarysim::load::{self, Amount, Backends, LoadResult, OriginChoice, SplitUnit, Workload};
 use canarysim::mesh::LbPolicy;
-use canarysim::model::yaml::{load_file, load_str};
-use canarysim::model::{Kind, Manifest};
+use canarysim::model::Kind;
+use canarysim::model::yaml::load_str;
 use canarysim::random::stream;
+use canarysim::seed;
 use canarysim::sim::{ClusterConfig, World};
 use canarysim::verify;
-use std::path::Path;
 use std::time::Duration;
 
 const NS: &str = "my-demo";
 
-fn seed_manifests(files: &[&str]) -> Vec<Manifest> {
-    files
-        .iter()
-        .flat_map(|f| {
-            load_file(
-                &Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("scenarios/manifests")
-                    .join(f),
-                NS,
-            )
-            .unwrap()
-        })
-        .collect()
-}
-
 /// Seed 004 paused at step 1/9 (VirtualService 80/20), long enough for the push to land.
 fn paused_at_20() -> World {
-    let mut w = World::new(ClusterConfig::default(), 1);
-    w.apply(&seed_manifests(&[
-        "seed-004-rollout.yaml",
-        "seed-004-services.yaml",
-        "seed-004-gateway.yaml",
-        "seed-004-virtualsvc.yaml",
-    ]))
-    .unwrap();
-    w.advance(Duration::from_secs(30)).unwrap();
-    w.apply(&seed_manifests(&["seed-004-rollout-update.yaml"]))
-        .unwrap();
-    w.advance(Duration::from_secs(30)).unwrap();
-    assert_eq!(
-        w.api
-            .get(Kind::Rollout, NS, "rollouts-demo")
-            .unwrap()
-            .status()["phase"],
-        "Paused"
-    );
-    w
+    seed::paused_at_20(1)
 }
 
 fn gateway_load(requests: u64) -> Workload {
@@ -116,17 +82,8 @@ fn the_95_percent_interval_covers_the_true_weight_in_94_to_96_percent_of_1000_se
 
 #[test]
 fn a_weight_change_reaches_the_router_one_push_delay_after_it_is_written() {
-    let mut w = World::new(ClusterConfig::default(), 1);
-    w.apply(&seed_manifests(&[
-        "seed-004-rollout.yaml",
-        "seed-004-services.yaml",
-        "seed-004-gateway.yaml",
-        "seed-004-virtualsvc.yaml",
-    ]))
-    .unwrap();
-    w.advance(Duration::from_secs(30)).unwrap();
-    w.apply(&seed_manifests(&["seed-004-rollout-update.yaml"]))
-        .unwrap();
+    let mut w = seed::deployed(1);
+    w.apply(&seed::manifests(&[seed::UPDATE])).unwrap();
     // Stop at the instant the controller writes weight 20 (the canary pod turns ready).
     let end = w.now().after(Duration::from_secs(60));
     let vs_weight = |w: &World| {

@@ -8,12 +8,10 @@ use canarysim::kubeproxy::{ProxyMode, ProxyState, ServiceProxy};
 use canarysim::mesh::{
     self, DEFAULT_PUSH_DELAY, LbPolicy, LbState, Mesh, Origin, RequestMeta, RouteError, RouteTable,
 };
-use canarysim::model::yaml::load_file;
 use canarysim::model::{Kind, Manifest};
 use canarysim::random::stream;
 use canarysim::sim::{ClusterConfig, World};
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 
 const NS: &str = "my-demo";
@@ -21,15 +19,7 @@ const GATEWAY: &str = "my-demo/rollouts-demo-gateway";
 const HOST: &str = "rollouts-demo.local";
 
 fn manifests(files: &[&str]) -> Vec<Manifest> {
-    files
-        .iter()
-        .flat_map(|f| {
-            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("scenarios/manifests")
-                .join(f);
-            load_file(&path, NS).unwrap()
-        })
-        .collect()
+    canarysim::seed::manifests(files)
 }
 
 fn phase(world: &World) -> String {

@@ -1,39 +1,22 @@
 //! Seed 004: the k3d + Istio walkthrough (4 replicas, steps 20 / pause ∞ / 40 / 1m / 60 / 1m /
 //! 80 / 1m / 100), checked against the figures the seed shows at every step.
 
-use canarysim::model::yaml::load_file;
-use canarysim::model::{Kind, Manifest};
+use canarysim::model::Kind;
 use canarysim::report::{get_rollout, rollout_view};
-use canarysim::sim::{ClusterConfig, World};
-use std::path::Path;
+use canarysim::sim::World;
 use std::time::Duration;
 
 const NS: &str = "my-demo";
 const RO: &str = "rollouts-demo";
 
-fn manifests(files: &[&str]) -> Vec<Manifest> {
-    files
-        .iter()
-        .flat_map(|f| {
-            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("scenarios/manifests")
-                .join(f);
-            load_file(&path, NS).unwrap()
-        })
-        .collect()
+fn manifests(files: &[&str]) -> Vec<canarysim::model::Manifest> {
+    canarysim::seed::manifests(files)
 }
 
+/// The first deploy, a minute after it was applied.
 fn deployed() -> World {
-    let mut world = World::new(ClusterConfig::default(), 1);
-    world
-        .apply(&manifests(&[
-            "seed-004-rollout.yaml",
-            "seed-004-services.yaml",
-            "seed-004-gateway.yaml",
-            "seed-004-virtualsvc.yaml",
-        ]))
-        .unwrap();
-    world.advance(Duration::from_secs(60)).unwrap();
+    let mut world = canarysim::seed::deployed(1);
+    world.advance(Duration::from_secs(30)).unwrap();
     world
 }
 

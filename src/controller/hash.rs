@@ -1114,7 +1114,7 @@ fn write_int(out: &mut String, n: &Number) {
 }
 
 /// Go `encoding/json` string escaping with `SetEscapeHTML(true)` (the `json.Marshal` default).
-fn write_go_string(out: &mut String, s: &str) {
+pub(crate) fn write_go_string(out: &mut String, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push('"');
     for c in s.chars() {

@@ -518,16 +518,8 @@ impl Reconciler<'_> {
     }
 
     fn owned_replica_sets(&self) -> Vec<Rs> {
-        let uid = self.rollout.metadata().and_then(|m| m.get("uid")).cloned();
-        self.api
-            .list(Kind::ReplicaSet, Some(self.rollout.namespace()), None)
+        owned_replica_sets(self.api, &self.rollout)
             .into_iter()
-            .filter(|rs| {
-                rs.metadata()
-                    .and_then(|m| m.get("ownerReferences"))
-                    .and_then(Value::as_array)
-                    .is_some_and(|refs| refs.iter().any(|r| r.get("uid") == uid.as_ref()))
-            })
             .map(Rs::from)
             .collect()
     }
@@ -1402,6 +1394,20 @@ fn set_condition(
 
 fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) {
     conditions.retain(|c| c.type_ != type_);
+}
+
+/// The ReplicaSets a Rollout owns (by owner reference).
+pub fn owned_replica_sets<'a>(api: &'a ApiServer, rollout: &Object) -> Vec<&'a Object> {
+    let uid = rollout.metadata().and_then(|m| m.get("uid"));
+    api.list(Kind::ReplicaSet, Some(rollout.namespace()), None)
+        .into_iter()
+        .filter(|rs| {
+            rs.metadata()
+                .and_then(|m| m.get("ownerReferences"))
+                .and_then(Value::as_array)
+                .is_some_and(|refs| refs.iter().any(|r| r.get("uid") == uid))
+        })
+        .collect()
 }
 
 /// Images of a pod template: container name → image.

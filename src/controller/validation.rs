@@ -1892,7 +1892,7 @@ fn write_go_json(v: &Value, out: &mut String) {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Number(n) => out.push_str(&n.to_string()),
-        Value::String(s) => write_go_json_string(s, out),
+        Value::String(s) => super::hash::write_go_string(out, s),
         Value::Array(a) => {
             out.push('[');
             for (i, item) in a.iter().enumerate() {
@@ -1909,40 +1909,13 @@ fn write_go_json(v: &Value, out: &mut String) {
                 if i > 0 {
                     out.push(',');
                 }
-                write_go_json_string(k, out);
+                super::hash::write_go_string(out, k);
                 out.push(':');
                 write_go_json(item, out);
             }
             out.push('}');
         }
     }
-}
-
-/// Go's JSON string encoding, HTML-escaping included (`<`, `>`, `&` as `\u003c`…).
-fn write_go_json_string(s: &str, out: &mut String) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c if (c as u32) < 0x20 || c == '<' || c == '>' || c == '&' => {
-                let b = c as u32 as usize;
-                out.push_str("\\u00");
-                out.push(char::from(HEX[(b >> 4) & 0xf]));
-                out.push(char::from(HEX[b & 0xf]));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 // ---------------------------------------------------------------------------------------------

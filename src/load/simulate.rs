@@ -947,26 +947,13 @@ fn choose_path(world: &World, w: &Workload) -> Path {
 mod tests {
     use super::*;
     use crate::load::Amount;
-    use crate::model::yaml::load_file;
-    use std::path::Path;
 
+    /// The seed's update, stopped right as the weight is written, so that a load spans a
+    /// table push.
     fn paused_world() -> World {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests");
-        let m = |f: &str| load_file(&dir.join(f), "my-demo").unwrap();
-        let mut w = World::new(crate::sim::ClusterConfig::default(), 1);
-        let mut all = Vec::new();
-        for f in [
-            "seed-004-rollout.yaml",
-            "seed-004-services.yaml",
-            "seed-004-gateway.yaml",
-            "seed-004-virtualsvc.yaml",
-        ] {
-            all.extend(m(f));
-        }
-        w.apply(&all).unwrap();
-        w.advance(Duration::from_secs(30)).unwrap();
-        w.apply(&m("seed-004-rollout-update.yaml")).unwrap();
-        // Stop right as the weight is written, so the load spans a table push.
+        let mut w = crate::seed::deployed(1);
+        w.apply(&crate::seed::manifests(&[crate::seed::UPDATE]))
+            .unwrap();
         w.advance(Duration::from_secs(5)).unwrap();
         w
     }

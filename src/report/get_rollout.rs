@@ -11,7 +11,9 @@ use super::rollout_view::{
 use crate::apiserver::{ApiError, ApiServer};
 use crate::clock::SimTime;
 use crate::controller::replicaset::{HASH_LABEL, owned_pods};
-use crate::controller::rollout::{REVISION, SCALE_DOWN_DEADLINE, template_images};
+use crate::controller::rollout::{
+    REVISION, SCALE_DOWN_DEADLINE, owned_replica_sets, template_images,
+};
 use crate::model::rollout::{RolloutSpec, RolloutStatus};
 use crate::model::{Kind, Object};
 
@@ -24,17 +26,7 @@ pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<Rollo
     let traffic_routed = spec.canary().is_some_and(|c| c.traffic_routing.is_some());
 
     let set_weight = set_weight(&spec, &status);
-    let uid = rollout.metadata().and_then(|m| m.get("uid")).cloned();
-    let mut replica_sets: Vec<&Object> = api
-        .list(Kind::ReplicaSet, Some(ns), None)
-        .into_iter()
-        .filter(|rs| {
-            rs.metadata()
-                .and_then(|m| m.get("ownerReferences"))
-                .and_then(Value::as_array)
-                .is_some_and(|refs| refs.iter().any(|r| r.get("uid") == uid.as_ref()))
-        })
-        .collect();
+    let mut replica_sets: Vec<&Object> = owned_replica_sets(api, rollout);
     replica_sets.sort_by_key(|rs| std::cmp::Reverse(revision(rs)));
 
     let hash_of = |rs: &Object| rs.labels().get(HASH_LABEL).cloned().unwrap_or_default();
