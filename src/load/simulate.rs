@@ -266,40 +266,29 @@ pub(crate) fn simulate_with(
                 }
             }
         };
-        match &path {
-            Path::KubeProxy => run_epoch(
-                &mut state,
-                &mut ctx,
-                None,
-                None,
-                workload,
-                rng,
-                &mut free_at,
-                streams_per_conn,
-                &mut next_arrival_us,
-                &mut arrivals,
-                epoch_end_us,
-                &mut limit,
-            ),
+        // The in-mesh router's table and its route for this request shape (none for kube-proxy).
+        let (mesh_state, route) = match &path {
+            Path::KubeProxy => (None, None),
             Path::Gateway(_) | Path::Mesh => {
                 let (table, lb_state) = world.mesh.at_mut(now).expect("checked above");
                 let route = table.route(&meta);
-                run_epoch(
-                    &mut state,
-                    &mut ctx,
-                    Some((table, lb_state)),
-                    Some(route),
-                    workload,
-                    rng,
-                    &mut free_at,
-                    streams_per_conn,
-                    &mut next_arrival_us,
-                    &mut arrivals,
-                    epoch_end_us,
-                    &mut limit,
-                )
+                (Some((table, lb_state)), Some(route))
             }
-        }
+        };
+        run_epoch(
+            &mut state,
+            &mut ctx,
+            mesh_state,
+            route,
+            workload,
+            rng,
+            &mut free_at,
+            streams_per_conn,
+            &mut next_arrival_us,
+            &mut arrivals,
+            epoch_end_us,
+            &mut limit,
+        );
         fold_pods(&mut state, &ep_info);
         let carried = (state.result_sent - sent_before) as f64;
         for (role, share) in epoch_shares {
