@@ -37,7 +37,7 @@ use serde_json::{Map, Number, Value};
 
 use crate::model::rollout::{
     CanaryStep, IstioDestinationRule, IstioTrafficRouting, IstioVirtualService, RouteMatch,
-    SetHeaderRoute, SetMirrorRoute, StringMatch, TcpRoute, TlsRoute, WeightDestination,
+    SetHeaderRoute, SetMirrorRoute, TcpRoute, TlsRoute, WeightDestination,
 };
 
 /// Annotation Argo puts on objects it manages (`v1alpha1.ManagedByRolloutsKey`).
@@ -1501,21 +1501,6 @@ fn canary_port(obj: &Value, vs_ref: &IstioVirtualService) -> u32 {
         .unwrap_or(0)
 }
 
-fn string_match_json(sm: &StringMatch, keys: [&str; 3]) -> Value {
-    let mut m = Map::new();
-    for key in keys {
-        let v = match key {
-            "exact" => &sm.exact,
-            "prefix" => &sm.prefix,
-            _ => &sm.regex,
-        };
-        if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
-            m.insert(key.into(), Value::from(v));
-        }
-    }
-    Value::Object(m)
-}
-
 /// `createHeaderRoute`.
 fn header_route_json(step: &SetHeaderRoute, host: &str, port: u32, subset: &str) -> Value {
     let matches: Vec<Value> = step
@@ -1525,7 +1510,7 @@ fn header_route_json(step: &SetHeaderRoute, host: &str, port: u32, subset: &str)
             let value = hm
                 .header_value
                 .as_ref()
-                .map(|sm| string_match_json(sm, ["exact", "prefix", "regex"]))
+                .map(|sm| sm.to_go_json())
                 .unwrap_or_else(|| Value::Object(Map::new()));
             let mut headers = Map::new();
             headers.insert(hm.header_name.clone(), value);
@@ -1594,18 +1579,17 @@ fn typed_route_destination_json(d: &VsRouteDestination) -> Value {
 
 /// `json.Marshal(RouteMatch)` from a step's match (`path` becomes `uri`).
 fn route_match_json(rm: &RouteMatch) -> Value {
-    const KEYS: [&str; 3] = ["exact", "prefix", "regex"];
     let mut m = Map::new();
     if let Some(sm) = &rm.method {
-        m.insert("method".into(), string_match_json(sm, KEYS));
+        m.insert("method".into(), sm.to_go_json());
     }
     if let Some(sm) = &rm.path {
-        m.insert("uri".into(), string_match_json(sm, KEYS));
+        m.insert("uri".into(), sm.to_go_json());
     }
     if let Some(headers) = rm.headers.as_ref().filter(|h| !h.is_empty()) {
         let h: Map<String, Value> = headers
             .iter()
-            .map(|(k, sm)| (k.clone(), string_match_json(sm, KEYS)))
+            .map(|(k, sm)| (k.clone(), sm.to_go_json()))
             .collect();
         m.insert("headers".into(), Value::Object(h));
     }
@@ -2281,7 +2265,7 @@ pub fn validate_virtual_services_config(istio: &IstioTrafficRouting) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::rollout::{HeaderRoutingMatch, PingPong};
+    use crate::model::rollout::{HeaderRoutingMatch, PingPong, StringMatch};
     use serde_json::json;
 
     // ---- helpers -------------------------------------------------------------------------

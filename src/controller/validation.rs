@@ -973,7 +973,7 @@ fn has_multiple_match_values(errs: &mut Vec<FieldError>, m: Option<&StringMatch>
     .iter()
     .filter(|b| **b)
     .count();
-    let value = go_json(&string_match_json(m));
+    let value = go_json(&m.to_go_json());
     if count > 1 {
         errs.push(FieldError::invalid(
             at,
@@ -1000,7 +1000,7 @@ fn has_alb_invalid_values(errs: &mut Vec<FieldError>, m: Option<&StringMatch>, a
         Some(m) if !non_empty(&m.exact) || non_empty(&m.regex) || non_empty(&m.prefix) => errs
             .push(FieldError::invalid(
                 at,
-                go_json(&string_match_json(m)),
+                go_json(&m.to_go_json()),
                 INVALID_SET_HEADER_ROUTE_ALB_VALUE,
             )),
         Some(_) => {}
@@ -1706,21 +1706,6 @@ fn str_field<'a>(v: &'a Value, key: &str) -> &'a str {
     v.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
-/// `StringMatch` as Go marshals it (field order exact, prefix, regex; empty ones omitted).
-fn string_match_json(m: &StringMatch) -> Value {
-    let mut o = Map::new();
-    for (k, v) in [
-        ("exact", &m.exact),
-        ("prefix", &m.prefix),
-        ("regex", &m.regex),
-    ] {
-        if let Some(s) = v.as_deref().filter(|s| !s.is_empty()) {
-            o.insert(k.to_string(), Value::String(s.to_string()));
-        }
-    }
-    Value::Object(o)
-}
-
 /// `SetHeaderRoute` as Go marshals it.
 fn set_header_route_json(h: &SetHeaderRoute) -> Value {
     let mut o = Map::new();
@@ -1738,7 +1723,7 @@ fn set_header_route_json(h: &SetHeaderRoute) -> Value {
                     "headerValue".into(),
                     m.header_value
                         .as_ref()
-                        .map_or(Value::Null, string_match_json),
+                        .map_or(Value::Null, StringMatch::to_go_json),
                 );
                 Value::Object(mo)
             })
@@ -1759,15 +1744,15 @@ fn set_mirror_route_json(m: &SetMirrorRoute) -> Value {
             .map(|r| {
                 let mut ro = Map::new();
                 if let Some(method) = &r.method {
-                    ro.insert("method".into(), string_match_json(method));
+                    ro.insert("method".into(), method.to_go_json());
                 }
                 if let Some(path) = &r.path {
-                    ro.insert("path".into(), string_match_json(path));
+                    ro.insert("path".into(), path.to_go_json());
                 }
                 if let Some(headers) = r.headers.as_ref().filter(|h| !h.is_empty()) {
                     let h = headers
                         .iter()
-                        .map(|(k, v)| (k.clone(), string_match_json(v)))
+                        .map(|(k, v)| (k.clone(), v.to_go_json()))
                         .collect();
                     ro.insert("headers".into(), Value::Object(h));
                 }

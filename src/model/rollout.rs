@@ -194,6 +194,24 @@ pub struct StringMatch {
     pub regex: Option<String>,
 }
 
+impl StringMatch {
+    /// As Go's `encoding/json` writes Argo's `StringMatch`: fields in the order exact,
+    /// prefix, regex, empty ones omitted.
+    pub fn to_go_json(&self) -> Value {
+        let mut o = serde_json::Map::new();
+        for (k, v) in [
+            ("exact", &self.exact),
+            ("prefix", &self.prefix),
+            ("regex", &self.regex),
+        ] {
+            if let Some(s) = v.as_deref().filter(|s| !s.is_empty()) {
+                o.insert(k.to_string(), Value::String(s.to_string()));
+            }
+        }
+        Value::Object(o)
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct SetMirrorRoute {
