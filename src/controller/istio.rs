@@ -1506,6 +1506,7 @@ fn header_route_json(step: &SetHeaderRoute, host: &str, port: u32, subset: &str)
     let matches: Vec<Value> = step
         .matches
         .iter()
+        .flatten()
         .map(|hm| {
             let value = hm
                 .header_value
@@ -1607,7 +1608,13 @@ fn mirror_route_json(
     route.insert("name".into(), Value::from(step.name.clone()));
     route.insert(
         "match".into(),
-        Value::Array(step.matches.iter().map(route_match_json).collect()),
+        Value::Array(
+            step.matches
+                .iter()
+                .flatten()
+                .map(route_match_json)
+                .collect(),
+        ),
     );
     // No weight route: Argo writes `route: null`, which the API server prunes.
     if let Some(dests) = weight_route {
@@ -1660,7 +1667,7 @@ pub fn set_header_route(
     };
     let dr_host = destination_rule_host(ctx, dr).map_err(wrap)?;
     let mut out = vs.clone();
-    if step.matches.is_empty() {
+    if step.matches.is_none() {
         remove_route(&mut out, &step.name).map_err(|e| {
             wrap(format!(
                 "[reconcileVirtualServiceHeaderRoutes] failed to remove route from virtual service: {e}"
@@ -1717,7 +1724,7 @@ pub fn set_mirror_route(
     let dr_host = destination_rule_host(ctx, dr)
         .map_err(|e| wrap(format!("failed to get destination rule host: {e}")))?;
     let mut out = vs.clone();
-    if step.matches.is_empty() {
+    if step.matches.is_none() {
         remove_route(&mut out, &step.name)
             .map_err(|e| wrap(format!("failed to remove route from virtual service: {e}")))?;
     } else {
@@ -2475,10 +2482,10 @@ mod tests {
     fn header_step(name: &str, header: &str, value: StringMatch) -> SetHeaderRoute {
         SetHeaderRoute {
             name: name.into(),
-            matches: vec![HeaderRoutingMatch {
+            matches: Some(vec![HeaderRoutingMatch {
                 header_name: header.into(),
                 header_value: Some(value),
-            }],
+            }]),
         }
     }
 
@@ -2492,10 +2499,10 @@ mod tests {
     fn mirror_step(name: &str, method: &str, percentage: Option<i32>) -> SetMirrorRoute {
         SetMirrorRoute {
             name: name.into(),
-            matches: vec![RouteMatch {
+            matches: Some(vec![RouteMatch {
                 method: Some(exact(method)),
                 ..Default::default()
-            }],
+            }]),
             percentage,
         }
     }
@@ -3353,7 +3360,7 @@ mod tests {
         );
         let remove = SetHeaderRoute {
             name: "hdr".into(),
-            matches: vec![],
+            matches: None,
         };
         assert_eq!(
             set_header_route(&regular_tls_vsvc(), &r, &ctx, &remove, None)
@@ -4322,10 +4329,36 @@ mod tests {
         );
         let remove = SetHeaderRoute {
             name: "test-header-route".into(),
-            matches: vec![],
+            matches: None,
         };
         let out = set_header_route(&out, &r, &ctx, &remove, None).unwrap();
         assert_json(&out, &regular_vsvc());
+    }
+
+    #[test]
+    fn an_empty_header_match_creates_a_catch_all_route_to_the_canary() {
+        // `match: []` is not `match` absent: Argo creates the route, and a route without
+        // conditions matches every request.
+        let managed = strings(&["everyone"]);
+        let ctx = managed_ctx(&managed);
+        let r = vref("vsvc", &["primary"]);
+        let step = SetHeaderRoute {
+            name: "everyone".into(),
+            matches: Some(vec![]),
+        };
+        let out = set_header_route(&regular_vsvc(), &r, &ctx, &step, None).unwrap();
+        let first = &out["spec"]["http"][0];
+        assert_eq!(first["name"], "everyone");
+        assert_eq!(
+            first["route"],
+            json!([{"destination": {"host": "canary"}, "weight": 100}])
+        );
+        assert!(
+            first
+                .get("match")
+                .is_none_or(|m| m.as_array().is_some_and(Vec::is_empty)),
+            "{first}"
+        );
     }
 
     #[test]
@@ -4447,7 +4480,7 @@ mod tests {
         )]);
         let remove = SetHeaderRoute {
             name: "hdr".into(),
-            matches: vec![],
+            matches: None,
         };
         let out = set_header_route(&input, &vref("vsvc", &[]), &host_ctx(), &remove, None).unwrap();
         assert_json(&out, &vs_with(&[]));
@@ -4682,7 +4715,7 @@ mod tests {
     fn mirror_route_match_fields() {
         let step = SetMirrorRoute {
             name: "m".into(),
-            matches: vec![RouteMatch {
+            matches: Some(vec![RouteMatch {
                 method: Some(exact("POST")),
                 path: Some(StringMatch {
                     prefix: Some("/api".into()),
@@ -4692,7 +4725,7 @@ mod tests {
                     ("x-b".to_string(), exact("2")),
                     ("x-a".to_string(), exact("1")),
                 ])),
-            }],
+            }]),
             percentage: Some(0),
         };
         let out = set_mirror_route(
@@ -4818,7 +4851,7 @@ mod tests {
             CanaryStep {
                 set_header_route: Some(SetHeaderRoute {
                     name: "header-route".into(),
-                    matches: vec![],
+                    matches: None,
                 }),
                 ..Default::default()
             },

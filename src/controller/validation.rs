@@ -761,7 +761,7 @@ fn validate_step(
                 INVALID_SET_HEADER_ROUTE_TRAFFIC_POLICY,
             )),
             Some(t) => {
-                for (j, m) in h.matches.iter().enumerate() {
+                for (j, m) in h.matches.iter().flatten().enumerate() {
                     let match_path = at.child("match").index(j);
                     if t.alb.is_some() {
                         has_alb_invalid_values(errs, m.header_value.as_ref(), &match_path);
@@ -782,7 +782,7 @@ fn validate_step(
                 INVALID_SET_MIRROR_ROUTE_TRAFFIC_POLICY,
             ));
         }
-        for (j, m) in mirror.matches.iter().enumerate() {
+        for (j, m) in mirror.matches.iter().flatten().enumerate() {
             let match_path = at.child("match").index(j);
             // Upstream checks method, path, then method again; headers are never checked.
             if let Some(method) = &m.method {
@@ -1712,9 +1712,8 @@ fn set_header_route_json(h: &SetHeaderRoute) -> Value {
     if !h.name.is_empty() {
         o.insert("name".into(), Value::String(h.name.clone()));
     }
-    if !h.matches.is_empty() {
-        let matches = h
-            .matches
+    if let Some(matches) = h.matches.as_ref().filter(|m| !m.is_empty()) {
+        let matches = matches
             .iter()
             .map(|m| {
                 let mut mo = Map::new();
@@ -1737,9 +1736,8 @@ fn set_header_route_json(h: &SetHeaderRoute) -> Value {
 fn set_mirror_route_json(m: &SetMirrorRoute) -> Value {
     let mut o = Map::new();
     o.insert("name".into(), Value::String(m.name.clone()));
-    if !m.matches.is_empty() {
-        let matches = m
-            .matches
+    if let Some(matches) = m.matches.as_ref().filter(|m| !m.is_empty()) {
+        let matches = matches
             .iter()
             .map(|r| {
                 let mut ro = Map::new();

@@ -170,8 +170,10 @@ pub struct SetCanaryScale {
 pub struct SetHeaderRoute {
     #[serde(default)]
     pub name: String,
-    #[serde(default, rename = "match", skip_serializing_if = "Vec::is_empty")]
-    pub matches: Vec<HeaderRoutingMatch>,
+    /// Absent (or null): the step removes the route. Present, even empty: the step creates
+    /// it (an empty list matches every request, as in Argo).
+    #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
+    pub matches: Option<Vec<HeaderRoutingMatch>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
@@ -217,8 +219,9 @@ impl StringMatch {
 pub struct SetMirrorRoute {
     #[serde(default)]
     pub name: String,
-    #[serde(default, rename = "match", skip_serializing_if = "Vec::is_empty")]
-    pub matches: Vec<RouteMatch>,
+    /// Absent (or null): the step removes the route; present, even empty: creates it.
+    #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
+    pub matches: Option<Vec<RouteMatch>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub percentage: Option<i32>,
 }
@@ -449,11 +452,17 @@ mod tests {
         }))
         .unwrap();
         let h = step.set_header_route.unwrap();
-        assert_eq!(h.matches[0].header_name, "x");
+        let m = h.matches.unwrap();
+        assert_eq!(m[0].header_name, "x");
         assert_eq!(
-            h.matches[0].header_value.as_ref().unwrap().exact.as_deref(),
+            m[0].header_value.as_ref().unwrap().exact.as_deref(),
             Some("1")
         );
+        // An absent match and an empty one differ: removal vs. a catch-all route.
+        let absent: SetHeaderRoute = serde_json::from_value(json!({"name": "h"})).unwrap();
+        let empty: SetHeaderRoute =
+            serde_json::from_value(json!({"name": "h", "match": []})).unwrap();
+        assert_eq!((absent.matches, empty.matches), (None, Some(vec![])));
     }
 
     #[test]
