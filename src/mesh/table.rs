@@ -246,7 +246,11 @@ impl WeightedClusters {
             Some(m) => u64::from(fastmod_u32(rng.next_u32(), m, self.total as u32)),
             None => rng.next_u64() % self.total,
         };
-        self.entries.iter().map(|e| (v >= e.end) as usize).sum()
+        match &*self.entries {
+            // Stable + canary: one comparison.
+            [first, _] => (v >= first.end) as usize,
+            entries => entries.iter().map(|e| (v >= e.end) as usize).sum(),
+        }
     }
 
     /// (cluster, weight) in route order.
