@@ -435,6 +435,39 @@ fn sequential_check(d: &Driver, ctx: &mut Ctx) -> Option<u64> {
     Some(d.result_sent)
 }
 
+/// The closed loop's scaffold: the workers take turns in slices of [`SLICE_US`] of virtual
+/// time, each sending requests until its clock passes the slice end. `request` sends one and
+/// returns how long it kept the worker, or None once the load has sent all it may.
+#[inline(always)]
+fn take_turns(free_at: &mut [u64], epoch_end_us: u64, mut request: impl FnMut() -> Option<u64>) {
+    let mut slice_end = free_at
+        .iter()
+        .copied()
+        .min()
+        .unwrap_or(0)
+        .saturating_add(SLICE_US)
+        .min(epoch_end_us);
+    'slices: loop {
+        for t in free_at.iter_mut() {
+            let mut now = *t;
+            while now < slice_end {
+                match request() {
+                    Some(busy) => now += busy,
+                    None => {
+                        *t = now;
+                        break 'slices;
+                    }
+                }
+            }
+            *t = now;
+        }
+        if slice_end >= epoch_end_us {
+            break;
+        }
+        slice_end = slice_end.saturating_add(SLICE_US).min(epoch_end_us);
+    }
+}
+
 /// [`fast_mesh_epoch`] when every endpoint of the split is alive and deterministic: per
 /// request only the weighted draw, the round-robin step, one counter and the clock.
 #[allow(clippy::too_many_arguments)]
@@ -457,44 +490,26 @@ fn deterministic_loop(
         .map(|m| (m.latency_us.max(1), 0))
         .collect();
     let mut sent = d.result_sent;
-    let mut slice_end = free_at
-        .iter()
-        .copied()
-        .min()
-        .unwrap_or(0)
-        .saturating_add(SLICE_US)
-        .min(epoch_end_us);
-    'slices: loop {
-        for t in free_at.iter_mut() {
-            let mut now = *t;
-            while now < slice_end {
-                if sent >= limit {
-                    *t = now;
-                    break 'slices;
-                }
-                sent += 1;
-                let i = if single {
-                    0
-                } else {
-                    choice.clusters.index_for(rng)
-                };
-                let (_, eps, pos) = &mut entries[i];
-                let e = eps[*pos as usize].0 as usize;
-                *pos += 1;
-                if *pos as usize == eps.len() {
-                    *pos = 0;
-                }
-                let slot = &mut per_endpoint[e];
-                slot.1 += 1;
-                now += slot.0;
-            }
-            *t = now;
+    take_turns(free_at, epoch_end_us, || {
+        if sent >= limit {
+            return None;
         }
-        if slice_end >= epoch_end_us {
-            break;
+        sent += 1;
+        let i = if single {
+            0
+        } else {
+            choice.clusters.index_for(rng)
+        };
+        let (_, eps, pos) = &mut entries[i];
+        let e = eps[*pos as usize].0 as usize;
+        *pos += 1;
+        if *pos as usize == eps.len() {
+            *pos = 0;
         }
-        slice_end = slice_end.saturating_add(SLICE_US).min(epoch_end_us);
-    }
+        let slot = &mut per_endpoint[e];
+        slot.1 += 1;
+        Some(slot.0)
+    });
     let new = sent - d.result_sent;
     if !ctx.reuse {
         d.connections_opened += new;
@@ -592,63 +607,42 @@ fn fast_mesh_epoch(
     let mut ep_responses = vec![0u64; n_eps];
     let mut ep_errors = vec![0u64; n_eps];
     let (mut sent, mut answered, mut failed, mut dead) = (d.result_sent, 0u64, 0u64, 0u64);
-    let mut slice_end = free_at
-        .iter()
-        .copied()
-        .min()
-        .unwrap_or(0)
-        .saturating_add(SLICE_US)
-        .min(epoch_end_us);
-    'slices: loop {
-        for t in free_at.iter_mut() {
-            let mut now = *t;
-            while now < slice_end {
-                if sent >= limit {
-                    *t = now;
-                    break 'slices;
-                }
-                sent += 1;
-                let i = if single {
-                    0
-                } else {
-                    choice.clusters.index_for(rng)
-                };
-                let (_, eps, pos) = &mut entries[i];
-                if eps.is_empty() {
-                    failed += 1;
-                    now += FAILURE_US;
-                    continue;
-                }
-                let e = eps[*pos as usize].0 as usize;
-                *pos += 1;
-                if *pos as usize == eps.len() {
-                    *pos = 0;
-                }
-                if !ctx.ep.alive[e] {
-                    dead += 1;
-                    now += FAILURE_US;
-                    continue;
-                }
-                let model = ctx.ep.model[e];
-                answered += 1;
-                ep_responses[e] += 1;
-                let latency = if model.deterministic() {
-                    model.latency_us.max(1)
-                } else {
-                    let (latency, error) = model.answer(rng.next_u64());
-                    ep_errors[e] += error as u64;
-                    d.arms[ctx.ep.arm[e] as usize].record_latency(latency);
-                    latency
-                };
-                now += latency;
-            }
-            *t = now;
+    take_turns(free_at, epoch_end_us, || {
+        if sent >= limit {
+            return None;
         }
-        if slice_end >= epoch_end_us {
-            break;
+        sent += 1;
+        let i = if single {
+            0
+        } else {
+            choice.clusters.index_for(rng)
+        };
+        let (_, eps, pos) = &mut entries[i];
+        if eps.is_empty() {
+            failed += 1;
+            return Some(FAILURE_US);
         }
-        slice_end = slice_end.saturating_add(SLICE_US).min(epoch_end_us);
-    }
+        let e = eps[*pos as usize].0 as usize;
+        *pos += 1;
+        if *pos as usize == eps.len() {
+            *pos = 0;
+        }
+        if !ctx.ep.alive[e] {
+            dead += 1;
+            return Some(FAILURE_US);
+        }
+        let model = ctx.ep.model[e];
+        answered += 1;
+        ep_responses[e] += 1;
+        Some(if model.deterministic() {
+            model.latency_us.max(1)
+        } else {
+            let (latency, error) = model.answer(rng.next_u64());
+            ep_errors[e] += error as u64;
+            d.arms[ctx.ep.arm[e] as usize].record_latency(latency);
+            latency
+        })
+    });
     d.connections_opened += if new_connection {
         sent - d.result_sent
     } else {
