@@ -44,6 +44,9 @@ pub enum Check {
     MeshBinding,
     /// A weight Istio cannot express.
     Weights,
+    /// A field canarysim keeps but does not simulate, an unknown field, or one it refuses
+    /// (`model::support`).
+    Support,
 }
 
 impl fmt::Display for Diagnostic {
@@ -91,6 +94,23 @@ pub fn check(manifests: &[Manifest]) -> Vec<Diagnostic> {
                 message: format!("weight {w} is not a whole percent: {}", closest_weights(w)),
             });
         }
+    }
+    let review = crate::model::support::review_all(manifests);
+    for r in review.rejections {
+        out.push(Diagnostic {
+            location: r.location,
+            severity: Severity::Error,
+            check: Check::Support,
+            message: r.message,
+        });
+    }
+    for w in review.warnings {
+        out.push(Diagnostic {
+            location: w.location(),
+            severity: Severity::Warning,
+            check: Check::Support,
+            message: w.text(),
+        });
     }
     let mut seen = BTreeSet::new();
     out.retain(|d| seen.insert((d.location.clone(), d.severity, d.message.clone())));

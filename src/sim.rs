@@ -68,6 +68,9 @@ pub struct World {
     pub mesh: Mesh,
     /// Fingerprint of what istiod watches (networking config and endpoints) at the last push.
     pushed: Option<u64>,
+    /// Every distinct note of the route tables translated so far (what the translation
+    /// skipped or could not honour), in the order first seen.
+    pub route_notes: Vec<crate::endpoints::Note>,
 }
 
 impl World {
@@ -83,6 +86,7 @@ impl World {
             wake: None,
             mesh: Mesh::new(),
             pushed: None,
+            route_notes: Vec::new(),
         }
     }
 
@@ -179,6 +183,11 @@ impl World {
         }
         self.pushed = Some(fingerprint);
         let table = mesh::translate(&self.api);
+        for note in table.notes() {
+            if !self.route_notes.contains(note) {
+                self.route_notes.push(note.clone());
+            }
+        }
         self.mesh.push(table, self.now, self.config.push_delay);
         self.mesh.prune(self.now);
     }

@@ -185,3 +185,52 @@ fn status_records_the_weights_hashes_and_pause_condition() {
     assert_eq!(weights["stable"]["podTemplateHash"], "76c569d8b");
     assert_eq!(status(&w, "selector"), "app=rollouts-demo");
 }
+
+fn replica_set_count(w: &World) -> usize {
+    w.api.list(Kind::ReplicaSet, Some(NS), None).len()
+}
+
+/// Promotes one new image after another: with `revisionHistoryLimit: 1` only one ReplicaSet
+/// beside the stable one is kept, the oldest scaled-down ones are deleted (Argo's
+/// `cleanupRollouts`); the seed's limit of 2 keeps two.
+#[test]
+fn revision_history_limit_deletes_the_oldest_scaled_down_replica_sets() {
+    for (limit, kept_old) in [(1, 1), (2, 2)] {
+        let mut w = world(|s| {
+            s.replace(
+                "revisionHistoryLimit: 2",
+                &format!("revisionHistoryLimit: {limit}"),
+            )
+        });
+        for colour in ["yellow", "red", "green", "purple"] {
+            w.set_image(
+                NS,
+                RO,
+                "rollouts-demo",
+                &format!("argoproj/rollouts-demo:{colour}"),
+            )
+            .unwrap();
+            w.promote(NS, RO, true).unwrap();
+            // scaleDownDelaySeconds (30 s) and pod readiness pass.
+            w.advance(Duration::from_secs(120)).unwrap();
+            assert_eq!(status(&w, "phase"), "Healthy", "{colour}");
+        }
+        assert_eq!(replica_set_count(&w), 1 + kept_old, "limit {limit}");
+        let oldest_kept = w
+            .api
+            .list(Kind::ReplicaSet, Some(NS), None)
+            .iter()
+            .filter_map(|rs| {
+                rs.annotation("rollout.argoproj.io/revision")?
+                    .parse::<i64>()
+                    .ok()
+            })
+            .min()
+            .unwrap();
+        assert_eq!(
+            oldest_kept,
+            5 - kept_old as i64,
+            "limit {limit}: the newest are kept"
+        );
+    }
+}

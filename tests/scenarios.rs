@@ -42,6 +42,7 @@ scenarios! {
     fast_rollout_against_push_delay => "fast-rollout-push-delay.yaml",
     sequential_test_stops_the_load_early => "sequential-test.yaml",
     canary_pod_crash => "canary-pod-crash.yaml",
+    missing_virtualservice_is_reported_on_the_rollout => "missing-virtualservice.yaml",
 }
 
 #[test]
@@ -70,4 +71,30 @@ fn the_whole_directory_passes_with_a_summary_table() {
         out.contains(&format!("{} passed, 0 failed", LISTED.len())),
         "{out}"
     );
+}
+
+/// A warning in a bundled scenario is either expected (`expect: {warnings: [...]}` makes the
+/// runner check the exact set) or a mistake in the scenario.
+#[test]
+fn no_bundled_scenario_has_a_warning_it_does_not_expect() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut unexpected = Vec::new();
+    for file in LISTED {
+        let path = dir.join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let (code, out, err) = execute(Cli::parse_from([
+            "canarysim",
+            "run",
+            path.to_str().unwrap(),
+            "--format",
+            "json",
+        ]));
+        assert_eq!(code, 0, "{file}: {err}");
+        let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let warnings = report["warnings"].as_array().unwrap();
+        if !warnings.is_empty() && !text.contains("warnings:") {
+            unexpected.push(format!("{file}: {warnings:?}"));
+        }
+    }
+    assert!(unexpected.is_empty(), "{unexpected:#?}");
 }

@@ -82,6 +82,8 @@ struct Rs {
     available: i32,
     revision: i64,
     deadline: Option<SimTime>,
+    /// metadata.creationTimestamp (RFC 3339 in UTC, so it sorts as text).
+    created: String,
 }
 
 impl Rs {
@@ -113,6 +115,12 @@ impl Rs {
             deadline: object
                 .annotation(SCALE_DOWN_DEADLINE)
                 .and_then(SimTime::parse_rfc3339),
+            created: object
+                .metadata()
+                .and_then(|m| m.get("creationTimestamp"))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
         }
     }
 
@@ -444,6 +452,9 @@ impl Reconciler<'_> {
             return self.write_status();
         }
 
+        if self.clean_up_old_replica_sets(spec, &older)? {
+            return self.write_status();
+        }
         self.reconcile_services(canary, &new_rs, stable_rs.as_ref(), &all)?;
 
         if let Some(tr) = &canary.traffic_routing {
@@ -1027,6 +1038,33 @@ impl Reconciler<'_> {
             }
         }
         Ok(())
+    }
+
+    /// `cleanupRollouts`: beyond `revisionHistoryLimit` (default 10) ReplicaSets other than
+    /// the current and the stable one, the oldest (by creation) that are scaled to zero are
+    /// deleted, so an `undo` to them is no longer possible.
+    fn clean_up_old_replica_sets(
+        &mut self,
+        spec: &RolloutSpec,
+        older: &[Rs],
+    ) -> Result<bool, ApiError> {
+        let limit = spec.revision_history_limit.unwrap_or(10).max(0) as usize;
+        if older.len() <= limit {
+            return Ok(false);
+        }
+        let mut by_age: Vec<&Rs> = older.iter().collect();
+        by_age.sort_by(|a, b| (&a.created, &a.name).cmp(&(&b.created, &b.name)));
+        let mut deleted = false;
+        for rs in &by_age[..older.len() - limit] {
+            if rs.spec != 0 || rs.replicas != 0 {
+                continue;
+            }
+            self.api
+                .delete(Kind::ReplicaSet, &rs.namespace, rs.name())?;
+            self.outcome.changed = true;
+            deleted = true;
+        }
+        Ok(deleted)
     }
 
     /// Whether a Service managed by this rollout still selects the ReplicaSet (Argo does not

@@ -579,6 +579,9 @@ impl GatewayName {
     }
 }
 
+/// A gateway server: its port (None: unspecified) and the hosts it accepts.
+pub(crate) type GatewayServer = (Option<u32>, Box<[HostPattern]>);
+
 /// One proxy's configuration: the mesh's sidecars, or one ingress gateway.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Listener {
@@ -586,6 +589,9 @@ pub(crate) struct Listener {
     pub gateway: Option<GatewayName>,
     /// Ports the gateway's servers listen on (empty: any).
     pub ports: Box<[u32]>,
+    /// The gateway's servers: port (None: unspecified) and the hosts they accept; a request
+    /// for a host no server on its port accepts finds no virtual host (404), as in Envoy.
+    pub servers: Box<[GatewayServer]>,
     /// Ordered most specific first (exact, longest suffix, `*`).
     pub http: Vec<VirtualHost<HttpRouteEntry>>,
     pub tls: Vec<VirtualHost<L4RouteEntry>>,
@@ -641,6 +647,19 @@ impl RouteTable {
                     .ok_or(RouteError::UnknownGateway)?;
                 if !l.ports.is_empty() && !l.ports.contains(&req.port) {
                     return Err(RouteError::NoListener);
+                }
+                let host = request_host(req.host);
+                let host = if host.is_empty() {
+                    req.sni.unwrap_or("")
+                } else {
+                    host
+                };
+                let accepted = l.servers.iter().any(|(port, hosts)| {
+                    port.is_none_or(|p| p == req.port)
+                        && hosts.iter().any(|h| h.matches(host, req.namespace))
+                });
+                if !accepted {
+                    return Err(RouteError::NoRoute);
                 }
                 l
             }

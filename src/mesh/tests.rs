@@ -861,3 +861,48 @@ fn writes_inside_the_debounce_window_are_pushed_together() {
     assert_eq!(weight(&mesh, 1150), Some(40));
     assert_eq!(mesh.pushes().len(), 2);
 }
+
+#[test]
+fn a_gateway_serves_only_the_hosts_its_servers_accept() {
+    let mut api = store();
+    create(
+        &mut api,
+        Kind::Gateway,
+        json!({"metadata": {"name": "public", "namespace": NS},
+               "spec": {"servers": [{"port": {"number": 80}, "hosts": ["*.example.com"]},
+                                    {"port": {"number": 8080}, "hosts": ["other/admin.local"]}]}}),
+    );
+    vs(
+        &mut api,
+        "vs",
+        json!({"hosts": ["shop.example.com", "rollouts-demo.local", "admin.local"],
+               "gateways": ["public"],
+               "http": [{"route": split(80, 20)}]}),
+    );
+    let table = translate(&api);
+    let at = |host: &'static str, port: u32| {
+        table.route(&RequestMeta {
+            port,
+            ..req(Origin::Gateway("public"), host)
+        })
+    };
+    assert!(at("shop.example.com", 80).is_ok());
+    // The VirtualService names it, but no server on port 80 accepts it: Envoy has no
+    // virtual host for it at this gateway.
+    assert_eq!(
+        at("rollouts-demo.local", 80).unwrap_err(),
+        RouteError::NoRoute
+    );
+    assert_eq!(
+        at("shop.example.com", 8080).unwrap_err(),
+        RouteError::NoRoute
+    );
+    assert!(at("admin.local", 8080).is_ok());
+    assert!(
+        notes(&table)
+            .iter()
+            .any(|n| n.contains("namespace restriction \"other\" is not simulated")),
+        "{:?}",
+        notes(&table)
+    );
+}

@@ -152,9 +152,39 @@ impl<'a> Builder<'a> {
                 .collect();
             ports.sort_unstable();
             ports.dedup();
+            let mut servers = Vec::new();
+            for server in &spec.servers {
+                let port = server["port"]["number"]
+                    .as_u64()
+                    .and_then(|p| u32::try_from(p).ok());
+                let mut hosts = Vec::new();
+                for h in server["hosts"].as_array().into_iter().flatten() {
+                    let Some(h) = h.as_str() else { continue };
+                    // `namespace/host`: which namespaces' VirtualServices may bind. Only
+                    // the host part is simulated; say so when the restriction could matter.
+                    let host = match h.split_once('/') {
+                        Some((ns, host)) => {
+                            if ns != "*" {
+                                self.note(
+                                    &gw.key(),
+                                    format!(
+                                        "server host {h:?}: the namespace restriction {ns:?} is \
+                                         not simulated; VirtualServices of every namespace bind"
+                                    ),
+                                );
+                            }
+                            host
+                        }
+                        None => h,
+                    };
+                    hosts.push(HostPattern::parse(host, gw.namespace()));
+                }
+                servers.push((port, hosts.into_boxed_slice()));
+            }
             self.listeners.push(Listener {
                 gateway: Some(GatewayName::new(gw.namespace(), gw.name())),
                 ports: ports.into(),
+                servers: servers.into(),
                 ..Listener::default()
             });
         }

@@ -4,6 +4,7 @@ pub mod duration;
 pub mod istio;
 pub mod object;
 pub mod rollout;
+pub mod support;
 pub mod yaml;
 
 pub use object::{Kind, Object, ObjectKey};

@@ -20,10 +20,16 @@ pub enum Kind {
     Gateway,
     ReplicaSet,
     Pod,
+    /// Argo's analysis and experiment kinds: stored (a scenario may carry them beside its
+    /// Rollout) but not evaluated; see [`crate::model::support`].
+    AnalysisTemplate,
+    ClusterAnalysisTemplate,
+    AnalysisRun,
+    Experiment,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 11] = [
         Kind::Rollout,
         Kind::Service,
         Kind::VirtualService,
@@ -31,6 +37,10 @@ impl Kind {
         Kind::Gateway,
         Kind::ReplicaSet,
         Kind::Pod,
+        Kind::AnalysisTemplate,
+        Kind::ClusterAnalysisTemplate,
+        Kind::AnalysisRun,
+        Kind::Experiment,
     ];
 
     /// The `kind:` string.
@@ -43,6 +53,10 @@ impl Kind {
             Kind::Gateway => "Gateway",
             Kind::ReplicaSet => "ReplicaSet",
             Kind::Pod => "Pod",
+            Kind::AnalysisTemplate => "AnalysisTemplate",
+            Kind::ClusterAnalysisTemplate => "ClusterAnalysisTemplate",
+            Kind::AnalysisRun => "AnalysisRun",
+            Kind::Experiment => "Experiment",
         }
     }
 
@@ -53,7 +67,11 @@ impl Kind {
     /// API group ("" for the core group).
     pub fn group(self) -> &'static str {
         match self {
-            Kind::Rollout => "argoproj.io",
+            Kind::Rollout
+            | Kind::AnalysisTemplate
+            | Kind::ClusterAnalysisTemplate
+            | Kind::AnalysisRun
+            | Kind::Experiment => "argoproj.io",
             Kind::Service | Kind::Pod => "",
             Kind::VirtualService | Kind::DestinationRule | Kind::Gateway => "networking.istio.io",
             Kind::ReplicaSet => "apps",
@@ -63,7 +81,11 @@ impl Kind {
     /// apiVersions accepted for this kind.
     pub fn accepts_api_version(self, api_version: &str) -> bool {
         match self {
-            Kind::Rollout => api_version == "argoproj.io/v1alpha1",
+            Kind::Rollout
+            | Kind::AnalysisTemplate
+            | Kind::ClusterAnalysisTemplate
+            | Kind::AnalysisRun
+            | Kind::Experiment => api_version == "argoproj.io/v1alpha1",
             Kind::Service | Kind::Pod => api_version == "v1",
             Kind::ReplicaSet => api_version == "apps/v1",
             Kind::VirtualService | Kind::DestinationRule | Kind::Gateway => matches!(
@@ -78,7 +100,11 @@ impl Kind {
     /// The apiVersion canarysim writes for objects it creates.
     pub fn default_api_version(self) -> &'static str {
         match self {
-            Kind::Rollout => "argoproj.io/v1alpha1",
+            Kind::Rollout
+            | Kind::AnalysisTemplate
+            | Kind::ClusterAnalysisTemplate
+            | Kind::AnalysisRun
+            | Kind::Experiment => "argoproj.io/v1alpha1",
             Kind::Service | Kind::Pod => "v1",
             Kind::ReplicaSet => "apps/v1",
             Kind::VirtualService | Kind::DestinationRule | Kind::Gateway => {
@@ -97,6 +123,10 @@ impl Kind {
             Kind::Gateway => "gateways",
             Kind::ReplicaSet => "replicasets",
             Kind::Pod => "pods",
+            Kind::AnalysisTemplate => "analysistemplates",
+            Kind::ClusterAnalysisTemplate => "clusteranalysistemplates",
+            Kind::AnalysisRun => "analysisruns",
+            Kind::Experiment => "experiments",
         }
     }
 

@@ -17,6 +17,13 @@ pub fn render(report: &RunReport) -> String {
         let _ = writeln!(out, "  {line}");
     }
     let _ = writeln!(out);
+    // Before the steps: what the run does not simulate colours every figure below.
+    for w in &report.warnings {
+        let _ = writeln!(out, "{w}");
+    }
+    if !report.warnings.is_empty() {
+        let _ = writeln!(out);
+    }
     for step in &report.steps {
         let mark = if step.passed { "✔" } else { "✖" };
         let _ = writeln!(

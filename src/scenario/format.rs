@@ -314,6 +314,9 @@ pub struct Expect {
     pub weights: Option<BTreeMap<String, RouteWeights>>,
     pub objects: Option<Vec<serde_json::Value>>,
     pub error: Option<String>,
+    /// Extension: the warnings so far, each matched by one of these substrings (and each
+    /// substring matching one): a scenario states the warnings it expects.
+    pub warnings: Option<Vec<String>>,
 }
 
 /// Route (`http/primary`, `tls/0`) → destination (`host` or `host/subset`) → weight.

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::format::*;
+use crate::model::support::{self, Warning};
 use crate::model::yaml::{self, Location, SourceMap};
 use crate::model::{Kind, Manifest, duration};
 
@@ -106,6 +107,9 @@ pub struct Plan {
     /// Applied in order before step 1.
     pub manifests: Vec<Manifest>,
     pub steps: Vec<PlannedStep>,
+    /// Fields of the manifests that are kept but not simulated, and references that no
+    /// manifest satisfies (the controller reports those on the rollout, as Argo does).
+    pub warnings: Vec<Warning>,
 }
 
 /// One step, checked.
@@ -193,14 +197,30 @@ impl Plan {
 /// the scenario ever satisfies (initially or in a later `apply`) is an error, since it can
 /// only be a mistake and the run would show nothing useful.
 pub fn load(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
-    let plan = parse(path, files)?;
-    if let Some(d) = crate::lint::check(&plan.all_manifests())
-        .into_iter()
-        .find(|d| {
-            d.check == crate::lint::Check::Reference && d.severity == crate::lint::Severity::Error
-        })
-    {
-        return Err(ScenarioError::at(d.location, d.message));
+    let mut plan = parse(path, files)?;
+    let all = plan.all_manifests();
+    let review = support::review_all(&all);
+    if let Some(r) = review.rejections.into_iter().next() {
+        return Err(ScenarioError::at(r.location, r.message));
+    }
+    plan.warnings = review.warnings;
+    for d in crate::lint::check(&all).into_iter().filter(|d| {
+        d.check == crate::lint::Check::Reference && d.severity == crate::lint::Severity::Error
+    }) {
+        // A missing VirtualService or DestinationRule is what Argo reports on the rollout
+        // (InvalidSpec), so the run shows that; any other missing reference is a mistake.
+        if !d.message.contains(".networking.istio.io") {
+            return Err(ScenarioError::at(d.location, d.message));
+        }
+        plan.warnings.push(Warning::new(
+            d.location,
+            String::new(),
+            String::new(),
+            format!(
+                "{}: the rollout will report it (InvalidSpec), as Argo does",
+                d.message
+            ),
+        ));
     }
     Ok(plan)
 }
@@ -426,6 +446,7 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
         backends,
         manifests,
         steps,
+        warnings: Vec::new(),
     })
 }
 

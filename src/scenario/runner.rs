@@ -16,6 +16,7 @@ use crate::clock::SimTime;
 use crate::controller::replicaset::PodLifecycle;
 use crate::load::{self, LoadResult};
 use crate::model::Kind;
+use crate::model::support::Warning;
 use crate::report::{get_rollout, rollout_view};
 use crate::sim::{ClusterConfig, World};
 use crate::verify::SplitVerdict;
@@ -30,6 +31,9 @@ pub struct RunReport {
     pub passed: bool,
     pub steps: Vec<StepReport>,
     pub violations: Vec<Violation>,
+    /// Fields kept but not simulated, unknown fields, and what the route translation skipped:
+    /// in the order found, each once.
+    pub warnings: Vec<Warning>,
     /// The rollouts as `kubectl argo rollouts get rollout` shows them at the end.
     pub final_views: Vec<String>,
 }
@@ -84,6 +88,8 @@ pub struct Runner<'p> {
     setup_error: Option<String>,
     /// The last load step's result, for `expect_split`.
     last_load: Option<LoadResult>,
+    /// The plan's warnings, then those the route translation produced so far.
+    warnings: Vec<Warning>,
     /// Filled by the step being executed.
     load_report: Option<LoadReport>,
     split_verdict: Option<SplitVerdict>,
@@ -112,11 +118,13 @@ impl<'p> Runner<'p> {
             active: BTreeSet::new(),
             shown: BTreeSet::new(),
             setup_error,
+            warnings: plan.warnings.clone(),
             last_load: None,
             load_report: None,
             split_verdict: None,
         };
         runner.check_invariants();
+        runner.collect_route_notes();
         runner
     }
 
@@ -129,13 +137,16 @@ impl<'p> Runner<'p> {
     pub fn step(&mut self) -> Option<&StepReport> {
         let step = self.plan.steps.get(self.next)?;
         self.next += 1;
-        let (passed, detail) = match &self.setup_error {
+        let (passed, mut detail) = match &self.setup_error {
             Some(e) => (
                 false,
                 format!("not run: applying the manifests failed: {e}"),
             ),
             None => self.execute(step),
         };
+        for w in self.collect_route_notes() {
+            detail.push_str(&format!("\nwarning: {}", w.text()));
+        }
         let views = self.pause_views();
         self.steps.push(StepReport {
             index: step.index,
@@ -178,6 +189,7 @@ impl<'p> Runner<'p> {
                 && self.next >= self.plan.steps.len(),
             steps: self.steps.clone(),
             violations: self.violations.clone(),
+            warnings: self.warnings.clone(),
             final_views,
         }
     }
@@ -189,6 +201,62 @@ impl<'p> Runner<'p> {
             .iter()
             .map(|o| o.name().to_string())
             .collect()
+    }
+
+    /// What the route translation skipped or could not honour (the notes of every route
+    /// table pushed so far) becomes warnings, located at the object's manifest. Returns the
+    /// new ones.
+    fn collect_route_notes(&mut self) -> Vec<Warning> {
+        let mut new = Vec::new();
+        let manifests = self.plan.all_manifests();
+        {
+            for note in &self.world.route_notes {
+                let location = manifests
+                    .iter()
+                    .rev()
+                    .find(|m| m.object.key() == note.object)
+                    .map(|m| m.locate(""))
+                    .unwrap_or_else(|| {
+                        crate::model::SourceMap::synthetic(&self.plan.file).locate("")
+                    });
+                let w = Warning::new(
+                    location,
+                    format!("{} \"{}\"", note.object.kind, note.object.name),
+                    String::new(),
+                    note.message.clone(),
+                );
+                if !self.warnings.contains(&w) {
+                    self.warnings.push(w.clone());
+                    new.push(w);
+                }
+            }
+        }
+        new
+    }
+
+    /// `expect: {warnings: [...]}`: every warning so far matches one of the substrings, and
+    /// every substring matches a warning.
+    fn check_warnings(&self, expected: &[String]) -> (Vec<String>, Vec<String>) {
+        let mut failures = Vec::new();
+        for w in &self.warnings {
+            let text = w.to_string();
+            if !expected.iter().any(|e| text.contains(e.as_str())) {
+                failures.push(format!("warnings: unexpected \"{text}\""));
+            }
+        }
+        for e in expected {
+            if !self
+                .warnings
+                .iter()
+                .any(|w| w.to_string().contains(e.as_str()))
+            {
+                failures.push(format!(
+                    "warnings: expected one containing \"{e}\", got none"
+                ));
+            }
+        }
+        let checked = vec![format!("warnings: {} as expected", self.warnings.len())];
+        (failures, checked)
     }
 
     /// Records invariants that newly stopped holding.
@@ -315,13 +383,20 @@ impl<'p> Runner<'p> {
                     let names = self.rollout_names();
                     (names.len() == 1).then(|| names[0].clone())
                 });
-                let (failures, checked) = expect::check(
+                let (mut failures, mut checked) = expect::check(
                     &self.world,
                     &ns,
                     rollout.as_deref(),
                     e,
                     self.violations.len(),
                 );
+                if let Some(expected) = &e.warnings {
+                    let (f, c) = self.check_warnings(expected);
+                    failures.extend(f);
+                    if failures.is_empty() {
+                        checked.extend(c);
+                    }
+                }
                 if failures.is_empty() {
                     Ok(checked.join(", "))
                 } else {
