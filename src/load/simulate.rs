@@ -146,7 +146,8 @@ pub(crate) fn simulate_with(
     };
     let mut decided: Option<(String, u64)> = None;
     let mut limit = limit;
-    // The split the tables in force imply, weighted by the requests each epoch carried.
+    // The split the tables in force imply, weighted by the draws (requests, or connections
+    // opened) each epoch carried.
     let mut configured: Vec<(Role, f64)> = Vec::new();
 
     loop {
@@ -227,6 +228,7 @@ pub(crate) fn simulate_with(
             decided: &mut decided,
         };
         let sent_before = state.result_sent;
+        let opened_before = state.connections_opened;
         let epoch_shares = {
             match &path {
                 Path::KubeProxy => {
@@ -290,7 +292,13 @@ pub(crate) fn simulate_with(
             &mut limit,
         );
         fold_pods(&mut state, &ep_info);
-        let carried = (state.result_sent - sent_before) as f64;
+        // Per request, each request drew from this epoch's tables; per connection, only the
+        // connections opened in it did (a kept-alive one stays where it was sent before).
+        let carried = if per_connection {
+            (state.connections_opened - opened_before) as f64
+        } else {
+            (state.result_sent - sent_before) as f64
+        };
         for (role, share) in epoch_shares {
             match configured.iter_mut().find(|(r, _)| *r == role) {
                 Some((_, s)) => *s += share * carried,

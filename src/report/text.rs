@@ -122,12 +122,22 @@ pub fn load_summary(r: &crate::scenario::split::LoadReport) -> String {
         r.connections
     );
     for v in &r.versions {
+        // Per connection, the interval is of the connections' choices; the requests' share
+        // follows it only when every connection carries as many requests.
+        let requests = match r.unit {
+            crate::verify::SplitUnit::Request => String::new(),
+            crate::verify::SplitUnit::Connection => format!(
+                " of connections ({} connections, {:.2} % of requests)",
+                v.connections,
+                v.share * 100.0
+            ),
+        };
         let _ = writeln!(
             out,
-            "{:<6} {:<10} {:>6.2} %  [{:>6.2}, {:>6.2}] (99 %)  errors {} ({:.2} %)  p50 {}  p99 {}  p99.9 {}{}",
+            "{:<6} {:<10} {:>6.2} %  [{:>6.2}, {:>6.2}] (99 %){requests}  errors {} ({:.2} %)  p50 {}  p99 {}  p99.9 {}{}",
             v.role,
             v.version,
-            v.share * 100.0,
+            v.unit_share * 100.0,
             v.interval.lo * 100.0,
             v.interval.hi * 100.0,
             v.errors,

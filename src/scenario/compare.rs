@@ -195,7 +195,8 @@ fn observed(load: &LoadReport, version: &str, set_weight: i32) -> Observed {
         .iter()
         .filter(|v| v.version == version)
         .collect();
-    let share: f64 = canary.iter().map(|v| v.share).sum();
+    // In the unit of randomisation, so that the share and its interval agree.
+    let share: f64 = canary.iter().map(|v| v.unit_share).sum();
     let interval = match canary.as_slice() {
         [one] => one.interval,
         _ => {

@@ -11,9 +11,6 @@ use crate::verify::{self, GofResult, Interval, LatencySummary, MannWhitney, Spli
 /// Confidence of the intervals shown in a load report.
 pub const REPORT_CONFIDENCE: f64 = 0.99;
 
-/// Samples per version fed to the Mann–Whitney comparison (from the latency histograms).
-const MANN_WHITNEY_SAMPLES: usize = 50_000;
-
 /// One load step, as reported.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct LoadReport {
@@ -60,7 +57,11 @@ pub struct VersionReport {
     pub connections: u64,
     /// Share of the answered requests.
     pub share: f64,
-    /// Its confidence interval (99 %), built on the unit of randomisation.
+    /// Share of the units of randomisation: of the requests, or of the connections when
+    /// each connection chose (then it can differ from `share`: a slower version answers
+    /// fewer requests per connection).
+    pub unit_share: f64,
+    /// The confidence interval (99 %) of `unit_share`.
     pub interval: Interval,
     pub errors: u64,
     pub error_rate: f64,
@@ -71,14 +72,17 @@ pub struct VersionReport {
 
 /// Effective sample size: answered requests, or connections when each connection chose.
 pub fn effective_n(r: &LoadResult) -> u64 {
-    match r.unit {
-        SplitUnit::Request => r.answered,
-        SplitUnit::Connection => r
-            .arms
-            .iter()
-            .map(|a| a.connections)
-            .sum::<u64>()
-            .min(r.answered),
+    r.arms
+        .iter()
+        .map(|a| draws(r.unit, a.responses, a.connections))
+        .sum()
+}
+
+/// The count in the unit of randomisation.
+fn draws(unit: SplitUnit, responses: u64, connections: u64) -> u64 {
+    match unit {
+        SplitUnit::Request => responses,
+        SplitUnit::Connection => connections,
     }
 }
 
@@ -94,9 +98,11 @@ pub fn load_report(r: &LoadResult) -> LoadReport {
                 a.responses as f64 / r.answered as f64
             };
             // On the unit of randomisation: a keep-alive connection is one draw.
-            let k = match r.unit {
-                SplitUnit::Request => a.responses,
-                SplitUnit::Connection => (share * n_eff as f64).round() as u64,
+            let k = draws(r.unit, a.responses, a.connections);
+            let unit_share = if n_eff == 0 {
+                0.0
+            } else {
+                k as f64 / n_eff as f64
             };
             VersionReport {
                 role: a.role.as_str().to_string(),
@@ -104,6 +110,7 @@ pub fn load_report(r: &LoadResult) -> LoadReport {
                 responses: a.responses,
                 connections: a.connections,
                 share,
+                unit_share,
                 interval: verify::proportion_interval(k, n_eff, REPORT_CONFIDENCE).interval,
                 errors: a.errors,
                 error_rate: verify::error_rate(a.errors, a.responses).0,
@@ -112,39 +119,31 @@ pub fn load_report(r: &LoadResult) -> LoadReport {
             }
         })
         .collect();
-    let fit = (!r.configured.is_empty() && r.answered > 0).then(|| {
+    let fit = (!r.configured.is_empty() && n_eff > 0).then(|| {
         let observed: Vec<u64> = r
             .configured
             .iter()
-            .map(|(role, share)| {
-                let k = r
-                    .arms
+            .map(|(role, _)| {
+                r.arms
                     .iter()
                     .filter(|a| a.role == *role)
-                    .map(|a| a.responses)
-                    .sum::<u64>();
-                let _ = share;
-                match r.unit {
-                    SplitUnit::Request => k,
-                    SplitUnit::Connection => {
-                        (k as f64 / r.answered as f64 * n_eff as f64).round() as u64
-                    }
-                }
+                    .map(|a| draws(r.unit, a.responses, a.connections))
+                    .sum::<u64>()
             })
             .collect();
         let shares: Vec<f64> = r.configured.iter().map(|(_, s)| *s).collect();
         verify::chi_square_gof(&observed, &shares)
     });
-    let latencies = |role: Role| -> Vec<f64> {
-        r.arms
-            .iter()
-            .filter(|a| a.role == role)
-            .flat_map(|a| a.latency.samples(MANN_WHITNEY_SAMPLES))
-            .collect()
+    let latencies = |role: Role| {
+        let mut all = verify::LatencyRecorder::new();
+        for a in r.arms.iter().filter(|a| a.role == role) {
+            all.merge(&a.latency);
+        }
+        all
     };
     let (canary, stable) = (latencies(Role::Canary), latencies(Role::Stable));
-    let latency_comparison =
-        (canary.len() >= 20 && stable.len() >= 20).then(|| verify::mann_whitney(&canary, &stable));
+    let latency_comparison = (canary.count() >= 20 && stable.count() >= 20)
+        .then(|| verify::mann_whitney_recorded(&canary, &stable));
     LoadReport {
         path: r.path.clone(),
         unit: r.unit,
@@ -179,27 +178,48 @@ pub fn load_report(r: &LoadResult) -> LoadReport {
 pub fn expect_split(r: &LoadResult, e: &ExpectSplit) -> (bool, String, SplitVerdict) {
     let within = e.within.map(|p| p.0).unwrap_or(1.0);
     let confidence = e.confidence.map(|p| p.0 / 100.0).unwrap_or(0.99);
-    let mut counts = Vec::new();
+    let mut draws_per_arm = Vec::new();
+    let mut requests = Vec::new();
     let mut shares = Vec::new();
     let mut names = Vec::new();
     for (key, share) in &e.shares {
-        counts.push(r.count(key).0);
+        let (responses, connections) = r.count(key);
+        draws_per_arm.push(draws(r.unit, responses, connections));
+        requests.push(responses);
         shares.push(share.0 / 100.0);
         names.push(key.clone());
     }
-    let listed: u64 = counts.iter().sum();
+    let n_eff = effective_n(r);
+    let listed: u64 = draws_per_arm.iter().sum();
     let listed_share: f64 = shares.iter().sum();
-    if listed < r.answered || listed_share < 1.0 - 1e-9 {
-        counts.push(r.answered.saturating_sub(listed));
+    if listed < n_eff || listed_share < 1.0 - 1e-9 {
+        draws_per_arm.push(n_eff.saturating_sub(listed));
+        requests.push(r.answered.saturating_sub(requests.iter().sum()));
         shares.push((1.0 - listed_share).max(0.0));
         names.push("(rest)".to_string());
     }
-    let verdict =
-        verify::split_verdict(&counts, r.unit, effective_n(r), &shares, within, confidence);
+    let verdict = verify::split_verdict(
+        &draws_per_arm,
+        r.unit,
+        &requests,
+        &shares,
+        within,
+        confidence,
+    );
     let mut lines = vec![verdict.explanation.clone()];
+    let of_unit = match r.unit {
+        SplitUnit::Request => String::new(),
+        SplitUnit::Connection => " of connections".to_string(),
+    };
     for (name, arm) in names.iter().zip(&verdict.arms) {
+        let requests = match r.unit {
+            SplitUnit::Request => String::new(),
+            SplitUnit::Connection => {
+                format!(" ({:.2} % of requests)", arm.request_share * 100.0)
+            }
+        };
         lines.push(format!(
-            "{name}: observed {:.2} %, {:.1} % interval [{:.2}, {:.2}] %, expected {:.2} ± {within} %: {}",
+            "{name}: observed {:.2} %{of_unit}{requests}, {:.1} % interval [{:.2}, {:.2}] %, expected {:.2} ± {within} %: {}",
             arm.observed_share * 100.0,
             verdict.per_arm_confidence * 100.0,
             arm.interval.lo * 100.0,
