@@ -43,6 +43,8 @@ scenarios! {
     sequential_test_stops_the_load_early => "sequential-test.yaml",
     canary_pod_crash => "canary-pod-crash.yaml",
     missing_virtualservice_is_reported_on_the_rollout => "missing-virtualservice.yaml",
+    analysis_is_warned_about_not_refused_nor_silently_passed => "analysis-not-simulated.yaml",
+    route_translation_notes_reach_the_user => "route-notes.yaml",
 }
 
 #[test]
