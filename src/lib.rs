@@ -26,6 +26,7 @@
 //! * [`scenario`] — the scenario file format, its checked plan, and the runner.
 //! * [`lint`] — static checks of manifests (Argo's validation, references, routes).
 //! * [`report`] — renderings (the `kubectl argo rollouts get rollout` view, text, JSON).
+//! * [`testing`] — scenario suites in users' own `cargo test`: one test per scenario file.
 //! * [`cli`] — the clap command line; `main.rs` only calls it.
 //! * [`seed`] — the bundled seed 004 cluster (embedded), for the default run, tests and
 //!   benchmarks.
@@ -46,4 +47,5 @@ pub mod report;
 pub mod scenario;
 pub mod seed;
 pub mod sim;
+pub mod testing;
 pub mod verify;
