@@ -234,3 +234,44 @@ fn revision_history_limit_deletes_the_oldest_scaled_down_replica_sets() {
         );
     }
 }
+
+/// Pause durations follow Go's rules at run time as in validation (Argo's
+/// `DurationSeconds()`): `.5m` is 30 s, `"+90s"` 90 s, and `1500ms` truncates to 1 s.
+#[test]
+fn pause_durations_end_as_go_parses_them() {
+    let mut w = world(|s| {
+        let mut durations = [".5m", "\"+90s\"", "1500ms"].into_iter();
+        s.lines()
+            .map(|l| match l.contains("pause: {duration: 1m}") {
+                true => l.replace("1m}", &format!("{}}}", durations.next().unwrap())),
+                false => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    w.set_image(NS, RO, "rollouts-demo", "argoproj/rollouts-demo:yellow")
+        .unwrap();
+    w.advance(Duration::from_secs(30)).unwrap();
+    w.promote(NS, RO, false).unwrap();
+    // Time spent at each step index, in 100 ms ticks.
+    let mut ticks_at = std::collections::BTreeMap::<i64, u32>::new();
+    for _ in 0..6_000 {
+        let step = status(&w, "currentStepIndex").as_i64().unwrap();
+        *ticks_at.entry(step).or_default() += 1;
+        if step >= 9 {
+            break;
+        }
+        w.advance(Duration::from_millis(100)).unwrap();
+    }
+    // A pause completes once now is after its end: within one tick after it.
+    let lasted = |step: i64, secs: u32| {
+        let ticks = ticks_at[&step];
+        assert!(
+            ticks == secs * 10 + 1,
+            "step {step}: {ticks} ticks of 100 ms, want {secs} s: {ticks_at:?}"
+        );
+    };
+    lasted(3, 30); // .5m
+    lasted(5, 90); // "+90s"
+    lasted(7, 1); // 1500ms
+}

@@ -32,6 +32,7 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
+use crate::model::duration;
 use crate::model::rollout::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -733,7 +734,7 @@ fn validate_step(
         }
     }
     if let Some(pause) = &step.pause {
-        let secs = pause_duration_seconds(pause);
+        let secs = duration::pause_seconds(pause.duration.as_ref());
         if secs < 0 {
             errs.push(FieldError::invalid(
                 &step_path.child("pause").child("duration"),
@@ -1098,161 +1099,6 @@ fn go_atoi(s: &str) -> i64 {
     }
     let v = if neg { -v } else { v };
     v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
-}
-
-/// `RolloutPause.DurationSeconds()`: nil → 0; int → itself; string → an int32, else a Go
-/// duration truncated to whole seconds, else -1.
-fn pause_duration_seconds(p: &RolloutPause) -> i64 {
-    match &p.duration {
-        None => 0,
-        // Go's IntVal is an int32; a wider number would not even decode there.
-        Some(IntOrString::Int(i)) => i32::try_from(*i).map_or(-1, i64::from),
-        Some(IntOrString::String(s)) => {
-            if let Some(v) = go_parse_int32(s) {
-                return i64::from(v);
-            }
-            match go_parse_duration(s) {
-                None => -1,
-                Some(nanos) => {
-                    let secs =
-                        (nanos / 1_000_000_000) as f64 + (nanos % 1_000_000_000) as f64 / 1e9;
-                    // int32(float64) on amd64 yields MinInt32 when out of range.
-                    if (-2_147_483_648.0..2_147_483_648.0).contains(&secs) {
-                        secs.trunc() as i64
-                    } else {
-                        i64::from(i32::MIN)
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// `strconv.ParseInt(s, 10, 32)`.
-fn go_parse_int32(s: &str) -> Option<i32> {
-    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let t = s.strip_prefix('+').unwrap_or(s);
-    t.parse::<i32>().ok()
-}
-
-/// Go's `time.ParseDuration`, in nanoseconds.
-fn go_parse_duration(orig: &str) -> Option<i64> {
-    const LIMIT: u64 = 1 << 63;
-    let mut s = orig.as_bytes();
-    let mut neg = false;
-    if let Some(&c) = s.first() {
-        if c == b'-' || c == b'+' {
-            neg = c == b'-';
-            s = &s[1..];
-        }
-    }
-    if s == b"0" {
-        return Some(0);
-    }
-    if s.is_empty() {
-        return None;
-    }
-    let mut d: u64 = 0;
-    while let Some(&first) = s.first() {
-        if !(first == b'.' || first.is_ascii_digit()) {
-            return None;
-        }
-        // leadingInt
-        let mut i = 0;
-        let mut v: u64 = 0;
-        while let Some(&c) = s.get(i) {
-            if !c.is_ascii_digit() {
-                break;
-            }
-            if v > LIMIT / 10 {
-                return None;
-            }
-            v = v * 10 + u64::from(c - b'0');
-            if v > LIMIT {
-                return None;
-            }
-            i += 1;
-        }
-        let pre = i > 0;
-        s = &s[i..];
-        // leadingFraction
-        let mut f: u64 = 0;
-        let mut scale = 1.0_f64;
-        let mut post = false;
-        if s.first() == Some(&b'.') {
-            s = &s[1..];
-            let mut i = 0;
-            let mut overflow = false;
-            while let Some(&c) = s.get(i) {
-                if !c.is_ascii_digit() {
-                    break;
-                }
-                i += 1;
-                if overflow {
-                    continue;
-                }
-                if f > (LIMIT - 1) / 10 {
-                    overflow = true;
-                    continue;
-                }
-                let y = f * 10 + u64::from(c - b'0');
-                if y > LIMIT {
-                    overflow = true;
-                    continue;
-                }
-                f = y;
-                scale *= 10.0;
-            }
-            post = i > 0;
-            s = &s[i..];
-        }
-        if !pre && !post {
-            return None;
-        }
-        let unit_len = s
-            .iter()
-            .position(|c| *c == b'.' || c.is_ascii_digit())
-            .unwrap_or(s.len());
-        if unit_len == 0 {
-            return None;
-        }
-        let unit: u64 = match &s[..unit_len] {
-            b"ns" => 1,
-            b"us" => 1_000,
-            u if u == "µs".as_bytes() || u == "μs".as_bytes() => 1_000,
-            b"ms" => 1_000_000,
-            b"s" => 1_000_000_000,
-            b"m" => 60_000_000_000,
-            b"h" => 3_600_000_000_000,
-            _ => return None,
-        };
-        s = &s[unit_len..];
-        if v > LIMIT / unit {
-            return None;
-        }
-        v *= unit;
-        if f > 0 {
-            v += (f as f64 * (unit as f64 / scale)) as u64;
-            if v > LIMIT {
-                return None;
-            }
-        }
-        d = d.checked_add(v)?;
-        if d > LIMIT {
-            return None;
-        }
-    }
-    if neg {
-        // -Duration(d); d == 1<<63 wraps to MinInt64 exactly as in Go.
-        return Some((d as i64).wrapping_neg());
-    }
-    if d > LIMIT - 1 {
-        return None;
-    }
-    Some(d as i64)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2623,31 +2469,6 @@ mod tests {
             go_json(&json!({"k": "<a&b>\u{2028}\u{1}"})),
             "{\"k\":\"\\u003ca\\u0026b\\u003e\\u2028\\u0001\"}"
         );
-    }
-
-    #[test]
-    fn go_durations() {
-        let s = 1_000_000_000;
-        assert_eq!(go_parse_duration("1m"), Some(60 * s));
-        assert_eq!(go_parse_duration("1h30m"), Some(5400 * s));
-        assert_eq!(go_parse_duration("1.5s"), Some(1_500_000_000));
-        assert_eq!(go_parse_duration(".5s"), Some(500_000_000));
-        assert_eq!(go_parse_duration("-2m"), Some(-120 * s));
-        assert_eq!(go_parse_duration("10µs"), Some(10_000));
-        assert_eq!(go_parse_duration("0"), Some(0));
-        assert_eq!(go_parse_duration("1"), None);
-        assert_eq!(go_parse_duration("1d"), None);
-        assert_eq!(go_parse_duration(""), None);
-        assert_eq!(go_parse_duration("."), None);
-        assert_eq!(go_parse_duration("3000000h"), None);
-        let p = |d: Value| {
-            pause_duration_seconds(&serde_json::from_value(json!({"duration": d})).unwrap())
-        };
-        assert_eq!(p(json!("90")), 90);
-        assert_eq!(p(json!("+7")), 7);
-        assert_eq!(p(json!("1500ms")), 1);
-        assert_eq!(p(json!("99999999999")), -1);
-        assert_eq!(p(json!("1000000h")), i64::from(i32::MIN));
     }
 
     #[test]

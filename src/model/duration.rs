@@ -5,24 +5,185 @@ use std::time::Duration;
 
 use super::rollout::IntOrString;
 
-/// Parses `100ms`, `30s`, `1m`, `1h30m`, or a bare number of seconds.
+/// A scenario's duration, written as Argo writes them (Go's `time.ParseDuration`: `100ms`,
+/// `30s`, `1m`, `1h30m`, `.5m`, `1.5s`), or a bare number of seconds. Negative: an error.
 pub fn parse(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     if let Ok(secs) = t.parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }
-    humantime::parse_duration(t).map_err(|e| {
-        format!("invalid duration \"{text}\" ({e}); expected e.g. 100ms, 30s, 1m, 1h30m")
-    })
+    match go_parse_duration(t) {
+        Some(nanos) if nanos >= 0 => Ok(Duration::from_nanos(nanos as u64)),
+        Some(_) => Err(format!("invalid duration \"{text}\": must not be negative")),
+        None => Err(format!(
+            "invalid duration \"{text}\"; expected e.g. 100ms, 30s, 1m, 1h30m (Go's duration syntax) or a number of seconds"
+        )),
+    }
 }
 
-/// Argo's pause duration: an int is seconds; a string is an int of seconds or a duration.
+/// Argo's pause duration at run time: `DurationSeconds()` as whole seconds (what the
+/// controller waits; validation has rejected negative and unparsable values).
 pub fn from_int_or_string(v: &IntOrString) -> Result<Duration, String> {
-    match v {
-        IntOrString::Int(s) if *s >= 0 => Ok(Duration::from_secs(*s as u64)),
-        IntOrString::Int(s) => Err(format!("invalid duration {s}: must not be negative")),
-        IntOrString::String(s) => parse(s),
+    match pause_seconds(Some(v)) {
+        s if s >= 0 => Ok(Duration::from_secs(s as u64)),
+        _ => Err(format!("invalid pause duration {v:?}")),
     }
+}
+
+/// `RolloutPause.DurationSeconds()`: nil → 0; int → itself; string → an int32, else a Go
+/// duration truncated to whole seconds, else -1.
+/// Validation and the controller both use it, as Argo does: a pause of `1500ms` lasts 1 s.
+pub fn pause_seconds(duration: Option<&IntOrString>) -> i64 {
+    match duration {
+        None => 0,
+        // Go's IntVal is an int32; a wider number would not even decode there.
+        Some(IntOrString::Int(i)) => i32::try_from(*i).map_or(-1, i64::from),
+        Some(IntOrString::String(s)) => {
+            if let Some(v) = go_parse_int32(s) {
+                return i64::from(v);
+            }
+            match go_parse_duration(s) {
+                None => -1,
+                Some(nanos) => {
+                    let secs =
+                        (nanos / 1_000_000_000) as f64 + (nanos % 1_000_000_000) as f64 / 1e9;
+                    // int32(float64) on amd64 yields MinInt32 when out of range.
+                    if (-2_147_483_648.0..2_147_483_648.0).contains(&secs) {
+                        secs.trunc() as i64
+                    } else {
+                        i64::from(i32::MIN)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `strconv.ParseInt(s, 10, 32)`.
+pub fn go_parse_int32(s: &str) -> Option<i32> {
+    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let t = s.strip_prefix('+').unwrap_or(s);
+    t.parse::<i32>().ok()
+}
+
+/// Go's `time.ParseDuration`, in nanoseconds.
+pub fn go_parse_duration(orig: &str) -> Option<i64> {
+    const LIMIT: u64 = 1 << 63;
+    let mut s = orig.as_bytes();
+    let mut neg = false;
+    if let Some(&c) = s.first() {
+        if c == b'-' || c == b'+' {
+            neg = c == b'-';
+            s = &s[1..];
+        }
+    }
+    if s == b"0" {
+        return Some(0);
+    }
+    if s.is_empty() {
+        return None;
+    }
+    let mut d: u64 = 0;
+    while let Some(&first) = s.first() {
+        if !(first == b'.' || first.is_ascii_digit()) {
+            return None;
+        }
+        // leadingInt
+        let mut i = 0;
+        let mut v: u64 = 0;
+        while let Some(&c) = s.get(i) {
+            if !c.is_ascii_digit() {
+                break;
+            }
+            if v > LIMIT / 10 {
+                return None;
+            }
+            v = v * 10 + u64::from(c - b'0');
+            if v > LIMIT {
+                return None;
+            }
+            i += 1;
+        }
+        let pre = i > 0;
+        s = &s[i..];
+        // leadingFraction
+        let mut f: u64 = 0;
+        let mut scale = 1.0_f64;
+        let mut post = false;
+        if s.first() == Some(&b'.') {
+            s = &s[1..];
+            let mut i = 0;
+            let mut overflow = false;
+            while let Some(&c) = s.get(i) {
+                if !c.is_ascii_digit() {
+                    break;
+                }
+                i += 1;
+                if overflow {
+                    continue;
+                }
+                if f > (LIMIT - 1) / 10 {
+                    overflow = true;
+                    continue;
+                }
+                let y = f * 10 + u64::from(c - b'0');
+                if y > LIMIT {
+                    overflow = true;
+                    continue;
+                }
+                f = y;
+                scale *= 10.0;
+            }
+            post = i > 0;
+            s = &s[i..];
+        }
+        if !pre && !post {
+            return None;
+        }
+        let unit_len = s
+            .iter()
+            .position(|c| *c == b'.' || c.is_ascii_digit())
+            .unwrap_or(s.len());
+        if unit_len == 0 {
+            return None;
+        }
+        let unit: u64 = match &s[..unit_len] {
+            b"ns" => 1,
+            b"us" => 1_000,
+            u if u == "µs".as_bytes() || u == "μs".as_bytes() => 1_000,
+            b"ms" => 1_000_000,
+            b"s" => 1_000_000_000,
+            b"m" => 60_000_000_000,
+            b"h" => 3_600_000_000_000,
+            _ => return None,
+        };
+        s = &s[unit_len..];
+        if v > LIMIT / unit {
+            return None;
+        }
+        v *= unit;
+        if f > 0 {
+            v += (f as f64 * (unit as f64 / scale)) as u64;
+            if v > LIMIT {
+                return None;
+            }
+        }
+        d = d.checked_add(v)?;
+        if d > LIMIT {
+            return None;
+        }
+    }
+    if neg {
+        // -Duration(d); d == 1<<63 wraps to MinInt64 exactly as in Go.
+        return Some((d as i64).wrapping_neg());
+    }
+    if d > LIMIT - 1 {
+        return None;
+    }
+    Some(d as i64)
 }
 
 /// Compact rendering: `1m`, `30s`, `1m30s`, `100ms`, `0s`.
@@ -59,6 +220,30 @@ pub fn format(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn go_durations() {
+        let s = 1_000_000_000;
+        assert_eq!(go_parse_duration("1m"), Some(60 * s));
+        assert_eq!(go_parse_duration("1h30m"), Some(5400 * s));
+        assert_eq!(go_parse_duration("1.5s"), Some(1_500_000_000));
+        assert_eq!(go_parse_duration(".5s"), Some(500_000_000));
+        assert_eq!(go_parse_duration("-2m"), Some(-120 * s));
+        assert_eq!(go_parse_duration("10µs"), Some(10_000));
+        assert_eq!(go_parse_duration("0"), Some(0));
+        assert_eq!(go_parse_duration("1"), None);
+        assert_eq!(go_parse_duration("1d"), None);
+        assert_eq!(go_parse_duration(""), None);
+        assert_eq!(go_parse_duration("."), None);
+        assert_eq!(go_parse_duration("3000000h"), None);
+        let p = |d: serde_json::Value| pause_seconds(Some(&serde_json::from_value(d).unwrap()));
+        assert_eq!(p(json!("90")), 90);
+        assert_eq!(p(json!("+7")), 7);
+        assert_eq!(p(json!("1500ms")), 1);
+        assert_eq!(p(json!("99999999999")), -1);
+        assert_eq!(p(json!("1000000h")), i64::from(i32::MIN));
+    }
 
     #[test]
     fn parses_argo_forms() {
