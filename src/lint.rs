@@ -293,6 +293,16 @@ fn check_rollout<'a>(
     else {
         return;
     };
+    if let Some(err) = validation::validate_virtual_services_config(&spec) {
+        out.push(diag(
+            m,
+            &err.pointer(),
+            Severity::Error,
+            Check::Spec,
+            validation::invalid_spec_message(name, &err),
+        ));
+        return;
+    }
     let managed = crate::controller::rollout::managed_routes(canary);
     let ctx = crate::controller::rollout::istio_context(name, canary, managed.as_deref());
     let (list_ptr, single) = if istio_cfg.virtual_service.is_some() {

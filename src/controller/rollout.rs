@@ -231,7 +231,7 @@ impl Reconciler<'_> {
                 return self.invalid_spec(err.to_string());
             }
         }
-        if let Some(message) = self.referenced_resources_error(&canary) {
+        if let Some(message) = self.referenced_resources_error(&spec, &canary) {
             return self.invalid_spec(message);
         }
         remove_condition(&mut self.status.conditions, "InvalidSpec");
@@ -260,7 +260,11 @@ impl Reconciler<'_> {
 
     /// Argo's `getRolloutReferencedResources`: Services, VirtualServices (with their routes)
     /// and the DestinationRule must exist; the first problem is reported.
-    fn referenced_resources_error(&self, canary: &CanaryStrategy) -> Option<String> {
+    fn referenced_resources_error(
+        &self,
+        spec: &RolloutSpec,
+        canary: &CanaryStrategy,
+    ) -> Option<String> {
         let ns = self.rollout.namespace();
         for (field, svc) in [
             ("spec.strategy.canary.canaryService", &canary.canary_service),
@@ -272,14 +276,13 @@ impl Reconciler<'_> {
                 ));
             }
         }
+        // `ValidateRolloutVirtualServicesConfig`, before the VirtualServices are looked up:
+        // exactly one of virtualService / virtualServices.
+        if let Some(e) = validation::validate_virtual_services_config(spec) {
+            return Some(e.to_string());
+        }
         let istio_cfg = canary.traffic_routing.as_ref()?.istio.as_ref()?;
         let vs_refs = istio_cfg.virtual_service_list();
-        if vs_refs.is_empty() {
-            return Some(
-                "spec.strategy.canary.trafficRouting.istio: Internal error: either VirtualService or VirtualServices must be configured"
-                    .to_string(),
-            );
-        }
         let managed = managed_routes(canary);
         let ctx = istio_context(self.rollout.name(), canary, managed.as_deref());
         for vs_ref in vs_refs {
