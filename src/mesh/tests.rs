@@ -717,8 +717,6 @@ fn odd_objects_are_skipped_with_a_note() {
     let n = notes(&table);
     let expect = [
         "VirtualService demo/bad-regex: http/0: match[0] never matches: regex \"(\" does not compile",
-        "VirtualService demo/bad-regex: http/1: `redirect` is not simulated",
-        "VirtualService demo/bad-regex: http/1: match[0].queryParams is not simulated; the condition is ignored",
         "VirtualService demo/not-a-spec: spec cannot be read",
         "VirtualService demo/unknown-host: http/0: destination host nowhere.demo.svc.cluster.local is not a Service in the store; its cluster has no endpoints",
         "VirtualService demo/wild-mesh: wildcard host * is not allowed for virtual services bound to the mesh; ignored for sidecars",
@@ -730,10 +728,12 @@ fn odd_objects_are_skipped_with_a_note() {
         );
     }
     assert_eq!(n.len(), expect.len(), "{n:#?}");
-    // The bad-regex route never matches; the next one (its unknown condition ignored) does.
+    // The bad-regex route never matches, nor does the next one: a condition canarysim cannot
+    // evaluate (queryParams here) must not match every request. (The field policy warns.)
+    // Left with no route, the host falls back to the Service's default route.
     assert_eq!(
         source(&table, &req(Origin::Mesh, "reviews")),
-        "VirtualService demo/bad-regex http/1"
+        "default reviews.demo.svc.cluster.local:80"
     );
     let err = table
         .serve(
@@ -905,4 +905,36 @@ fn a_gateway_serves_only_the_hosts_its_servers_accept() {
         "{:?}",
         notes(&table)
     );
+}
+
+/// The probe: a route meant for some callers only (by `sourceLabels`) before the
+/// 80/20 default. Were the unevaluated condition ignored, every request would take the first
+/// route (100 % canary); it never matches instead, so requests get the 80/20 split — and
+/// likewise for tls/tcp conditions on callers.
+#[test]
+fn unevaluable_conditions_never_match() {
+    let mut api = store();
+    vs(
+        &mut api,
+        "vs",
+        json!({"hosts": ["reviews"], "http": [
+            {"name": "from-frontend", "match": [{"sourceLabels": {"app": "frontend"}}], "route": split(0, 100)},
+            {"name": "by-query", "match": [{"queryParams": {"v": {"exact": "2"}}, "uri": {"prefix": "/"}}], "route": split(0, 100)},
+            {"name": "not-tester", "match": [{"withoutHeaders": {"x-tester": {"exact": "1"}}}], "route": split(0, 100)},
+            {"name": "default", "route": split(80, 20)}],
+               "tcp": [
+            {"match": [{"sourceLabels": {"app": "frontend"}}], "route": split(0, 100)},
+            {"match": [{"port": 9000}], "route": split(80, 20)}]}),
+    );
+    let table = translate(&api);
+    let r = req(Origin::Mesh, "reviews");
+    assert_eq!(source(&table, &r), "VirtualService demo/vs http/default");
+    let canary = share(&roles(&table, &r, 20_000, 4), Role::Canary);
+    assert!((canary - 20.0).abs() < 1.5, "canary share {canary}");
+    let tcp = RequestMeta {
+        protocol: Protocol::Tcp,
+        port: 9000,
+        ..req(Origin::Mesh, "reviews")
+    };
+    assert_eq!(source(&table, &tcp), "VirtualService demo/vs tcp/1");
 }

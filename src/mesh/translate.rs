@@ -38,11 +38,11 @@ use crate::model::{Kind, Object, ObjectKey};
 /// Index of the mesh (sidecars) listener in a table.
 const MESH: usize = 0;
 
-/// Fields of an HTTP route that change where a request goes but are not simulated.
-const UNSIMULATED_ROUTE_FIELDS: [&str; 5] =
-    ["redirect", "directResponse", "delegate", "fault", "mirrors"];
-/// Match conditions canarysim evaluates; any other is noted and ignored.
-const SIMULATED_MATCH_FIELDS: [&str; 7] = [
+/// Match conditions evaluated per section. An entry with any other condition (sourceLabels,
+/// queryParams, withoutHeaders, destinationSubnets…) never matches — it must not match every
+/// request — and the field policy warns about it. (`ignoreUriCase` is read as false, and
+/// `statPrefix` only names statistics.)
+const HTTP_MATCH_EVALUATED: &[&str] = &[
     "name",
     "uri",
     "method",
@@ -50,7 +50,18 @@ const SIMULATED_MATCH_FIELDS: [&str; 7] = [
     "headers",
     "port",
     "gateways",
+    "ignoreUriCase",
+    "statPrefix",
 ];
+const TLS_MATCH_EVALUATED: &[&str] = &["sniHosts", "port", "gateways"];
+const TCP_MATCH_EVALUATED: &[&str] = &["port", "gateways"];
+
+/// Whether every condition of one raw match entry is one canarysim evaluates.
+fn evaluable(raw_match: &Value, evaluated: &[&str]) -> bool {
+    raw_match
+        .as_object()
+        .is_none_or(|o| o.keys().all(|k| evaluated.contains(&k.as_str())))
+}
 
 /// Builds the route table for the store's current objects.
 pub fn translate(api: &ApiServer) -> RouteTable {
@@ -314,10 +325,13 @@ impl<'a> Builder<'a> {
             .iter()
             .enumerate()
             .filter_map(|(i, r)| {
+                let raw = &vs.spec()["tls"][i]["match"];
                 let matches = r
                     .matches
                     .iter()
-                    .map(|m| {
+                    .enumerate()
+                    .filter(|(j, _)| evaluable(&raw[*j], TLS_MATCH_EVALUATED))
+                    .map(|(_, m)| {
                         let sni = m
                             .sni_hosts
                             .iter()
@@ -328,7 +342,15 @@ impl<'a> Builder<'a> {
                     })
                     .collect();
                 let ports = r.matches.iter().map(|m| m.port);
-                self.l4_route(&key, &ns, &r.route, matches, ports, format!("tls/{i}"))
+                let had_matches = !r.matches.is_empty();
+                self.l4_route(
+                    &key,
+                    &ns,
+                    &r.route,
+                    (matches, had_matches),
+                    ports,
+                    format!("tls/{i}"),
+                )
             })
             .collect();
         let tcp: Vec<CompiledL4> = spec
@@ -336,10 +358,13 @@ impl<'a> Builder<'a> {
             .iter()
             .enumerate()
             .filter_map(|(i, r)| {
+                let raw = &vs.spec()["tcp"][i]["match"];
                 let matches = r
                     .matches
                     .iter()
-                    .map(|m| {
+                    .enumerate()
+                    .filter(|(j, _)| evaluable(&raw[*j], TCP_MATCH_EVALUATED))
+                    .map(|(_, m)| {
                         let l4 = L4Match {
                             port: m.port,
                             sni: Box::new([]),
@@ -348,7 +373,15 @@ impl<'a> Builder<'a> {
                     })
                     .collect();
                 let ports = r.matches.iter().map(|m| m.port);
-                self.l4_route(&key, &ns, &r.route, matches, ports, format!("tcp/{i}"))
+                let had_matches = !r.matches.is_empty();
+                self.l4_route(
+                    &key,
+                    &ns,
+                    &r.route,
+                    (matches, had_matches),
+                    ports,
+                    format!("tcp/{i}"),
+                )
             })
             .collect();
 
@@ -440,24 +473,10 @@ impl<'a> Builder<'a> {
         raw: &Value,
         label: String,
     ) -> Option<CompiledHttp> {
-        for field in UNSIMULATED_ROUTE_FIELDS {
-            if raw.get(field).is_some() {
-                self.note(key, format!("{label}: `{field}` is not simulated"));
-            }
-        }
         let mut matches = Vec::new();
         for (j, m) in r.matches.iter().enumerate() {
-            if let Some(obj) = raw["match"][j].as_object() {
-                for k in obj.keys() {
-                    if !SIMULATED_MATCH_FIELDS.contains(&k.as_str()) {
-                        self.note(
-                            key,
-                            format!(
-                                "{label}: match[{j}].{k} is not simulated; the condition is ignored"
-                            ),
-                        );
-                    }
-                }
+            if !evaluable(&raw["match"][j], HTTP_MATCH_EVALUATED) {
+                continue;
             }
             match compile_match(m) {
                 Ok(hm) => {
@@ -496,14 +515,15 @@ impl<'a> Builder<'a> {
         key: &ObjectKey,
         ns: &str,
         route: &[RouteDestination],
-        matches: Vec<(L4Match, Option<Vec<usize>>)>,
+        // The evaluable match entries, and whether the route had any entry at all.
+        (matches, had_matches): (Vec<(L4Match, Option<Vec<usize>>)>, bool),
         ports: impl Iterator<Item = Option<u32>>,
         label: String,
     ) -> Option<CompiledL4> {
         let port = single_port(ports);
         let clusters = self.split(key, ns, route, port, &label)?;
         Some(CompiledL4 {
-            had_matches: !matches.is_empty(),
+            had_matches,
             matches,
             clusters,
             source: RouteSource {
