@@ -56,6 +56,9 @@ const HTTP_MATCH_EVALUATED: &[&str] = &[
 const TLS_MATCH_EVALUATED: &[&str] = &["sniHosts", "port", "gateways"];
 const TCP_MATCH_EVALUATED: &[&str] = &["port", "gateways"];
 
+/// An L4 match entry and the listeners (gateways) it is narrowed to, if any.
+type L4MatchFor = (L4Match, Option<Vec<usize>>);
+
 /// Whether every condition of one raw match entry is one canarysim evaluates.
 fn evaluable(raw_match: &Value, evaluated: &[&str]) -> bool {
     raw_match
@@ -516,7 +519,7 @@ impl<'a> Builder<'a> {
         ns: &str,
         route: &[RouteDestination],
         // The evaluable match entries, and whether the route had any entry at all.
-        (matches, had_matches): (Vec<(L4Match, Option<Vec<usize>>)>, bool),
+        (matches, had_matches): (Vec<L4MatchFor>, bool),
         ports: impl Iterator<Item = Option<u32>>,
         label: String,
     ) -> Option<CompiledL4> {
