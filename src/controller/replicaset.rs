@@ -6,6 +6,7 @@
 use rand::Rng;
 use rand_pcg::Pcg64Mcg;
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::apiserver::{ApiError, ApiServer};
@@ -22,6 +23,8 @@ pub struct PodLifecycle {
     pub ready_after: Duration,
     /// Whether Pods get an `istio-proxy` sidecar (counted in `ready:2/2`).
     pub sidecar: bool,
+    /// Images (full reference or tag) whose Pods never turn Ready.
+    pub never_ready: BTreeSet<String>,
 }
 
 impl Default for PodLifecycle {
@@ -29,7 +32,26 @@ impl Default for PodLifecycle {
         PodLifecycle {
             ready_after: Duration::from_secs(5),
             sidecar: true,
+            never_ready: BTreeSet::new(),
         }
+    }
+}
+
+impl PodLifecycle {
+    /// Whether one of the Pod's containers runs an image whose Pods never turn Ready.
+    fn never_turns_ready(&self, pod: &Object) -> bool {
+        !self.never_ready.is_empty()
+            && pod.spec()["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c["image"].as_str())
+                .any(|image| {
+                    self.never_ready.contains(image)
+                        || self
+                            .never_ready
+                            .contains(crate::endpoints::image_version(image))
+                })
     }
 }
 
@@ -106,6 +128,9 @@ fn reconcile_one(
     let mut ready = 0;
     let mut available = 0;
     for pod in &pods {
+        if lifecycle.never_turns_ready(pod) {
+            continue;
+        }
         let created = SimTime::parse_rfc3339(pod.creation_timestamp()).unwrap_or(now);
         let ready_at = created.after(lifecycle.ready_after);
         if !is_ready(pod) {

@@ -945,7 +945,10 @@ impl Reconciler<'_> {
             .get(Kind::ReplicaSet, &rs.namespace, rs.name())?
             .clone();
         next.value["spec"]["replicas"] = json!(replicas);
-        if replicas > 0 {
+        // Argo drops the deadline with the scale to zero, except on an abort that keeps the
+        // canary up for abortScaleDownDelaySeconds (rollout/sync.go scaleReplicaSet).
+        let keeps_deadline = replicas == 0 && self.delays_scale_down_on_abort();
+        if !keeps_deadline {
             if let Some(a) = next.value["metadata"]["annotations"].as_object_mut() {
                 a.remove(SCALE_DOWN_DEADLINE);
             }
@@ -963,6 +966,13 @@ impl Reconciler<'_> {
             ),
         );
         Ok(true)
+    }
+
+    /// Argo's `shouldDelayScaleDownOnAbort`.
+    fn delays_scale_down_on_abort(&self) -> bool {
+        self.status.abort
+            && !self.status.stable_r_s.is_empty()
+            && self.summary.abort_scale_down_delayed
     }
 
     /// The canary (new) ReplicaSet. On abort with traffic routing it is held at its size
@@ -1177,6 +1187,8 @@ impl Reconciler<'_> {
                 totals.1 = rs.replicas;
             }
         }
+        let mut wake = None;
+        let mut deadline_abort = None;
         let s = &mut self.status;
         (
             s.replicas,
@@ -1193,7 +1205,13 @@ impl Reconciler<'_> {
                 .find(|rs| rs.hash == s.current_pod_hash)
                 .map(|rs| rs.revision.to_string())
                 .unwrap_or_else(|| "1".into());
-            if s.abort {
+            let aborted_already = s
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "Progressing" && c.reason == "RolloutAborted");
+            if s.abort && !aborted_already {
+                // Argo keeps an existing RolloutAborted condition as it is (same status and
+                // reason), so the reason given with the abort stays in its message.
                 let message = format!("Rollout aborted update to revision {revision}");
                 set_condition(
                     &mut s.conditions,
@@ -1203,19 +1221,76 @@ impl Reconciler<'_> {
                     &message,
                     self.now,
                 );
-            } else {
-                set_condition(
-                    &mut s.conditions,
-                    "Progressing",
-                    "True",
-                    "ReplicaSetUpdated",
-                    &format!(
-                        "ReplicaSet \"{}-{}\" is progressing.",
-                        self.rollout.name(),
-                        s.current_pod_hash
-                    ),
+            } else if !s.abort {
+                let rs_name = format!("{}-{}", self.rollout.name(), s.current_pod_hash);
+                let waiting_for_scale_down = rss.iter().any(|rs| {
+                    rs.hash != s.current_pod_hash
+                        && rs.hash != s.stable_r_s
+                        && rs.deadline.is_some()
+                });
+                let check = progress_check(
+                    &self.summary,
+                    &self.original_status,
+                    s,
+                    waiting_for_scale_down,
                     self.now,
                 );
+                match check {
+                    Progress::Made => {
+                        // Progress restarts the deadline: the update time moves even when the
+                        // condition is otherwise unchanged (its transition time does not).
+                        let since = s
+                            .conditions
+                            .iter()
+                            .find(|c| c.type_ == "Progressing" && c.status == "True")
+                            .map(|c| c.last_transition_time.clone());
+                        remove_condition(&mut s.conditions, "Progressing");
+                        set_condition(
+                            &mut s.conditions,
+                            "Progressing",
+                            "True",
+                            "ReplicaSetUpdated",
+                            &format!("ReplicaSet \"{rs_name}\" is progressing."),
+                            self.now,
+                        );
+                        if let (Some(since), Some(c)) = (
+                            since,
+                            s.conditions.iter_mut().find(|c| c.type_ == "Progressing"),
+                        ) {
+                            c.last_transition_time = since;
+                        }
+                    }
+                    Progress::Exempt | Progress::TimedOutBefore => {}
+                    Progress::Waiting(deadline) => wake = Some(deadline),
+                    Progress::TimedOut => {
+                        let message =
+                            format!("ReplicaSet \"{rs_name}\" has timed out progressing.");
+                        set_condition(
+                            &mut s.conditions,
+                            "Progressing",
+                            "False",
+                            "ProgressDeadlineExceeded",
+                            &message,
+                            self.now,
+                        );
+                        if self.summary.progress_deadline_abort {
+                            // `evaluateProgressDeadlineAbort`: abort with the timeout message.
+                            s.abort = true;
+                            s.aborted_at = Some(self.now.rfc3339());
+                            let abort =
+                                format!("Rollout aborted update to revision {revision}: {message}");
+                            set_condition(
+                                &mut s.conditions,
+                                "Progressing",
+                                "False",
+                                "RolloutAborted",
+                                &abort,
+                                self.now,
+                            );
+                            deadline_abort = Some(message);
+                        }
+                    }
+                }
             }
             let (phase, message) = phase(&self.summary, s);
             s.phase = phase.into();
@@ -1234,6 +1309,12 @@ impl Reconciler<'_> {
             "Rollout has minimum availability",
             self.now,
         );
+        if let Some(t) = wake {
+            self.wake_at(t);
+        }
+        if let Some(message) = deadline_abort {
+            self.event(true, "RolloutAborted", message);
+        }
 
         if self.original_status != self.status {
             let mut next = self.rollout.clone();
@@ -1253,6 +1334,15 @@ struct SpecSummary {
     traffic_routed: bool,
     /// `status.selector`: `app=demo`.
     selector: String,
+    /// `progressDeadlineSeconds` (default 600) and `progressDeadlineAbort`.
+    progress_deadline: Duration,
+    progress_deadline_abort: bool,
+    /// Traffic-routed, and an abort leaves the canary up for a while: abortScaleDownDelaySeconds
+    /// is not 0, and is set explicitly when dynamicStableScale is on.
+    abort_scale_down_delayed: bool,
+    /// Per step: whether it waits without counting against the deadline (pause, analysis,
+    /// experiment: Argo's `isIndefiniteStep`).
+    indefinite_steps: Vec<bool>,
 }
 
 impl SpecSummary {
@@ -1272,7 +1362,92 @@ impl SpecSummary {
                         .join(",")
                 })
                 .unwrap_or_default(),
+            progress_deadline: Duration::from_secs(
+                spec.progress_deadline_seconds.unwrap_or(600).max(0) as u64,
+            ),
+            progress_deadline_abort: spec.progress_deadline_abort,
+            abort_scale_down_delayed: spec.canary().is_some_and(|c| {
+                c.traffic_routing.is_some()
+                    && c.abort_scale_down_delay_seconds != Some(0)
+                    && !(c.dynamic_stable_scale && c.abort_scale_down_delay_seconds.is_none())
+            }),
+            indefinite_steps: spec
+                .canary()
+                .map(|c| {
+                    c.steps
+                        .iter()
+                        .map(|s| {
+                            s.pause.is_some() || s.analysis.is_some() || s.experiment.is_some()
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
         }
+    }
+}
+
+/// Where the rollout stands against its progress deadline.
+enum Progress {
+    /// `RolloutProgressing`: something moved; the deadline restarts.
+    Made,
+    /// Paused, at an indefinite step, fully promoted, or waiting for an old ReplicaSet's
+    /// scale-down: the deadline does not apply.
+    Exempt,
+    /// No progress yet; the deadline passes at this instant.
+    Waiting(SimTime),
+    TimedOut,
+    /// Timed out in an earlier reconcile.
+    TimedOutBefore,
+}
+
+/// Argo's `RolloutProgressing` and `RolloutTimedOut` (rollout/sync.go, utils/conditions).
+fn progress_check(
+    spec: &SpecSummary,
+    old: &RolloutStatus,
+    new: &RolloutStatus,
+    waiting_for_scale_down: bool,
+    now: SimTime,
+) -> Progress {
+    let step_moved = matches!(
+        (old.current_step_index, new.current_step_index),
+        (Some(a), Some(b)) if a != b
+    );
+    let progressed = new.updated_replicas != old.updated_replicas
+        || new.replicas - new.updated_replicas < old.replicas - old.updated_replicas
+        || new.ready_replicas > old.ready_replicas
+        || new.available_replicas > old.available_replicas
+        || new.stable_r_s != old.stable_r_s
+        || step_moved
+        || new.current_step_hash != old.current_step_hash;
+    let current = new.conditions.iter().find(|c| c.type_ == "Progressing");
+    let Some(current) = current else {
+        return Progress::Made;
+    };
+    if progressed || current.reason == "RolloutAborted" {
+        return Progress::Made;
+    }
+    if current.reason == "ProgressDeadlineExceeded" {
+        return Progress::TimedOutBefore;
+    }
+    let paused = spec.paused || !new.pause_conditions.is_empty();
+    let completed = !new.stable_r_s.is_empty() && new.stable_r_s == new.current_pod_hash;
+    let indefinite = new
+        .current_step_index
+        .and_then(|i| spec.indefinite_steps.get(i as usize))
+        .copied()
+        .unwrap_or(false);
+    if paused || completed || indefinite || waiting_for_scale_down {
+        return Progress::Exempt;
+    }
+    let Some(since) = SimTime::parse_rfc3339(&current.last_update_time) else {
+        return Progress::Made;
+    };
+    // `from.Add(delta).Before(now)`: strictly after the deadline.
+    let deadline = since.after(spec.progress_deadline);
+    if now > deadline {
+        Progress::TimedOut
+    } else {
+        Progress::Waiting(deadline.after(Duration::from_millis(1)))
     }
 }
 
@@ -1287,6 +1462,16 @@ fn phase(spec: &SpecSummary, s: &RolloutStatus) -> (&'static str, String) {
             .map(|c| c.message.clone())
             .unwrap_or_default();
         return ("Degraded", format!("RolloutAborted: {msg}"));
+    }
+    if let Some(c) = s
+        .conditions
+        .iter()
+        .find(|c| c.reason == "ProgressDeadlineExceeded")
+    {
+        return (
+            "Degraded",
+            format!("ProgressDeadlineExceeded: {}", c.message),
+        );
     }
     if spec.paused {
         return ("Paused", "manually paused".into());

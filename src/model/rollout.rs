@@ -30,6 +30,9 @@ pub struct RolloutSpec {
     #[serde(default)]
     pub strategy: Strategy,
     pub revision_history_limit: Option<i32>,
+    pub progress_deadline_seconds: Option<i32>,
+    #[serde(default)]
+    pub progress_deadline_abort: bool,
 }
 
 impl RolloutSpec {

@@ -102,6 +102,18 @@ pub struct BackendSpec {
     pub latency: Option<String>,
     pub jitter: Option<String>,
     pub error_rate: Option<Percent>,
+    /// `never`: the image's pods never turn Ready (a failing readiness probe).
+    pub ready: Option<Readiness>,
+}
+
+/// When pods of an image turn Ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Readiness {
+    /// After `pod_ready_after`, as every pod (the default).
+    AfterDelay,
+    /// Never: the readiness probe keeps failing.
+    Never,
 }
 
 /// `traffic:` — the default client model for `load` steps (every key can be overridden

@@ -104,6 +104,8 @@ pub struct Plan {
     pub traffic: TrafficSpec,
     /// How pods answer, per image.
     pub backends: crate::load::Backends,
+    /// Images whose pods never turn Ready (`cluster.backends.<image>.ready: never`).
+    pub never_ready: std::collections::BTreeSet<String>,
     /// Applied in order before step 1.
     pub manifests: Vec<Manifest>,
     pub steps: Vec<PlannedStep>,
@@ -262,6 +264,7 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
     let pod_ready_after = dur(&parsed.cluster.pod_ready_after, "/cluster/pod_ready_after")?;
     let push_delay = dur(&parsed.cluster.push_delay, "/cluster/push_delay")?;
     let mut backends = crate::load::Backends::default();
+    let mut never_ready = std::collections::BTreeSet::new();
     for (image, b) in &parsed.cluster.backends {
         let p = format!("/cluster/backends/{}", yaml::escape_pointer(image));
         let latency = match &b.latency {
@@ -272,6 +275,9 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
             Some(j) => dur(j, &format!("{p}/jitter"))?,
             None => Duration::ZERO,
         };
+        if b.ready == Some(super::format::Readiness::Never) {
+            never_ready.insert(image.clone());
+        }
         let error_rate = b.error_rate.map(|p| p.0 / 100.0).unwrap_or(0.0);
         backends.by_image.insert(
             image.clone(),
@@ -444,6 +450,7 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
         cluster: parsed.cluster,
         traffic: parsed.traffic,
         backends,
+        never_ready,
         manifests,
         steps,
         warnings: Vec::new(),

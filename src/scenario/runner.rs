@@ -101,6 +101,7 @@ impl<'p> Runner<'p> {
         let config = ClusterConfig {
             pods: PodLifecycle {
                 ready_after: plan.pod_ready_after,
+                never_ready: plan.never_ready.clone(),
                 ..PodLifecycle::default()
             },
             push_delay: plan.push_delay,
