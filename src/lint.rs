@@ -304,7 +304,10 @@ fn check_rollout<'a>(
         return;
     }
     let managed = crate::controller::rollout::managed_routes(canary);
-    let ctx = crate::controller::rollout::istio_context(name, canary, managed.as_deref());
+    // Before the first promotion (no status), pong is stable and ping the canary.
+    let services = crate::controller::rollout::stable_and_canary_services(canary, "", false);
+    let ctx =
+        crate::controller::rollout::istio_context(name, canary, &services, managed.as_deref());
     let (list_ptr, single) = if istio_cfg.virtual_service.is_some() {
         (
             "/spec/strategy/canary/trafficRouting/istio/virtualService",

@@ -266,9 +266,18 @@ impl Reconciler<'_> {
         canary: &CanaryStrategy,
     ) -> Option<String> {
         let ns = self.rollout.namespace();
+        let ping_pong = canary.ping_pong.clone().unwrap_or_default();
         for (field, svc) in [
-            ("spec.strategy.canary.canaryService", &canary.canary_service),
             ("spec.strategy.canary.stableService", &canary.stable_service),
+            ("spec.strategy.canary.canaryService", &canary.canary_service),
+            (
+                "spec.strategy.canary.pingPong.pingService",
+                &ping_pong.ping_service,
+            ),
+            (
+                "spec.strategy.canary.pingPong.pongService",
+                &ping_pong.pong_service,
+            ),
         ] {
             if !svc.is_empty() && self.api.get(Kind::Service, ns, svc).is_err() {
                 return Some(format!(
@@ -284,7 +293,9 @@ impl Reconciler<'_> {
         let istio_cfg = canary.traffic_routing.as_ref()?.istio.as_ref()?;
         let vs_refs = istio_cfg.virtual_service_list();
         let managed = managed_routes(canary);
-        let ctx = istio_context(self.rollout.name(), canary, managed.as_deref());
+        let services =
+            stable_and_canary_services(canary, &self.status.canary.stable_ping_pong, false);
+        let ctx = istio_context(self.rollout.name(), canary, &services, managed.as_deref());
         for vs_ref in vs_refs {
             let (vs_ns, vs_name) = istio::virtual_service_namespace_name(&vs_ref.name, ns);
             let vs = self.api.get(Kind::VirtualService, &vs_ns, &vs_name).ok();
@@ -441,6 +452,7 @@ impl Reconciler<'_> {
 
         // The first deploy is promoted at once.
         if self.status.stable_r_s.is_empty() {
+            self.swap_ping_pong(canary, &new_hash);
             self.status.stable_r_s = new_hash.clone();
             self.status.current_step_index = if steps.is_empty() {
                 None
@@ -458,7 +470,7 @@ impl Reconciler<'_> {
         if self.clean_up_old_replica_sets(spec, &older)? {
             return self.write_status();
         }
-        self.reconcile_services(canary, &new_rs, stable_rs.as_ref(), &all)?;
+        self.reconcile_services(canary, &new_rs, stable_rs.as_ref(), &all, fully_promoted)?;
 
         if let Some(tr) = &canary.traffic_routing {
             if tr.istio.is_some() {
@@ -509,6 +521,7 @@ impl Reconciler<'_> {
             } else {
                 format!("Completed all {} canary steps", steps.len())
             };
+            self.swap_ping_pong(canary, &new_hash);
             self.status.stable_r_s = new_hash.clone();
             self.status.current_step_index = if steps.is_empty() {
                 None
@@ -601,6 +614,18 @@ impl Reconciler<'_> {
         Ok(())
     }
 
+    /// `promoteStable`: when the stable ReplicaSet changes, ping and pong swap roles.
+    fn swap_ping_pong(&mut self, canary: &CanaryStrategy, new_stable_hash: &str) {
+        if canary.ping_pong.is_some() && self.status.stable_r_s != new_stable_hash {
+            let next = if self.status.canary.stable_ping_pong == "ping" {
+                "pong"
+            } else {
+                "ping"
+            };
+            self.status.canary.stable_ping_pong = next.into();
+        }
+    }
+
     /// `rollout/service.go`: the stable Service selects the stable ReplicaSet, the canary
     /// Service the new one (the stable one on abort). A Service Argo does not manage yet is
     /// switched only once its target is fully available; a managed one once the target has
@@ -611,6 +636,7 @@ impl Reconciler<'_> {
         new_rs: &Rs,
         stable_rs: Option<&Rs>,
         all: &[Rs],
+        fully_promoted: bool,
     ) -> Result<(), ApiError> {
         let stable_hash = stable_rs.map(|s| s.hash.clone()).unwrap_or_default();
         let canary_target = if self.status.abort {
@@ -618,9 +644,18 @@ impl Reconciler<'_> {
         } else {
             new_rs.hash.clone()
         };
-        for (svc_name, target) in [
-            (&canary.stable_service, stable_hash),
-            (&canary.canary_service, canary_target),
+        // `reconcilePingAndPongService`: until the update is fully promoted, the canary of
+        // ping/pong selects the new ReplicaSet, without the availability check.
+        let ping_pong_canary = match &canary.ping_pong {
+            Some(_) if !fully_promoted => {
+                stable_and_canary_services(canary, &self.status.canary.stable_ping_pong, true).1
+            }
+            _ => String::new(),
+        };
+        for (svc_name, target, check_availability) in [
+            (&ping_pong_canary, new_rs.hash.clone(), false),
+            (&canary.stable_service, stable_hash, true),
+            (&canary.canary_service, canary_target, true),
         ] {
             if svc_name.is_empty() || target.is_empty() {
                 continue;
@@ -640,7 +675,9 @@ impl Reconciler<'_> {
             let Some(target_rs) = all.iter().find(|r| r.hash == target) else {
                 continue;
             };
-            let ready = if managed || current == target {
+            let ready = if !check_availability {
+                true
+            } else if managed || current == target {
                 target_rs.available >= 1
             } else {
                 target_rs.spec > 0 && target_rs.available >= target_rs.spec
@@ -686,7 +723,9 @@ impl Reconciler<'_> {
         let steps = &canary.steps;
         let managed = managed_routes(canary);
         let name = self.name();
-        let ctx = istio_context(&name, canary, managed.as_deref());
+        let services =
+            stable_and_canary_services(canary, &self.status.canary.stable_ping_pong, false);
+        let ctx = istio_context(&name, canary, &services, managed.as_deref());
         let index = self.status.current_step_index.unwrap_or(0) as usize;
 
         // The weight to write (first match wins).
@@ -837,12 +876,12 @@ impl Reconciler<'_> {
         let weights = TrafficWeights {
             canary: WeightDestination {
                 weight,
-                service_name: canary.canary_service.clone(),
+                service_name: services.1.clone(),
                 pod_template_hash: new_rs.hash.clone(),
             },
             stable: WeightDestination {
                 weight: 100 - weight,
-                service_name: canary.stable_service.clone(),
+                service_name: services.0.clone(),
                 pod_template_hash: self.status.stable_r_s.clone(),
             },
             additional: Vec::new(),
@@ -1505,16 +1544,41 @@ pub fn managed_routes(canary: &CanaryStrategy) -> Option<Vec<String>> {
     Some(tr.managed_route_names())
 }
 
-/// What the Istio reconciler needs from the Rollout.
+/// Argo's `GetStableAndCanaryServices(rollout, isPingpongPreferred)`: (stable, canary). With
+/// pingPong the roles follow `status.canary.stablePingPong` (stable = ping when it is "ping",
+/// else pong); Istio prefers canaryService/stableService when either is set, ALB and the
+/// ping/pong Service reconcile always take ping/pong.
+pub fn stable_and_canary_services(
+    canary: &CanaryStrategy,
+    stable_ping_pong: &str,
+    ping_pong_preferred: bool,
+) -> (String, String) {
+    if let Some(pp) = &canary.ping_pong {
+        let no_other_services =
+            canary.stable_service.is_empty() && canary.canary_service.is_empty();
+        if ping_pong_preferred || no_other_services {
+            return if stable_ping_pong == "ping" {
+                (pp.ping_service.clone(), pp.pong_service.clone())
+            } else {
+                (pp.pong_service.clone(), pp.ping_service.clone())
+            };
+        }
+    }
+    (canary.stable_service.clone(), canary.canary_service.clone())
+}
+
+/// What the Istio reconciler needs from the Rollout; `services` is (stable, canary) as
+/// [`stable_and_canary_services`] resolves them.
 pub fn istio_context<'a>(
     name: &'a str,
     canary: &'a CanaryStrategy,
+    services: &'a (String, String),
     managed: Option<&'a [String]>,
 ) -> IstioContext<'a> {
     IstioContext {
         rollout_name: name,
-        canary_service: &canary.canary_service,
-        stable_service: &canary.stable_service,
+        canary_service: &services.1,
+        stable_service: &services.0,
         destination_rule: canary
             .traffic_routing
             .as_ref()

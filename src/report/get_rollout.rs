@@ -32,6 +32,22 @@ pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<Rollo
     let hash_of = |rs: &Object| rs.labels().get(HASH_LABEL).cloned().unwrap_or_default();
     let is_stable = |rs: &Object| hash_of(rs) == status.stable_r_s;
     let is_canary = |rs: &Object| hash_of(rs) == status.current_pod_hash && !is_stable(rs);
+    // The plugin's replicaset_info: with pingPong the stable ReplicaSet is ping when
+    // stablePingPong is "ping", the canary the other one.
+    let uses_ping_pong = spec.canary().is_some_and(|c| c.ping_pong.is_some());
+    let stable_is_ping = status.canary.stable_ping_pong == "ping";
+    let ping_pong = |rs: &Object| -> Option<&'static str> {
+        let ping = if !uses_ping_pong {
+            return None;
+        } else if is_stable(rs) {
+            stable_is_ping
+        } else if is_canary(rs) {
+            !stable_is_ping
+        } else {
+            return None;
+        };
+        Some(if ping { "ping" } else { "pong" })
+    };
     let get = |rs: &Object, k: &str| rs.status().get(k).and_then(Value::as_i64).unwrap_or(0) as i32;
 
     let last_step = status
@@ -65,7 +81,13 @@ pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<Rollo
         }
         for image in template_images(&rs.spec()["template"]).into_values() {
             let tags = images.entry(image).or_default();
-            for (tag, yes) in [("canary", is_canary(rs)), ("stable", is_stable(rs))] {
+            let ping_pong = ping_pong(rs);
+            for (tag, yes) in [
+                ("canary", is_canary(rs)),
+                ("stable", is_stable(rs)),
+                ("ping", ping_pong == Some("ping")),
+                ("pong", ping_pong == Some("pong")),
+            ] {
                 if yes && !tags.iter().any(|t| t == tag) {
                     tags.push(tag.to_string());
                 }
@@ -108,6 +130,7 @@ pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<Rollo
             age: age(rs, now),
             stable: is_stable(rs),
             canary: is_canary(rs),
+            ping_pong: ping_pong(rs),
             scale_down_delay: delay,
             pods,
         };

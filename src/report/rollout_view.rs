@@ -90,6 +90,9 @@ pub struct ReplicaSetView {
     pub stable: bool,
     /// Adds the `canary` INFO tag (and colours the name yellow).
     pub canary: bool,
+    /// With pingPong: which of the two Services selects this ReplicaSet (`ping` or `pong`),
+    /// shown after stable/canary.
+    pub ping_pong: Option<&'static str>,
     /// Adds `delay:<remaining>` or `delay:passed` to INFO.
     pub scale_down_delay: Option<ScaleDownDelay>,
     /// Pods, in display order (the plugin sorts oldest first, then by name).
@@ -313,7 +316,7 @@ impl Colorizer {
     fn code(word: &str) -> u8 {
         match word {
             ICON_WAITING | ICON_UNKNOWN | TAG_CANARY => 33,
-            ICON_PROGRESSING | "preview" | "Pending" | "Running" => 94,
+            ICON_PROGRESSING | "preview" | "ping" | "pong" | "Pending" | "Running" => 94,
             ICON_WARNING | ICON_BAD => 31,
             ICON_OK | TAG_STABLE | "active" => 32,
             _ => 0,
@@ -399,6 +402,10 @@ fn push_replica_set(
     if rs.canary {
         info.push(c.colorize(TAG_CANARY));
         name = c.colorize_status(&name, TAG_CANARY);
+    }
+    if let Some(tag) = rs.ping_pong {
+        info.push(c.colorize(tag));
+        name = c.colorize_status(&name, tag);
     }
     match rs.scale_down_delay {
         Some(ScaleDownDelay::Remaining(d)) => info.push(format!("delay:{}", human_duration(d))),
