@@ -8,6 +8,7 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fmt;
 
+use crate::apiserver::admission::{self, IstioWeightRules};
 use crate::controller::{istio, validation};
 use crate::model::rollout::RolloutSpec;
 use crate::model::yaml::Location;
@@ -95,6 +96,7 @@ pub fn check(manifests: &[Manifest]) -> Vec<Diagnostic> {
             });
         }
     }
+    out.extend(admission_denials(manifests, IstioWeightRules::default()));
     let review = crate::model::support::review_all(manifests);
     for r in review.rejections {
         out.push(Diagnostic {
@@ -114,6 +116,31 @@ pub fn check(manifests: &[Manifest]) -> Vec<Diagnostic> {
     }
     let mut seen = BTreeSet::new();
     out.retain(|d| seen.insert((d.location.clone(), d.severity, d.message.clone())));
+    out
+}
+
+/// VirtualServices that istiod's admission webhook (with `rules`) would refuse: the cluster
+/// never stores them, so nothing the scenario shows could happen.
+pub fn admission_denials(manifests: &[Manifest], rules: IstioWeightRules) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for vs in manifests
+        .iter()
+        .filter(|m| m.object.kind == Kind::VirtualService)
+    {
+        for (pointer, error) in admission::virtual_service_errors(&vs.object.value["spec"], rules) {
+            out.push(diag(
+                vs,
+                &format!("/spec{pointer}"),
+                Severity::Error,
+                Check::Weights,
+                format!(
+                    "VirtualService {:?}: istiod's admission webhook ({}) would deny it: {error}",
+                    vs.object.name(),
+                    admission::ISTIO_WEBHOOK
+                ),
+            ));
+        }
+    }
     out
 }
 

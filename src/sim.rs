@@ -29,6 +29,8 @@ pub struct ClusterConfig {
     pub controller: Settings,
     /// How long a configuration change takes to reach the proxies (Istio's debounce).
     pub push_delay: Duration,
+    /// The Istio release whose admission webhook validates VirtualService writes.
+    pub istio_weight_rules: crate::apiserver::admission::IstioWeightRules,
 }
 
 impl Default for ClusterConfig {
@@ -37,6 +39,7 @@ impl Default for ClusterConfig {
             pods: PodLifecycle::default(),
             controller: Settings::default(),
             push_delay: mesh::DEFAULT_PUSH_DELAY,
+            istio_weight_rules: Default::default(),
         }
     }
 }
@@ -76,8 +79,10 @@ pub struct World {
 impl World {
     /// An empty cluster. `seed` drives every random choice (pod names).
     pub fn new(config: ClusterConfig, seed: u64) -> Self {
+        let mut api = ApiServer::new();
+        api.istio_weight_rules = config.istio_weight_rules;
         World {
-            api: ApiServer::new(),
+            api,
             config,
             now: SimTime::ZERO,
             rng: crate::random::stream(seed, "pods"),

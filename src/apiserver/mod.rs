@@ -8,12 +8,15 @@
 //!
 //! It knows nothing about rollouts: controllers are clients of it.
 
+pub mod admission;
+
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
 use crate::clock::SimTime;
 use crate::model::object::selector_matches;
 use crate::model::{Kind, Object, ObjectKey};
+use admission::IstioWeightRules;
 
 /// Errors as the Kubernetes API returns them (the Display text is the `message` field).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,6 +40,20 @@ pub enum ApiError {
         name: String,
         message: String,
     },
+    /// A validating admission webhook refused the write.
+    #[error("admission webhook \"{webhook}\" denied the request: {message}")]
+    Denied {
+        webhook: &'static str,
+        message: String,
+    },
+}
+
+/// The cluster's validating webhooks (`admission`), as an API error.
+fn admit(kind: Kind, object: &Value, rules: IstioWeightRules) -> Result<(), ApiError> {
+    admission::admit(kind, object, rules).map_err(|d| ApiError::Denied {
+        webhook: d.webhook,
+        message: d.message,
+    })
 }
 
 impl ApiError {
@@ -46,6 +63,8 @@ impl ApiError {
             ApiError::NotFound { .. } => 404,
             ApiError::AlreadyExists { .. } | ApiError::Conflict { .. } => 409,
             ApiError::Invalid { .. } => 422,
+            // The API server's default for a webhook denial that carries no code.
+            ApiError::Denied { .. } => 403,
         }
     }
 
@@ -99,6 +118,8 @@ pub struct ApiServer {
     log: Vec<WatchEvent>,
     /// Keep the watch log (on by default; benchmarks may turn it off).
     pub keep_log: bool,
+    /// Which istiod validates VirtualService writes.
+    pub istio_weight_rules: IstioWeightRules,
 }
 
 impl ApiServer {
@@ -171,6 +192,7 @@ impl ApiServer {
                 name: key.name,
             });
         }
+        admit(key.kind, &object.value, self.istio_weight_rules)?;
         self.uid_counter += 1;
         let uid = format!("00000000-0000-4000-8000-{:012x}", self.uid_counter);
         let now = self.now.rfc3339();
@@ -239,6 +261,9 @@ impl ApiServer {
             }
             next
         };
+        if !status_only {
+            admit(key.kind, &next.value, self.istio_weight_rules)?;
+        }
         if next.value == current.value {
             // Kubernetes does not bump resourceVersion for a no-op write.
             return Ok(current.clone());

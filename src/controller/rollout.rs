@@ -760,7 +760,10 @@ impl Reconciler<'_> {
             (0, true)
         } else if self.status.promote_full {
             if canary.dynamic_stable_scale && n > 0 {
-                ((100 * new_rs.available / n).min(100), true)
+                // Unclamped, as Argo computes it: above 100 when the canary has more pods
+                // than spec.replicas (setCanaryScale), argo-rollouts#4424; the Istio
+                // module then writes stable 0, which istiod before 1.15 rejects.
+                (100 * new_rs.available / n, true)
             } else {
                 (last_weight, true)
             }
@@ -839,7 +842,9 @@ impl Reconciler<'_> {
                 &delay,
             ) {
                 Ok(Some(next)) => {
-                    self.api.update(Object::new(Kind::DestinationRule, next))?;
+                    if let Err(e) = self.api.update(Object::new(Kind::DestinationRule, next)) {
+                        return self.traffic_error(e.to_string());
+                    }
                     self.outcome.changed = true;
                     self.istio_event(istio::destination_rule_updated_event(
                         dr,
@@ -864,7 +869,9 @@ impl Reconciler<'_> {
             };
             match istio::set_weight(&vs.value, vs_ref, &ctx, weight, &[]) {
                 Ok(Some(next)) => {
-                    self.api.update(Object::new(Kind::VirtualService, next))?;
+                    if let Err(e) = self.api.update(Object::new(Kind::VirtualService, next)) {
+                        return self.traffic_error(e.to_string());
+                    }
                     self.outcome.changed = true;
                     self.istio_event(istio::set_weight_event(&vs_name, weight));
                 }
@@ -933,7 +940,9 @@ impl Reconciler<'_> {
             match result {
                 Ok((next, event)) => {
                     if next != vs.value {
-                        self.api.update(Object::new(Kind::VirtualService, next))?;
+                        if let Err(e) = self.api.update(Object::new(Kind::VirtualService, next)) {
+                            return Ok(Err(e.to_string()));
+                        }
                         self.outcome.changed = true;
                         self.istio_event(event);
                     }

@@ -585,7 +585,7 @@ impl<'a> Builder<'a> {
                 if sum != 100 {
                     self.note(
                         key,
-                        format!("{label}: weights sum to {sum}, Istio requires 100; the split uses them as written"),
+                        format!("{label}: weights sum to {sum}, not 100; Istio 1.15 and later take them as relative (earlier releases refuse them)"),
                     );
                 }
                 let split = WeightedClusters::new(entries);

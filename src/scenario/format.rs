@@ -56,6 +56,10 @@ pub struct ClusterSpec {
     /// Per image: how its pods answer.
     #[serde(default)]
     pub backends: BTreeMap<String, BackendSpec>,
+    /// The Istio release whose admission webhook checks VirtualService writes (weights must
+    /// sum to 100 before 1.15); default: a current release.
+    #[serde(default)]
+    pub istio_version: Option<String>,
 }
 
 impl Default for ClusterSpec {
@@ -66,6 +70,7 @@ impl Default for ClusterSpec {
             endpoint_lb: EndpointLb::default(),
             kube_proxy: KubeProxyMode::default(),
             backends: BTreeMap::new(),
+            istio_version: None,
         }
     }
 }

@@ -106,6 +106,8 @@ pub struct Plan {
     pub backends: crate::load::Backends,
     /// Images whose pods never turn Ready (`cluster.backends.<image>.ready: never`).
     pub never_ready: std::collections::BTreeSet<String>,
+    /// Which istiod admission rules VirtualService writes meet (`cluster.istio_version`).
+    pub istio_weight_rules: crate::apiserver::admission::IstioWeightRules,
     /// Applied in order before step 1.
     pub manifests: Vec<Manifest>,
     pub steps: Vec<PlannedStep>,
@@ -206,6 +208,12 @@ pub fn load(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
         return Err(ScenarioError::at(r.location, r.message));
     }
     plan.warnings = review.warnings;
+    if let Some(d) = crate::lint::admission_denials(&all, plan.istio_weight_rules)
+        .into_iter()
+        .next()
+    {
+        return Err(ScenarioError::at(d.location, d.message));
+    }
     for d in crate::lint::check(&all).into_iter().filter(|d| {
         d.check == crate::lint::Check::Reference && d.severity == crate::lint::Severity::Error
     }) {
@@ -263,6 +271,11 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
 
     let pod_ready_after = dur(&parsed.cluster.pod_ready_after, "/cluster/pod_ready_after")?;
     let push_delay = dur(&parsed.cluster.push_delay, "/cluster/push_delay")?;
+    let istio_weight_rules = match &parsed.cluster.istio_version {
+        Some(v) => crate::apiserver::admission::IstioWeightRules::for_version(v)
+            .map_err(|e| ScenarioError::at(at("/cluster/istio_version"), e))?,
+        None => Default::default(),
+    };
     let mut backends = crate::load::Backends::default();
     let mut never_ready = std::collections::BTreeSet::new();
     for (image, b) in &parsed.cluster.backends {
@@ -451,6 +464,7 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
         traffic: parsed.traffic,
         backends,
         never_ready,
+        istio_weight_rules,
         manifests,
         steps,
         warnings: Vec::new(),

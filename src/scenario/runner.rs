@@ -105,6 +105,7 @@ impl<'p> Runner<'p> {
                 ..PodLifecycle::default()
             },
             push_delay: plan.push_delay,
+            istio_weight_rules: plan.istio_weight_rules,
             ..ClusterConfig::default()
         };
         let mut world = World::new(config, seed);
