@@ -282,6 +282,21 @@ impl World {
         self.settle()
     }
 
+    /// `kubectl argo rollouts undo`; returns what the plugin prints.
+    pub fn undo(&mut self, ns: &str, name: &str, to_revision: i64) -> Result<String, String> {
+        let printed =
+            actions::undo(&mut self.api, ns, name, to_revision).map_err(|e| e.to_string())?;
+        self.settle().map_err(|e| e.to_string())?;
+        Ok(printed)
+    }
+
+    /// `kubectl argo rollouts restart [--in D]`.
+    pub fn restart(&mut self, ns: &str, name: &str, delay: Duration) -> Result<(), SimError> {
+        let at = self.now.after(delay);
+        actions::restart(&mut self.api, ns, name, at)?;
+        self.settle()
+    }
+
     pub fn set_paused(&mut self, ns: &str, name: &str, paused: bool) -> Result<(), SimError> {
         actions::set_paused(&mut self.api, ns, name, paused)?;
         self.settle()

@@ -120,3 +120,79 @@ pub enum SetImageError {
     #[error("{0}")]
     UnknownContainer(String),
 }
+
+/// Why `undo` did not restore a revision, in the plugin's words.
+#[derive(Debug, thiserror::Error)]
+pub enum UndoError {
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    #[error("unable to find specified revision {0} in history")]
+    NoSuchRevision(i64),
+    #[error("no revision found for rollout {0:?}")]
+    NoPreviousRevision(String),
+}
+
+/// `kubectl argo rollouts undo ROLLOUT [--to-revision N]` (`to_revision` 0: the previous
+/// revision): the ReplicaSet of that revision gives its pod template back to the Rollout
+/// (without the pod-template-hash label), by a JSON patch that replaces `/spec/template`.
+/// Returns what the plugin prints.
+pub fn undo(
+    api: &mut ApiServer,
+    ns: &str,
+    name: &str,
+    to_revision: i64,
+) -> Result<String, UndoError> {
+    let rollout = api.get(Kind::Rollout, ns, name)?.clone();
+    let revision_of = |rs: &Object| {
+        rs.annotation(super::rollout::REVISION)
+            .and_then(|r| r.parse::<i64>().ok())
+    };
+    let mut by_revision: Vec<(i64, Object)> = super::rollout::owned_replica_sets(api, &rollout)
+        .into_iter()
+        .filter_map(|rs| revision_of(rs).map(|r| (r, rs.clone())))
+        .collect();
+    by_revision.sort_by_key(|(r, _)| std::cmp::Reverse(*r));
+    let target = if to_revision > 0 {
+        by_revision
+            .into_iter()
+            .find(|(r, _)| *r == to_revision)
+            .ok_or(UndoError::NoSuchRevision(to_revision))?
+    } else {
+        by_revision
+            .into_iter()
+            .nth(1)
+            .ok_or_else(|| UndoError::NoPreviousRevision(name.to_string()))?
+    };
+    let mut template = target.1.spec()["template"].clone();
+    if let Some(labels) = template["metadata"]["labels"].as_object_mut() {
+        labels.remove(super::replicaset::HASH_LABEL);
+    }
+    if template == rollout.spec()["template"] {
+        return Ok(format!(
+            "skipped rollback (current template already matches revision {to_revision})"
+        ));
+    }
+    api.patch(
+        Kind::Rollout,
+        ns,
+        name,
+        &Patch::Json(json!([{"op": "replace", "path": "/spec/template", "value": template}])),
+    )?;
+    Ok(format!("rollout '{name}' undo"))
+}
+
+/// `kubectl argo rollouts restart ROLLOUT [--in D]`: sets `spec.restartAt`; the controller
+/// then restarts every pod created before it.
+pub fn restart(
+    api: &mut ApiServer,
+    ns: &str,
+    name: &str,
+    at: crate::clock::SimTime,
+) -> Result<Object, ApiError> {
+    api.patch(
+        Kind::Rollout,
+        ns,
+        name,
+        &Patch::Merge(json!({"spec": {"restartAt": at.rfc3339()}})),
+    )
+}

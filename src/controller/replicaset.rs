@@ -191,6 +191,22 @@ pub fn owned_pods(api: &ApiServer, rs: &Object) -> Vec<Object> {
     pods
 }
 
+/// Ready for at least `min_ready` at `now` (Kubernetes' `IsPodAvailable`).
+pub fn is_available(pod: &Object, min_ready: Duration, now: SimTime) -> bool {
+    pod.status()
+        .get("conditions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Ready" && c["status"] == "True")
+        .is_some_and(|c| {
+            c["lastTransitionTime"]
+                .as_str()
+                .and_then(SimTime::parse_rfc3339)
+                .is_some_and(|since| now >= since.after(min_ready))
+        })
+}
+
 pub fn is_ready(pod: &Object) -> bool {
     pod.status()
         .get("conditions")

@@ -467,6 +467,10 @@ impl Reconciler<'_> {
             return self.write_status();
         }
 
+        if self.restart_pods(spec, &all, &new_hash)? > 0 {
+            // Availability counts are stale until the next reconcile (Argo returns early).
+            return Ok(());
+        }
         if self.clean_up_old_replica_sets(spec, &older)? {
             return self.write_status();
         }
@@ -1014,6 +1018,92 @@ impl Reconciler<'_> {
             ),
         );
         Ok(true)
+    }
+
+    /// `rollout/restart.go` (RolloutPodRestarter): once `spec.restartAt` has passed, Pods
+    /// created before it are evicted — stable ReplicaSet first, then the new one, then older
+    /// ones — as many at a time as availability allows (maxUnavailable, at least one); when
+    /// none is left, `status.restartedAt` records it. Returns how many were evicted.
+    fn restart_pods(
+        &mut self,
+        spec: &RolloutSpec,
+        all: &[Rs],
+        new_hash: &str,
+    ) -> Result<i32, ApiError> {
+        let Some(restart_at_text) = spec.restart_at.clone() else {
+            return Ok(0);
+        };
+        if self.status.restarted_at.as_deref() == Some(restart_at_text.as_str()) {
+            return Ok(0);
+        }
+        let Some(restart_at) = SimTime::parse_rfc3339(&restart_at_text) else {
+            return Ok(0);
+        };
+        if self.now <= restart_at {
+            self.wake_at(restart_at.after(Duration::from_millis(1)));
+            return Ok(0);
+        }
+        let mut ordered: Vec<&Rs> = all.iter().collect();
+        let stable_hash = self.status.stable_r_s.clone();
+        ordered.sort_by_key(|r| {
+            let rank = if r.hash == stable_hash {
+                0
+            } else if r.hash == new_hash {
+                1
+            } else {
+                2
+            };
+            (rank, r.created.clone())
+        });
+        let mut pods = Vec::new();
+        for rs in &ordered {
+            if let Ok(rs_object) = self.api.get(Kind::ReplicaSet, &rs.namespace, rs.name()) {
+                pods.extend(crate::controller::replicaset::owned_pods(
+                    self.api, rs_object,
+                ));
+            }
+        }
+        let n = spec.desired_replicas();
+        let total: i32 = all.iter().map(|r| r.spec).sum();
+        let min_ready = Duration::from_secs(spec.min_ready_seconds.max(0) as u64);
+        let available = pods
+            .iter()
+            .filter(|p| crate::controller::replicaset::is_available(p, min_ready, self.now))
+            .count() as i32;
+        let canary = spec.canary().cloned().unwrap_or_default();
+        let fence = replicas::canary_fenceposts(
+            canary.max_surge.as_ref().map(to_int_or_percent).as_ref(),
+            canary
+                .max_unavailable
+                .as_ref()
+                .map(to_int_or_percent)
+                .as_ref(),
+            n,
+        );
+        let concurrent = fence.max_unavailable.max(1);
+        let mut can_restart = available - (n.max(total) - concurrent);
+        let (mut needs, mut restarted) = (0, 0);
+        for pod in &pods {
+            let created = SimTime::parse_rfc3339(pod.creation_timestamp()).unwrap_or(self.now);
+            if created >= restart_at {
+                continue;
+            }
+            needs += 1;
+            if can_restart <= 0 {
+                continue;
+            }
+            self.api.delete(Kind::Pod, pod.namespace(), pod.name())?;
+            self.outcome.changed = true;
+            can_restart -= 1;
+            restarted += 1;
+        }
+        if needs > restarted {
+            // restartPodCheckTime
+            self.wake_at(self.now.after(Duration::from_secs(30)));
+        } else {
+            self.status.restarted_at = Some(restart_at_text);
+        }
+        Ok(restarted)
     }
 
     /// Argo's `shouldDelayScaleDownOnAbort`.

@@ -33,6 +33,8 @@ pub struct RolloutSpec {
     pub progress_deadline_seconds: Option<i32>,
     #[serde(default)]
     pub progress_deadline_abort: bool,
+    /// `kubectl argo rollouts restart`: pods created before this instant are restarted.
+    pub restart_at: Option<String>,
 }
 
 impl RolloutSpec {
@@ -356,6 +358,9 @@ pub struct RolloutStatus {
     pub controller_pause: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub aborted_at: Option<String>,
+    /// The `spec.restartAt` whose restart has finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarted_at: Option<String>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub current_pod_hash: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -172,6 +172,10 @@ pub enum Step {
     Promote(PromoteSpec),
     Abort(String),
     Retry(String),
+    Pause(String),
+    Undo(UndoSpec),
+    Restart(RestartSpec),
+    Status(StatusSpec),
     FailPods(FailPodsSpec),
     Wait(WaitSpec),
     Load(LoadSpec),
@@ -188,6 +192,10 @@ impl Step {
             Step::Promote(_) => "promote",
             Step::Abort(_) => "abort",
             Step::Retry(_) => "retry",
+            Step::Pause(_) => "pause",
+            Step::Undo(_) => "undo",
+            Step::Restart(_) => "restart",
+            Step::Status(_) => "status",
             Step::FailPods(_) => "fail_pods",
             Step::Wait(_) => "wait",
             Step::Load(_) => "load",
@@ -210,6 +218,51 @@ pub struct SetImageSpec {
     pub rollout: String,
     pub container: String,
     pub image: String,
+}
+
+/// `undo: NAME` or `undo: {rollout, to_revision}` (`kubectl argo rollouts undo`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum UndoSpec {
+    Name(String),
+    Full {
+        rollout: String,
+        #[serde(default)]
+        to_revision: i64,
+    },
+}
+
+/// `restart: NAME` or `restart: {rollout, in: 1m}` (`kubectl argo rollouts restart [--in]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RestartSpec {
+    Name(String),
+    Full {
+        rollout: String,
+        #[serde(rename = "in")]
+        delay: Option<String>,
+    },
+}
+
+/// `status: NAME` or `status: {rollout, watch, timeout, exit}` (`kubectl argo rollouts
+/// status`): the step passes when the command's exit code is `exit` (default 0).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum StatusSpec {
+    Name(String),
+    Full(StatusOptions),
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusOptions {
+    pub rollout: String,
+    /// `--watch` (the plugin's default: true).
+    pub watch: Option<bool>,
+    /// `--timeout`; canarysim bounds a watch at 10m of scenario time when none is given.
+    pub timeout: Option<String>,
+    /// The exit code the step expects.
+    pub exit: Option<i32>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -136,6 +136,21 @@ pub enum StepKind {
     },
     Abort(String),
     Retry(String),
+    Pause(String),
+    Undo {
+        rollout: String,
+        to_revision: i64,
+    },
+    Restart {
+        rollout: String,
+        delay: Duration,
+    },
+    Status {
+        rollout: String,
+        watch: bool,
+        timeout: Duration,
+        exit: i32,
+    },
     FailPods(FailPodsSpec),
     Wait(Duration),
     WaitUntil {
@@ -165,6 +180,24 @@ impl PlannedStep {
             }
             StepKind::Abort(r) => format!("abort {r}"),
             StepKind::Retry(r) => format!("retry {r}"),
+            StepKind::Pause(r) => format!("pause {r}"),
+            StepKind::Undo {
+                rollout,
+                to_revision,
+            } => match to_revision {
+                0 => format!("undo {rollout}"),
+                n => format!("undo {rollout} --to-revision {n}"),
+            },
+            StepKind::Restart { rollout, delay } if delay.is_zero() => format!("restart {rollout}"),
+            StepKind::Restart { rollout, delay } => {
+                format!("restart {rollout} --in {}", duration::format(*delay))
+            }
+            StepKind::Status { rollout, watch, .. } => {
+                format!(
+                    "status {rollout}{}",
+                    if *watch { "" } else { " --watch=false" }
+                )
+            }
             StepKind::FailPods(f) => format!(
                 "fail {} {} pod(s) of {}",
                 f.count,
@@ -365,6 +398,64 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
             Step::Retry(r) => {
                 known_rollout(&rollouts, r, at(&inner))?;
                 StepKind::Retry(r.clone())
+            }
+            Step::Pause(r) => {
+                known_rollout(&rollouts, r, at(&inner))?;
+                StepKind::Pause(r.clone())
+            }
+            Step::Undo(u) => {
+                let (rollout, to_revision, ptr) = match u {
+                    UndoSpec::Name(n) => (n.clone(), 0, inner.clone()),
+                    UndoSpec::Full {
+                        rollout,
+                        to_revision,
+                    } => (rollout.clone(), *to_revision, format!("{inner}/rollout")),
+                };
+                known_rollout(&rollouts, &rollout, at(&ptr))?;
+                StepKind::Undo {
+                    rollout,
+                    to_revision,
+                }
+            }
+            Step::Restart(r) => {
+                let (rollout, delay, ptr) = match r {
+                    RestartSpec::Name(n) => (n.clone(), Duration::ZERO, inner.clone()),
+                    RestartSpec::Full { rollout, delay } => (
+                        rollout.clone(),
+                        match delay {
+                            Some(d) => dur(d, &format!("{inner}/in"))?,
+                            None => Duration::ZERO,
+                        },
+                        format!("{inner}/rollout"),
+                    ),
+                };
+                known_rollout(&rollouts, &rollout, at(&ptr))?;
+                StepKind::Restart { rollout, delay }
+            }
+            Step::Status(s) => {
+                let options = match s {
+                    StatusSpec::Name(n) => StatusOptions {
+                        rollout: n.clone(),
+                        watch: None,
+                        timeout: None,
+                        exit: None,
+                    },
+                    StatusSpec::Full(o) => o.clone(),
+                };
+                let ptr = match s {
+                    StatusSpec::Name(_) => inner.clone(),
+                    StatusSpec::Full(_) => format!("{inner}/rollout"),
+                };
+                known_rollout(&rollouts, &options.rollout, at(&ptr))?;
+                StepKind::Status {
+                    rollout: options.rollout,
+                    watch: options.watch.unwrap_or(true),
+                    timeout: match &options.timeout {
+                        Some(t) => dur(t, &format!("{inner}/timeout"))?,
+                        None => Duration::from_secs(600),
+                    },
+                    exit: options.exit.unwrap_or(0),
+                }
             }
             Step::FailPods(f) => {
                 known_rollout(&rollouts, &f.rollout, at(&format!("{inner}/rollout")))?;

@@ -278,6 +278,79 @@ impl<'p> Runner<'p> {
     }
 
     /// Advances the clock to `end` (or until `done`), checking invariants at every instant.
+    /// `kubectl argo rollouts status`: without `--watch` one line; with it, each distinct
+    /// line until Healthy or Degraded (or the timeout). The output and the exit code are the
+    /// plugin's; the step passes when the exit code is the one expected.
+    fn status_command(
+        &mut self,
+        ns: &str,
+        rollout: &str,
+        watch: bool,
+        timeout: std::time::Duration,
+        expected_exit: i32,
+    ) -> Result<String, String> {
+        let line = |w: &World| -> (String, String) {
+            match get_rollout::view(&w.api, ns, rollout, w.now()) {
+                Ok(v) => {
+                    let text = if v.message.is_empty()
+                        || (!watch && (v.status == "Healthy" || v.status == "Degraded"))
+                    {
+                        v.status.clone()
+                    } else {
+                        format!("{} - {}", v.status, v.message)
+                    };
+                    (v.status, text)
+                }
+                Err(e) => (String::new(), format!("Error: {e}")),
+            }
+        };
+        let mut printed: Vec<String> = Vec::new();
+        let (mut status, first) = line(&self.world);
+        printed.push(first);
+        let mut message = get_rollout::view(&self.world.api, ns, rollout, self.world.now())
+            .map(|v| v.message)
+            .unwrap_or_default();
+        let settled = |s: &str| s == "Healthy" || s == "Degraded";
+        if watch && !settled(&status) {
+            let end = self.world.now().after(timeout);
+            let mut seen: Vec<(String, String)> = Vec::new();
+            self.advance(end, |w| {
+                let (s, text) = line(w);
+                let done = settled(&s);
+                seen.push((s, text));
+                done
+            })?;
+            for (s, text) in seen {
+                if printed.last() != Some(&text) {
+                    printed.push(text);
+                }
+                status = s;
+            }
+            message = get_rollout::view(&self.world.api, ns, rollout, self.world.now())
+                .map(|v| v.message)
+                .unwrap_or_default();
+        }
+        let error = if status == "Degraded" {
+            Some(format!(
+                "The rollout is in a degraded state with message: {message}"
+            ))
+        } else if status != "Healthy" && watch {
+            Some("Rollout status watch exceeded timeout".to_string())
+        } else {
+            None
+        };
+        let exit = i32::from(error.is_some());
+        if let Some(e) = error {
+            printed.push(format!("Error: {e}"));
+        }
+        let detail = format!("{}\nexit {exit}", printed.join("\n"));
+        if exit == expected_exit {
+            Ok(detail)
+        } else {
+            Err(format!("{detail} (expected exit {expected_exit})"))
+        }
+    }
+
     fn advance(
         &mut self,
         end: SimTime,
@@ -330,6 +403,26 @@ impl<'p> Runner<'p> {
                 .retry(&ns, r)
                 .map(|_| "retried".into())
                 .map_err(|e| e.to_string()),
+            StepKind::Pause(r) => self
+                .world
+                .set_paused(&ns, r, true)
+                .map(|_| format!("rollout '{r}' paused"))
+                .map_err(|e| e.to_string()),
+            StepKind::Undo {
+                rollout,
+                to_revision,
+            } => self.world.undo(&ns, rollout, *to_revision),
+            StepKind::Restart { rollout, delay } => self
+                .world
+                .restart(&ns, rollout, *delay)
+                .map(|_| format!("rollout '{rollout}' restarts"))
+                .map_err(|e| e.to_string()),
+            StepKind::Status {
+                rollout,
+                watch,
+                timeout,
+                exit,
+            } => self.status_command(&ns, rollout, *watch, *timeout, *exit),
             StepKind::FailPods(f) => self
                 .world
                 .fail_pods(&ns, &f.rollout, f.role == Role::Canary, f.count)
