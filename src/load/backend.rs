@@ -12,6 +12,9 @@ pub struct BackendModel {
     pub jitter_us: u64,
     /// Probability of a 5xx answer, as a threshold on 32 random bits.
     pub error_threshold: u64,
+    /// The status of those answers (500 unless the scenario says otherwise; Istio's default
+    /// retry policy retries 503 only).
+    pub error_status: u16,
 }
 
 impl Default for BackendModel {
@@ -20,6 +23,7 @@ impl Default for BackendModel {
             latency_us: 1000,
             jitter_us: 0,
             error_threshold: 0,
+            error_status: 500,
         }
     }
 }
@@ -30,6 +34,7 @@ impl BackendModel {
             latency_us: latency.as_micros() as u64,
             jitter_us: jitter.as_micros() as u64,
             error_threshold: (error_rate.clamp(0.0, 1.0) * (1u64 << 32) as f64) as u64,
+            error_status: 500,
         }
     }
 

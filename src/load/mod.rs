@@ -216,8 +216,16 @@ pub struct LoadResult {
     /// 503 from the proxy whose connection to a pod failed: the pod went away before the
     /// route table that drops it took effect (push delay).
     pub upstream_failed: u64,
+    /// Answered by the proxy's fault filter (`fault.abort`), without calling a pod.
+    pub fault_aborted: u64,
+    /// Answered 504 by the proxy: the route timeout fired (counted in the version's answers
+    /// and errors, since the request was routed to it).
+    pub timed_out: u64,
+    /// Attempts after the first (retries): each reached a pod, so the pods' view
+    /// ([`LoadResult::pods`]) counts them while the client's view (`arms`) does not.
+    pub retries: u64,
     pub arms: Vec<ArmStats>,
-    /// Every answering pod, by name.
+    /// Every answering pod, by name: the pods' view (every attempt, retries included).
     pub pods: Vec<PodStats>,
     pub unit: SplitUnit,
     pub connections_opened: u64,
@@ -236,7 +244,11 @@ pub struct LoadResult {
 impl LoadResult {
     /// Requests that got no answer from a pod.
     pub fn failed(&self) -> u64 {
-        self.not_found + self.no_healthy_upstream + self.refused + self.upstream_failed
+        self.not_found
+            + self.no_healthy_upstream
+            + self.refused
+            + self.upstream_failed
+            + self.fault_aborted
     }
 
     /// Answers and connections of the arms a share key names: `stable` / `canary` group by
@@ -252,6 +264,7 @@ impl LoadResult {
     pub fn balanced(&self) -> bool {
         self.sent == self.answered + self.failed()
             && self.answered == self.arms.iter().map(|a| a.responses).sum::<u64>()
-            && self.answered == self.pods.iter().map(|p| p.responses).sum::<u64>()
+            // Pods answer each request at most once per attempt.
+            && self.pods.iter().map(|p| p.responses).sum::<u64>() <= self.answered + self.retries
     }
 }

@@ -116,6 +116,9 @@ pub(crate) fn simulate_with(
         no_healthy_upstream: 0,
         refused: 0,
         upstream_failed: 0,
+        fault_aborted: 0,
+        timed_out: 0,
+        retries: 0,
         ep_responses: Vec::new(),
         ep_errors: Vec::new(),
         pods: std::collections::BTreeMap::new(),
@@ -329,6 +332,9 @@ pub(crate) fn simulate_with(
         no_healthy_upstream: state.no_healthy_upstream,
         refused: state.refused,
         upstream_failed: state.upstream_failed,
+        fault_aborted: state.fault_aborted,
+        timed_out: state.timed_out,
+        retries: state.retries,
         pods: state.pods.into_values().collect(),
         arms: {
             // Versions that took part, stable first, then canary, then the rest.
@@ -393,6 +399,9 @@ struct Driver {
     no_healthy_upstream: u64,
     refused: u64,
     upstream_failed: u64,
+    fault_aborted: u64,
+    timed_out: u64,
+    retries: u64,
     connections_opened: u64,
     conns: Vec<Conn>,
     /// This epoch's answers and 5xx per endpoint, folded into `pods` when it ends.
@@ -580,6 +589,19 @@ fn fast_mesh_epoch(
             lb_state.round_robin(cluster) % n
         };
         entries.push((cluster, eps, pos));
+    }
+    // The route's retries, timeout or fault could change an outcome: the general path.
+    let policy = choice.policy;
+    let can_fail_retriably = entries.iter().any(|(_, eps, _)| {
+        eps.iter().any(|e| {
+            let e = e.0 as usize;
+            let model = ctx.ep.model[e];
+            !ctx.ep.alive[e]
+                || (model.error_threshold > 0 && policy.retry.on.status(model.error_status))
+        })
+    });
+    if !policy.is_inert(can_fail_retriably) {
+        return false;
     }
     // Every endpoint of the split alive and answering the same way every time: the leanest
     // loop (same draws, same results).
@@ -854,26 +876,7 @@ fn one_request_timed(
         let (table, lb_state) = mesh.as_mut().expect("per-request splits are the mesh's");
         match route {
             Some(Ok(choice)) => {
-                let cluster = choice.clusters.pick(rng);
-                let picked = table
-                    .cluster(cluster)
-                    .and_then(|c| c.pick_endpoint(ctx.lb, rng, lb_state));
-                if picked.is_none() {
-                    d.no_healthy_upstream += 1;
-                    return FAILURE_US;
-                }
-                if let Some(m) = choice.mirror {
-                    if m.sample(rng) {
-                        if let Some(e) = table
-                            .cluster(m.cluster)
-                            .and_then(|c| c.pick_endpoint(ctx.lb, rng, lb_state))
-                        {
-                            let arm = ctx.ep.arm[e.0 as usize] as usize;
-                            d.arms[arm].mirrored += 1;
-                        }
-                    }
-                }
-                picked.map(|e| e.0)
+                return http_request(d, ctx, table, lb_state, choice, rng, queued_us);
             }
             Some(Err(RouteError::NoHealthyUpstream { .. })) => {
                 d.no_healthy_upstream += 1;
@@ -910,6 +913,107 @@ fn one_request_timed(
     let arm = &mut d.arms[ctx.ep.arm[e] as usize];
     arm.responses += 1;
     arm.errors += error as u64;
+    arm.record_latency(latency + queued_us);
+    d.answered += 1;
+    latency
+}
+
+/// One HTTP request through an in-mesh route: the weighted pick of a cluster, then the
+/// route's policy (fault, retries to other hosts, timeout) around the attempts. Pods count
+/// every attempt (the pods' view); the version's arm counts the client's final answer.
+fn http_request(
+    d: &mut Driver,
+    ctx: &Ctx,
+    table: &crate::mesh::RouteTable,
+    lb_state: &mut crate::mesh::LbState,
+    choice: &crate::mesh::RouteChoice,
+    rng: &mut Pcg64Mcg,
+    queued_us: u64,
+) -> u64 {
+    use crate::mesh::policy::{Attempt, ClientOutcome};
+    let cluster = choice.clusters.pick(rng);
+    let mut tried: Vec<u32> = Vec::new();
+    let (outcome, counts) = choice.policy.serve(rng, |rng, n| {
+        // Envoy's previous_hosts predicate: a retry re-picks (up to 5 times) to avoid the
+        // hosts already tried.
+        let mut picked = None;
+        for _ in 0..if n == 0 { 1 } else { 5 } {
+            match table
+                .cluster(cluster)
+                .and_then(|c| c.pick_endpoint(ctx.lb, rng, lb_state))
+            {
+                None => break,
+                Some(e) => {
+                    picked = Some(e.0);
+                    if !tried.contains(&e.0) {
+                        break;
+                    }
+                }
+            }
+        }
+        let Some(e) = picked else {
+            return Attempt::NoEndpoint;
+        };
+        if n == 0 {
+            if let Some(m) = choice.mirror {
+                if m.sample(rng) {
+                    if let Some(me) = table
+                        .cluster(m.cluster)
+                        .and_then(|c| c.pick_endpoint(ctx.lb, rng, lb_state))
+                    {
+                        let arm = ctx.ep.arm[me.0 as usize] as usize;
+                        d.arms[arm].mirrored += 1;
+                    }
+                }
+            }
+        }
+        tried.push(e);
+        let e = e as usize;
+        if !ctx.ep.alive[e] {
+            return Attempt::ConnectFailure;
+        }
+        let model = ctx.ep.model[e];
+        let draw = if model.deterministic() {
+            0
+        } else {
+            rng.next_u64()
+        };
+        let (latency_us, error) = model.answer(draw);
+        d.ep_responses[e] += 1;
+        d.ep_errors[e] += error as u64;
+        Attempt::Answered {
+            status: if error { model.error_status } else { 200 },
+            latency_us,
+        }
+    });
+    d.retries += u64::from(counts.retries);
+    let last_arm = tried.last().map(|&e| ctx.ep.arm[e as usize] as usize);
+    let (status, latency) = match outcome {
+        ClientOutcome::Answered { status, latency_us } => (status, latency_us),
+        ClientOutcome::TimedOut { latency_us } => {
+            d.timed_out += 1;
+            (504, latency_us)
+        }
+        ClientOutcome::FaultAborted { latency_us, .. } => {
+            d.fault_aborted += 1;
+            return latency_us.max(FAILURE_US);
+        }
+        ClientOutcome::NoEndpoint => {
+            d.no_healthy_upstream += 1;
+            return FAILURE_US;
+        }
+        ClientOutcome::ConnectFailure { .. } => {
+            d.upstream_failed += 1;
+            return FAILURE_US;
+        }
+    };
+    let Some(arm) = last_arm else {
+        d.no_healthy_upstream += 1;
+        return FAILURE_US;
+    };
+    let arm = &mut d.arms[arm];
+    arm.responses += 1;
+    arm.errors += u64::from(status >= 500);
     arm.record_latency(latency + queued_us);
     d.answered += 1;
     latency

@@ -13,6 +13,7 @@
 //! functions serve the simulation and, later, a real proxy.
 
 mod matcher;
+pub mod policy;
 mod table;
 mod translate;
 

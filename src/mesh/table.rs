@@ -463,6 +463,7 @@ pub(crate) struct HttpRouteEntry {
     pub matches: Box<[HttpMatch]>,
     pub clusters: WeightedClusters,
     pub mirror: Option<Mirror>,
+    pub policy: super::policy::HttpPolicy,
     pub source: RouteSource,
 }
 
@@ -605,6 +606,8 @@ pub(crate) struct Listener {
 pub struct RouteChoice<'t> {
     pub clusters: &'t WeightedClusters,
     pub mirror: Option<&'t Mirror>,
+    /// Retries, timeout and fault around the upstream call (none for TCP/TLS).
+    pub policy: &'t super::policy::HttpPolicy,
     pub scope: Scope,
     pub source: &'t RouteSource,
 }
@@ -680,6 +683,7 @@ impl RouteTable {
                         .map(|r| RouteChoice {
                             clusters: &r.clusters,
                             mirror: r.mirror.as_ref(),
+                            policy: &r.policy,
                             scope: Scope::PerRequest,
                             source: &r.source,
                         })
@@ -703,6 +707,7 @@ impl RouteTable {
                         return Ok(RouteChoice {
                             clusters: &r.clusters,
                             mirror: None,
+                            policy: &super::policy::NO_POLICY,
                             scope: Scope::PerConnection,
                             source: &r.source,
                         });
@@ -719,6 +724,10 @@ impl RouteTable {
             .map(|r| RouteChoice {
                 clusters: &r.clusters,
                 mirror: None,
+                policy: match req.protocol {
+                    Protocol::Http => &super::policy::DEFAULT_POLICY,
+                    _ => &super::policy::NO_POLICY,
+                },
                 scope,
                 source: &r.source,
             })

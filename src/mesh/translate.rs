@@ -107,6 +107,7 @@ struct CompiledHttp {
     had_matches: bool,
     clusters: WeightedClusters,
     mirror: Option<Mirror>,
+    policy: super::policy::HttpPolicy,
     source: RouteSource,
 }
 
@@ -397,6 +398,7 @@ impl<'a> Builder<'a> {
                         matches,
                         clusters: r.clusters.clone(),
                         mirror: r.mirror,
+                        policy: r.policy,
                         source: r.source.clone(),
                     })
                 })
@@ -501,11 +503,17 @@ impl<'a> Builder<'a> {
                 per_million,
             })
         });
+        let mut policy_notes = Vec::new();
+        let policy = super::policy::HttpPolicy::from_route(raw, &mut policy_notes);
+        for n in policy_notes {
+            self.note(key, format!("{label}: {n}"));
+        }
         Some(CompiledHttp {
             had_matches: !r.matches.is_empty(),
             matches,
             clusters,
             mirror,
+            policy,
             source: RouteSource {
                 virtual_service: Some(key.clone()),
                 route: label,

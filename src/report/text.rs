@@ -111,15 +111,25 @@ pub fn load_summary(r: &crate::scenario::split::LoadReport) -> String {
     );
     let _ = writeln!(
         out,
-        "sent {} = answered {} + failed {} (404 {}, 503 no healthy upstream {}, 503 upstream gone {}, refused {}); {} connection(s) opened",
+        "sent {} = answered {} + failed {} (404 {}, 503 no healthy upstream {}, 503 upstream gone {}, refused {}{}); {} connection(s) opened{}",
         r.sent,
         r.answered,
-        r.not_found + r.no_healthy_upstream + r.upstream_failed + r.refused,
+        r.not_found + r.no_healthy_upstream + r.upstream_failed + r.refused + r.fault_aborted,
         r.not_found,
         r.no_healthy_upstream,
         r.upstream_failed,
         r.refused,
-        r.connections
+        if r.fault_aborted > 0 {
+            format!(", fault abort {}", r.fault_aborted)
+        } else {
+            String::new()
+        },
+        r.connections,
+        match (r.retries, r.timed_out) {
+            (0, 0) => String::new(),
+            (retries, 0) => format!("; {retries} retries"),
+            (retries, t) => format!("; {retries} retries, {t} answered 504 (route timeout)"),
+        }
     );
     for v in &r.versions {
         // Per connection, the interval is of the connections' choices; the requests' share
@@ -151,6 +161,16 @@ pub fn load_summary(r: &crate::scenario::split::LoadReport) -> String {
                 String::new()
             }
         );
+        // Retries and timeouts make the pods' view differ from the clients'.
+        if v.pod_answers != v.responses || v.pod_errors != v.errors {
+            let _ = writeln!(
+                out,
+                "                  pods' view: {} answers, {} 5xx ({:.2} %)",
+                v.pod_answers,
+                v.pod_errors,
+                crate::verify::error_rate(v.pod_errors, v.pod_answers).0 * 100.0
+            );
+        }
     }
     if !r.configured.is_empty() {
         let configured: Vec<String> = r

@@ -107,6 +107,8 @@ pub struct BackendSpec {
     pub latency: Option<String>,
     pub jitter: Option<String>,
     pub error_rate: Option<Percent>,
+    /// The status of those errors (default 500; Istio's default retries retry 503 only).
+    pub error_status: Option<u16>,
     /// `never`: the image's pods never turn Ready (a failing readiness probe).
     pub ready: Option<Readiness>,
 }

@@ -325,9 +325,22 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
             never_ready.insert(image.clone());
         }
         let error_rate = b.error_rate.map(|p| p.0 / 100.0).unwrap_or(0.0);
+        let error_status = match b.error_status {
+            None => 500,
+            Some(code @ 500..=599) => code,
+            Some(code) => {
+                return Err(ScenarioError::at(
+                    at(&format!("{p}/error_status")),
+                    format!("error_status {code}: expected a 5xx status (500 to 599)"),
+                ));
+            }
+        };
         backends.by_image.insert(
             image.clone(),
-            crate::load::BackendModel::new(latency, jitter, error_rate),
+            crate::load::BackendModel {
+                error_status,
+                ..crate::load::BackendModel::new(latency, jitter, error_rate)
+            },
         );
     }
 

@@ -27,6 +27,12 @@ pub struct LoadReport {
     pub refused: u64,
     /// 503s from a proxy whose pod had gone (its table had not caught up yet).
     pub upstream_failed: u64,
+    /// Answered by the fault filter (`fault.abort`).
+    pub fault_aborted: u64,
+    /// 504s: the route timeout fired.
+    pub timed_out: u64,
+    /// Attempts after the first: the pods saw them, the clients did not.
+    pub retries: u64,
     pub connections: u64,
     pub started: String,
     pub ended: String,
@@ -66,6 +72,10 @@ pub struct VersionReport {
     pub errors: u64,
     pub error_rate: f64,
     pub mirrored: u64,
+    /// The pods' view: what this version's pods answered, retried attempts included
+    /// (`responses` and `errors` are what the clients saw).
+    pub pod_answers: u64,
+    pub pod_errors: u64,
     /// Microseconds.
     pub latency: LatencySummary,
 }
@@ -104,7 +114,14 @@ pub fn load_report(r: &LoadResult) -> LoadReport {
             } else {
                 k as f64 / n_eff as f64
             };
+            let (pod_answers, pod_errors) = r
+                .pods
+                .iter()
+                .filter(|p| p.role == a.role && p.version == a.version)
+                .fold((0, 0), |(n, e), p| (n + p.responses, e + p.errors));
             VersionReport {
+                pod_answers,
+                pod_errors,
                 role: a.role.as_str().to_string(),
                 version: a.version.clone(),
                 responses: a.responses,
@@ -154,6 +171,9 @@ pub fn load_report(r: &LoadResult) -> LoadReport {
         no_healthy_upstream: r.no_healthy_upstream,
         refused: r.refused,
         upstream_failed: r.upstream_failed,
+        fault_aborted: r.fault_aborted,
+        timed_out: r.timed_out,
+        retries: r.retries,
         connections: r.connections_opened,
         started: r.started.to_string(),
         ended: r.ended.to_string(),

@@ -1,0 +1,554 @@
+//! What an HTTP route does around the upstream call, as Envoy does it from Istio's
+//! VirtualService: fault injection (delay, abort), retries (how many, on what, per-try
+//! timeout, jittered back-off, another host each time) and the route timeout.
+//!
+//! [`HttpPolicy::serve`] runs one client request: it asks the caller for each attempt's
+//! outcome (the caller picks the endpoint and draws the pod's answer), so the semantics live
+//! here and the load driver only counts.
+
+use rand::RngCore;
+use serde_json::Value;
+
+/// Envoy's default retry back-off base (`base_interval`, 25 ms).
+const BACKOFF_BASE_US: u64 = 25_000;
+
+/// `retryOn` conditions, as Envoy's router understands them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RetryOn {
+    /// `5xx`: any 5xx answer, a connect failure, a reset or a per-try timeout.
+    pub five_xx: bool,
+    /// `gateway-error`: 502, 503, 504 (a per-try timeout counts as 504).
+    pub gateway_error: bool,
+    /// `connect-failure` (and `refused-stream`, `reset`): the pod is gone or refuses.
+    pub connect_failure: bool,
+    /// `retriable-status-codes` plus bare status codes in `retryOn`.
+    codes: [u16; 8],
+    n_codes: u8,
+}
+
+impl RetryOn {
+    fn add_code(&mut self, code: u16) {
+        if (self.n_codes as usize) < self.codes.len() && !self.codes().contains(&code) {
+            self.codes[self.n_codes as usize] = code;
+            self.n_codes += 1;
+        }
+    }
+
+    pub fn codes(&self) -> &[u16] {
+        &self.codes[..self.n_codes as usize]
+    }
+
+    /// Whether an answer with this status is retried.
+    pub fn status(&self, status: u16) -> bool {
+        (self.five_xx && (500..600).contains(&status))
+            || (self.gateway_error && matches!(status, 502..=504))
+            || self.codes().contains(&status)
+    }
+
+    /// Whether a connection that fails (the pod is gone) is retried.
+    pub fn connect_failure(&self) -> bool {
+        self.five_xx || self.gateway_error || self.connect_failure
+    }
+
+    /// Whether a per-try timeout is retried.
+    pub fn per_try_timeout(&self) -> bool {
+        self.five_xx || self.gateway_error
+    }
+
+    /// Parses Istio's `retryOn` (comma-separated Envoy conditions and status codes). Unknown
+    /// conditions are returned so the translation can note them.
+    pub fn parse(text: &str) -> (RetryOn, Vec<String>) {
+        let mut on = RetryOn::default();
+        let mut unknown = Vec::new();
+        for token in text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            match token {
+                "5xx" => on.five_xx = true,
+                "gateway-error" => on.gateway_error = true,
+                "connect-failure" | "refused-stream" | "reset" | "reset-before-request" => {
+                    on.connect_failure = true
+                }
+                // gRPC conditions and header-driven ones never fire for the simulated
+                // HTTP/1.1 answers; they are accepted silently as Istio's default uses them.
+                "unavailable" | "cancelled" | "deadline-exceeded" | "resource-exhausted"
+                | "internal" | "retriable-headers" | "envoy-ratelimited" => {}
+                "retriable-4xx" => on.add_code(409),
+                "retriable-status-codes" => {}
+                other => match other.parse::<u16>() {
+                    Ok(code) => on.add_code(code),
+                    Err(_) => unknown.push(other.to_string()),
+                },
+            }
+        }
+        (on, unknown)
+    }
+}
+
+/// `retries` of an http route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub attempts: u32,
+    pub on: RetryOn,
+    pub per_try_timeout_us: Option<u64>,
+}
+
+impl RetryPolicy {
+    /// Istio's default when a route sets no `retries` (and for routes of Services that no
+    /// VirtualService covers): 2 retries on connect-failure, refused-stream, unavailable,
+    /// cancelled and retriable-status-codes 503, each to another host.
+    pub const fn istio_default() -> Self {
+        RetryPolicy {
+            attempts: 2,
+            on: RetryOn {
+                five_xx: false,
+                gateway_error: false,
+                connect_failure: true,
+                codes: [503, 0, 0, 0, 0, 0, 0, 0],
+                n_codes: 1,
+            },
+            per_try_timeout_us: None,
+        }
+    }
+
+    pub const NONE: RetryPolicy = RetryPolicy {
+        attempts: 0,
+        on: RetryOn {
+            five_xx: false,
+            gateway_error: false,
+            connect_failure: false,
+            codes: [0; 8],
+            n_codes: 0,
+        },
+        per_try_timeout_us: None,
+    };
+}
+
+/// `fault` of an http route: each part applies to its percentage of requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Fault {
+    /// (fraction per million, delay in µs).
+    pub delay: Option<(u32, u64)>,
+    /// (fraction per million, HTTP status the proxy answers with).
+    pub abort: Option<(u32, u16)>,
+}
+
+/// Everything an http route does around the upstream call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpPolicy {
+    pub retry: RetryPolicy,
+    /// The route `timeout` (covers every attempt and back-off); None: no timeout.
+    pub timeout_us: Option<u64>,
+    pub fault: Fault,
+}
+
+/// Routes of TCP/TLS and of a proxy-less caller: no retries, no timeout, no fault.
+pub static NO_POLICY: HttpPolicy = HttpPolicy {
+    retry: RetryPolicy::NONE,
+    timeout_us: None,
+    fault: Fault {
+        delay: None,
+        abort: None,
+    },
+};
+
+/// An HTTP route with nothing set: Istio's default retries, no timeout, no fault. Also what
+/// Istio gives the default route of a Service that no VirtualService covers.
+pub static DEFAULT_POLICY: HttpPolicy = HttpPolicy {
+    retry: RetryPolicy::istio_default(),
+    timeout_us: None,
+    fault: Fault {
+        delay: None,
+        abort: None,
+    },
+};
+
+/// One attempt's outcome, as the caller observed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// No endpoint to send to (no healthy upstream): final, never retried.
+    NoEndpoint,
+    /// The connection failed: the pod has gone (Envoy: connect failure / reset).
+    ConnectFailure,
+    /// The pod answered `status` after `latency_us`.
+    Answered { status: u16, latency_us: u64 },
+}
+
+/// What the client saw.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientOutcome {
+    /// The last attempt's answer reached the client (`status`, total latency).
+    Answered { status: u16, latency_us: u64 },
+    /// The route timeout fired first: Envoy answers 504 `upstream request timeout`.
+    TimedOut { latency_us: u64 },
+    /// The fault filter answered without calling upstream.
+    FaultAborted { status: u16, latency_us: u64 },
+    /// No healthy upstream (503 from the proxy).
+    NoEndpoint,
+    /// Every attempt failed to connect: 503 `upstream connect error`.
+    ConnectFailure { latency_us: u64 },
+}
+
+/// Counts of one request's attempts, for the pods' view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AttemptCounts {
+    /// Attempts after the first.
+    pub retries: u32,
+}
+
+impl HttpPolicy {
+    /// The route's policy from its VirtualService JSON (`retries`, `timeout`, `fault`);
+    /// problems are pushed to `notes`.
+    pub fn from_route(route: &Value, notes: &mut Vec<String>) -> HttpPolicy {
+        let duration = |v: &Value, field: &str, notes: &mut Vec<String>| -> Option<u64> {
+            let text = v.as_str()?;
+            match crate::model::duration::go_parse_duration(text) {
+                Some(ns) if ns >= 0 => Some((ns / 1000) as u64),
+                _ => {
+                    notes.push(format!("{field} {text:?} is ignored: not a duration"));
+                    None
+                }
+            }
+        };
+        let retry = match route.get("retries") {
+            None | Some(Value::Null) => RetryPolicy::istio_default(),
+            Some(r) => {
+                let attempts = r["attempts"].as_i64().unwrap_or(0).max(0) as u32;
+                let (on, unknown) = match r["retryOn"].as_str() {
+                    Some(text) => RetryOn::parse(text),
+                    // Istio's default retryOn when `retries` sets none.
+                    None => (RetryPolicy::istio_default().on, Vec::new()),
+                };
+                for u in unknown {
+                    notes.push(format!(
+                        "retries.retryOn {u:?} is not a condition canarysim knows; it never fires"
+                    ));
+                }
+                RetryPolicy {
+                    attempts,
+                    on,
+                    per_try_timeout_us: duration(
+                        &r["perTryTimeout"],
+                        "retries.perTryTimeout",
+                        notes,
+                    ),
+                }
+            }
+        };
+        let timeout_us = duration(&route["timeout"], "timeout", notes).filter(|t| *t > 0);
+        let percent = |v: &Value| -> u32 {
+            // No percentage: Istio applies the fault to every request.
+            v["percentage"]["value"].as_f64().map_or(1_000_000.0, |p| {
+                (p * 10_000.0).round().clamp(0.0, 1_000_000.0)
+            }) as u32
+        };
+        let fault = Fault {
+            delay: route["fault"]["delay"].as_object().and_then(|_| {
+                let d = &route["fault"]["delay"];
+                let us = duration(&d["fixedDelay"], "fault.delay.fixedDelay", notes)?;
+                Some((percent(d), us))
+            }),
+            abort: route["fault"]["abort"].as_object().and_then(|_| {
+                let a = &route["fault"]["abort"];
+                match a["httpStatus"].as_u64() {
+                    Some(status) => Some((percent(a), status as u16)),
+                    None => {
+                        notes.push("fault.abort without httpStatus (grpcStatus, http2Error) is not simulated".into());
+                        None
+                    }
+                }
+            }),
+        };
+        HttpPolicy {
+            retry,
+            timeout_us,
+            fault,
+        }
+    }
+
+    /// Whether this request's outcome can differ from its first attempt's answer, given
+    /// what the endpoints can answer: the fast loops may skip [`HttpPolicy::serve`] when not.
+    pub fn is_inert(&self, can_fail_retriably: bool) -> bool {
+        self.fault.delay.is_none()
+            && self.fault.abort.is_none()
+            && self.timeout_us.is_none()
+            && self.retry.per_try_timeout_us.is_none()
+            && (self.retry.attempts == 0 || !can_fail_retriably)
+    }
+
+    /// Runs one client request: the fault filter, then attempts (each one from `attempt`,
+    /// which picks a host other than the previous ones where it can), retried per the policy
+    /// with Envoy's fully jittered back-off, all within the route timeout.
+    pub fn serve<R: RngCore + ?Sized>(
+        &self,
+        rng: &mut R,
+        mut attempt: impl FnMut(&mut R, u32) -> Attempt,
+    ) -> (ClientOutcome, AttemptCounts) {
+        let mut counts = AttemptCounts::default();
+        let mut elapsed = 0u64;
+        let sample = |rng: &mut R, per_million: u32| {
+            per_million >= 1_000_000 || rng.next_u64() % 1_000_000 < u64::from(per_million)
+        };
+        if let Some((p, delay)) = self.fault.delay {
+            if sample(rng, p) {
+                elapsed += delay;
+            }
+        }
+        if let Some((p, status)) = self.fault.abort {
+            if sample(rng, p) {
+                return (
+                    ClientOutcome::FaultAborted {
+                        status,
+                        latency_us: elapsed.max(1),
+                    },
+                    counts,
+                );
+            }
+        }
+        // The route timeout starts at the router, after the fault filter's delay.
+        let routed_at = elapsed;
+        let deadline = self.timeout_us.map(|t| routed_at + t);
+        let mut n = 0u32;
+        loop {
+            let outcome = attempt(rng, n);
+            let (retriable, final_outcome) = match outcome {
+                Attempt::NoEndpoint => return (ClientOutcome::NoEndpoint, counts),
+                Attempt::ConnectFailure => (
+                    self.retry.on.connect_failure(),
+                    ClientOutcome::ConnectFailure {
+                        latency_us: elapsed.max(1),
+                    },
+                ),
+                Attempt::Answered { status, latency_us } => match self.retry.per_try_timeout_us {
+                    Some(ptt) if latency_us > ptt => {
+                        elapsed += ptt;
+                        (
+                            self.retry.on.per_try_timeout(),
+                            ClientOutcome::Answered {
+                                status: 504,
+                                latency_us: elapsed,
+                            },
+                        )
+                    }
+                    _ => {
+                        elapsed += latency_us;
+                        (
+                            self.retry.on.status(status),
+                            ClientOutcome::Answered {
+                                status,
+                                latency_us: elapsed,
+                            },
+                        )
+                    }
+                },
+            };
+            if let Some(t) = deadline {
+                if elapsed > t {
+                    return (
+                        ClientOutcome::TimedOut {
+                            latency_us: t.max(1),
+                        },
+                        counts,
+                    );
+                }
+            }
+            if !retriable || n >= self.retry.attempts {
+                return (final_outcome, counts);
+            }
+            n += 1;
+            counts.retries += 1;
+            // Fully jittered exponential back-off: uniform in [0, base × (2^n − 1)).
+            let ceiling = BACKOFF_BASE_US * ((1u64 << n.min(10)) - 1);
+            elapsed += rng.next_u64() % ceiling.max(1);
+            if let Some(t) = deadline {
+                if elapsed > t {
+                    return (
+                        ClientOutcome::TimedOut {
+                            latency_us: t.max(1),
+                        },
+                        counts,
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn policy(route: Value) -> HttpPolicy {
+        let mut notes = Vec::new();
+        let p = HttpPolicy::from_route(&route, &mut notes);
+        assert!(notes.is_empty(), "{notes:?}");
+        p
+    }
+
+    fn answers(list: &[Attempt]) -> impl FnMut(&mut rand_pcg::Pcg64Mcg, u32) -> Attempt + '_ {
+        move |_, n| list[n as usize]
+    }
+
+    fn ok(latency_us: u64) -> Attempt {
+        Attempt::Answered {
+            status: 200,
+            latency_us,
+        }
+    }
+
+    fn status(status: u16) -> Attempt {
+        Attempt::Answered {
+            status,
+            latency_us: 1000,
+        }
+    }
+
+    #[test]
+    fn istio_default_retries_503_and_connect_failures_twice_but_not_500() {
+        let p = policy(json!({}));
+        let mut rng = crate::random::stream(1, "policy");
+        let (out, counts) = p.serve(
+            &mut rng,
+            answers(&[status(503), Attempt::ConnectFailure, ok(1000)]),
+        );
+        assert!(
+            matches!(out, ClientOutcome::Answered { status: 200, .. }),
+            "{out:?}"
+        );
+        assert_eq!(counts.retries, 2);
+        let (out, counts) = p.serve(&mut rng, answers(&[status(500)]));
+        assert!(matches!(out, ClientOutcome::Answered { status: 500, .. }));
+        assert_eq!(counts.retries, 0);
+        let (out, counts) = p.serve(&mut rng, answers(&[status(503), status(503), status(503)]));
+        assert!(matches!(out, ClientOutcome::Answered { status: 503, .. }));
+        assert_eq!(
+            counts.retries, 2,
+            "two retries, then the last answer stands"
+        );
+    }
+
+    #[test]
+    fn retries_as_configured() {
+        let p =
+            policy(json!({"retries": {"attempts": 3, "retryOn": "5xx", "perTryTimeout": "50ms"}}));
+        let mut rng = crate::random::stream(1, "policy");
+        let (out, counts) = p.serve(
+            &mut rng,
+            answers(&[status(500), ok(60_000), status(502), ok(2000)]),
+        );
+        assert!(
+            matches!(out, ClientOutcome::Answered { status: 200, .. }),
+            "{out:?}"
+        );
+        assert_eq!(
+            counts.retries, 3,
+            "500, per-try timeout, 502 are all retried"
+        );
+        let off = policy(json!({"retries": {"attempts": 0}}));
+        let (out, _) = off.serve(&mut rng, answers(&[Attempt::ConnectFailure]));
+        assert!(matches!(out, ClientOutcome::ConnectFailure { .. }));
+        let gw = policy(json!({"retries": {"attempts": 2, "retryOn": "gateway-error"}}));
+        let (out, counts) = gw.serve(&mut rng, answers(&[status(500)]));
+        assert!(matches!(out, ClientOutcome::Answered { status: 500, .. }));
+        assert_eq!(counts.retries, 0);
+    }
+
+    #[test]
+    fn timeout_covers_attempts_and_backoff() {
+        let p = policy(json!({"timeout": "100ms", "retries": {"attempts": 5, "retryOn": "5xx"}}));
+        let mut rng = crate::random::stream(1, "policy");
+        let slow = [ok(150_000)];
+        let (out, _) = p.serve(&mut rng, answers(&slow));
+        assert_eq!(
+            out,
+            ClientOutcome::TimedOut {
+                latency_us: 100_000
+            }
+        );
+        let failing = [
+            Attempt::Answered {
+                status: 500,
+                latency_us: 40_000,
+            },
+            Attempt::Answered {
+                status: 500,
+                latency_us: 40_000,
+            },
+            Attempt::Answered {
+                status: 500,
+                latency_us: 40_000,
+            },
+            Attempt::Answered {
+                status: 500,
+                latency_us: 40_000,
+            },
+        ];
+        let (out, _) = p.serve(&mut rng, answers(&failing));
+        assert_eq!(
+            out,
+            ClientOutcome::TimedOut {
+                latency_us: 100_000
+            }
+        );
+    }
+
+    #[test]
+    fn faults_apply_to_their_percentage() {
+        let p = policy(json!({"fault": {
+            "abort": {"percentage": {"value": 10.0}, "httpStatus": 418},
+            "delay": {"percentage": {"value": 50.0}, "fixedDelay": "7s"}}}));
+        let mut rng = crate::random::stream(3, "policy");
+        let (mut aborted, mut delayed) = (0, 0);
+        for _ in 0..100_000 {
+            match p.serve(&mut rng, |_, _| ok(1000)).0 {
+                ClientOutcome::FaultAborted { status: 418, .. } => aborted += 1,
+                ClientOutcome::Answered { latency_us, .. } if latency_us > 7_000_000 => {
+                    delayed += 1
+                }
+                ClientOutcome::Answered { .. } => {}
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!((9_500..10_500).contains(&aborted), "{aborted}");
+        // Delayed and not aborted: 50 % of the 90 %.
+        assert!((44_000..46_000).contains(&delayed), "{delayed}");
+    }
+
+    #[test]
+    fn backoff_is_jittered_within_envoys_bounds() {
+        let p = policy(json!({"retries": {"attempts": 2, "retryOn": "5xx"}}));
+        let mut rng = crate::random::stream(4, "policy");
+        let mut max = 0;
+        for _ in 0..10_000 {
+            let a = [
+                Attempt::Answered {
+                    status: 500,
+                    latency_us: 0,
+                },
+                Attempt::Answered {
+                    status: 500,
+                    latency_us: 0,
+                },
+                ok(0),
+            ];
+            if let (ClientOutcome::Answered { latency_us, .. }, _) = p.serve(&mut rng, answers(&a))
+            {
+                max = max.max(latency_us);
+            }
+        }
+        // First back-off below 25 ms, second below 75 ms.
+        assert!(max < 100_000 && max > 80_000, "{max}");
+    }
+
+    #[test]
+    fn unknown_conditions_and_bad_durations_are_noted() {
+        let mut notes = Vec::new();
+        let p = HttpPolicy::from_route(
+            &json!({"retries": {"attempts": 1, "retryOn": "5xx,bogus"}, "timeout": "soon"}),
+            &mut notes,
+        );
+        assert!(p.retry.on.five_xx);
+        assert_eq!(p.timeout_us, None);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+    }
+}
