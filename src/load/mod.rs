@@ -71,6 +71,8 @@ pub struct Workload {
     pub method: String,
     pub headers: Vec<(String, String)>,
     pub sni: Option<String>,
+    /// The calling pod's labels, for `sourceLabels` matches (in the mesh).
+    pub source_labels: Vec<(String, String)>,
     /// Stop as soon as a sequential test decides (the amount is then the most to send).
     pub stop: Option<StopRule>,
 }
@@ -115,6 +117,7 @@ impl Default for Workload {
             method: "GET".into(),
             headers: Vec::new(),
             sni: None,
+            source_labels: Vec::new(),
             stop: None,
         }
     }

@@ -204,7 +204,29 @@ pub(crate) fn simulate_with(
             Path::Mesh => Origin::Mesh,
             Path::KubeProxy => Origin::Plain,
         };
+        // The caller's labels: the gateway pods' (its selector) through a gateway, the
+        // load's `source.labels` from a sidecar.
+        let gateway_labels: Vec<(String, String)> = match &path {
+            Path::Gateway(g) => {
+                let (gw_ns, gw_name) = g.split_once('/').unwrap_or((&workload.namespace, g));
+                world
+                    .api
+                    .get(Kind::Gateway, gw_ns, gw_name)
+                    .ok()
+                    .and_then(|o| o.spec()["selector"].as_object().cloned())
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|(k, v)| v.as_str().map(|v| (k, v.to_string())))
+                    .collect()
+            }
+            _ => workload.source_labels.clone(),
+        };
+        let source_labels: Vec<(&str, &str)> = gateway_labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         let meta = RequestMeta {
+            source_labels: &source_labels,
             origin,
             protocol: workload.protocol,
             namespace: &workload.namespace,

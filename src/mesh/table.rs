@@ -92,6 +92,9 @@ pub struct RequestMeta<'a> {
     pub headers: &'a [(&'a str, &'a str)],
     /// TLS server name.
     pub sni: Option<&'a str>,
+    /// The caller's pod labels (`sourceLabels`): the load's `source.labels` in the mesh,
+    /// the gateway's selector labels through a gateway.
+    pub source_labels: &'a [(&'a str, &'a str)],
 }
 
 impl Default for RequestMeta<'_> {
@@ -107,6 +110,7 @@ impl Default for RequestMeta<'_> {
             method: "GET",
             headers: &[],
             sni: None,
+            source_labels: &[],
         }
     }
 }
@@ -475,12 +479,67 @@ pub(crate) struct HttpMatch {
     pub authority: Option<StrMatcher>,
     /// Lower-case names.
     pub headers: Box<[(String, StrMatcher)]>,
+    /// `withoutHeaders`: none of these may match (an absent header does not match).
+    pub without_headers: Box<[(String, StrMatcher)]>,
+    /// `queryParams`: each parameter present and matching.
+    pub query_params: Box<[(String, StrMatcher)]>,
+    pub source: SourceMatch,
     pub port: Option<u32>,
+}
+
+/// `sourceLabels` and `sourceNamespace`: which callers a match entry applies to.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SourceMatch {
+    pub labels: Box<[(String, String)]>,
+    pub namespace: Option<String>,
+}
+
+impl SourceMatch {
+    fn matches(&self, req: &RequestMeta) -> bool {
+        self.namespace.as_ref().is_none_or(|ns| ns == req.namespace)
+            && self
+                .labels
+                .iter()
+                .all(|(k, v)| req.source_labels.iter().any(|(rk, rv)| rk == k && rv == v))
+    }
+}
+
+/// The value of query parameter `name` in `path` (the first occurrence).
+fn query_param<'p>(path: &'p str, name: &str) -> Option<&'p str> {
+    let (_, query) = path.split_once('?')?;
+    query
+        .split('&')
+        .map(|kv| kv.split_once('=').unwrap_or((kv, "")))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
 }
 
 impl HttpMatch {
     fn matches(&self, req: &RequestMeta) -> bool {
         if self.port.is_some_and(|p| p != req.port) {
+            return false;
+        }
+        if !self.source.matches(req) {
+            return false;
+        }
+        let header = |name: &str| {
+            req.headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| *v)
+        };
+        if self
+            .without_headers
+            .iter()
+            .any(|(name, m)| header(name).is_some_and(|v| m.matches(v)))
+        {
+            return false;
+        }
+        if !self
+            .query_params
+            .iter()
+            .all(|(name, m)| query_param(req.path, name).is_some_and(|v| m.matches(v)))
+        {
             return false;
         }
         if let Some(m) = &self.uri {
@@ -523,13 +582,14 @@ pub(crate) struct L4RouteEntry {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct L4Match {
     pub port: Option<u32>,
+    pub source: SourceMatch,
     /// TLS `sniHosts` (empty: any SNI).
     pub sni: Box<[HostPattern]>,
 }
 
 impl L4Match {
     fn matches(&self, req: &RequestMeta, tls: bool) -> bool {
-        if self.port.is_some_and(|p| p != req.port) {
+        if self.port.is_some_and(|p| p != req.port) || !self.source.matches(req) {
             return false;
         }
         if !tls || self.sni.is_empty() {

@@ -699,7 +699,7 @@ fn odd_objects_are_skipped_with_a_note() {
         "bad-regex",
         json!({"hosts": ["reviews"], "http": [
             {"match": [{"uri": {"regex": "("}}], "route": split(0, 100)},
-            {"match": [{"queryParams": {"a": {"exact": "b"}}}], "redirect": {"uri": "/x"}, "route": split(100, 0)}]}),
+            {"match": [{"scheme": {"exact": "https"}}], "redirect": {"uri": "/x"}, "route": split(100, 0)}]}),
     );
     vs(
         &mut api,
@@ -728,7 +728,7 @@ fn odd_objects_are_skipped_with_a_note() {
     }
     assert_eq!(n.len(), expect.len(), "{n:#?}");
     // The bad-regex route never matches, nor does the next one: a condition canarysim cannot
-    // evaluate (queryParams here) must not match every request. (The field policy warns.)
+    // evaluate (scheme here) must not match every request. (The field policy warns.)
     // Left with no route, the host falls back to the Service's default route.
     assert_eq!(
         source(&table, &req(Origin::Mesh, "reviews")),
@@ -917,12 +917,10 @@ fn unevaluable_conditions_never_match() {
         &mut api,
         "vs",
         json!({"hosts": ["reviews"], "http": [
-            {"name": "from-frontend", "match": [{"sourceLabels": {"app": "frontend"}}], "route": split(0, 100)},
-            {"name": "by-query", "match": [{"queryParams": {"v": {"exact": "2"}}, "uri": {"prefix": "/"}}], "route": split(0, 100)},
-            {"name": "not-tester", "match": [{"withoutHeaders": {"x-tester": {"exact": "1"}}}], "route": split(0, 100)},
+            {"name": "by-scheme", "match": [{"scheme": {"exact": "http"}}], "route": split(0, 100)},
             {"name": "default", "route": split(80, 20)}],
                "tcp": [
-            {"match": [{"sourceLabels": {"app": "frontend"}}], "route": split(0, 100)},
+            {"match": [{"sourceSubnet": "10.0.0.0/8"}], "route": split(0, 100)},
             {"match": [{"port": 9000}], "route": split(80, 20)}]}),
     );
     let table = translate(&api);
@@ -936,4 +934,80 @@ fn unevaluable_conditions_never_match() {
         ..req(Origin::Mesh, "reviews")
     };
     assert_eq!(source(&table, &tcp), "VirtualService demo/vs tcp/1");
+}
+
+#[test]
+fn source_query_and_absent_header_conditions() {
+    let mut api = store();
+    vs(
+        &mut api,
+        "vs",
+        json!({"hosts": ["reviews"], "http": [
+            {"name": "from-frontend", "match": [{"sourceLabels": {"app": "frontend"}, "sourceNamespace": "demo"}], "route": split(0, 100)},
+            {"name": "by-query", "match": [{"queryParams": {"v": {"exact": "2"}}, "uri": {"prefix": "/"}}], "route": split(0, 100)},
+            {"name": "not-tester", "match": [{"withoutHeaders": {"x-tester": {"exact": "1"}}}], "route": split(100, 0)},
+            {"name": "default", "route": split(80, 20)}],
+               "tcp": [
+            {"match": [{"sourceLabels": {"app": "frontend"}}], "route": split(0, 100)},
+            {"match": [{"port": 9000}], "route": split(80, 20)}]}),
+    );
+    let table = translate(&api);
+    let frontend = [("app", "frontend"), ("version", "v1")];
+    let from_frontend = RequestMeta {
+        source_labels: &frontend,
+        ..req(Origin::Mesh, "reviews")
+    };
+    assert_eq!(
+        source(&table, &from_frontend),
+        "VirtualService demo/vs http/from-frontend"
+    );
+    let other_namespace = RequestMeta {
+        namespace: "other",
+        host: "reviews.demo",
+        ..from_frontend
+    };
+    assert_ne!(
+        source(&table, &other_namespace),
+        "VirtualService demo/vs http/from-frontend"
+    );
+    let query = RequestMeta {
+        path: "/api?x=1&v=2",
+        ..req(Origin::Mesh, "reviews")
+    };
+    assert_eq!(
+        source(&table, &query),
+        "VirtualService demo/vs http/by-query"
+    );
+    let wrong_query = RequestMeta {
+        path: "/api?v=3",
+        ..req(Origin::Mesh, "reviews")
+    };
+    // No x-tester header: withoutHeaders holds.
+    assert_eq!(
+        source(&table, &wrong_query),
+        "VirtualService demo/vs http/not-tester"
+    );
+    let tester = [("X-Tester", "1")];
+    let as_tester = RequestMeta {
+        headers: &tester,
+        ..req(Origin::Mesh, "reviews")
+    };
+    assert_eq!(
+        source(&table, &as_tester),
+        "VirtualService demo/vs http/default"
+    );
+    let tcp = RequestMeta {
+        protocol: Protocol::Tcp,
+        port: 9000,
+        ..req(Origin::Mesh, "reviews")
+    };
+    assert_eq!(source(&table, &tcp), "VirtualService demo/vs tcp/1");
+    let tcp_frontend = RequestMeta {
+        source_labels: &frontend,
+        ..tcp
+    };
+    assert_eq!(
+        source(&table, &tcp_frontend),
+        "VirtualService demo/vs tcp/0"
+    );
 }

@@ -38,23 +38,43 @@ use crate::model::{Kind, Object, ObjectKey};
 /// Index of the mesh (sidecars) listener in a table.
 const MESH: usize = 0;
 
-/// Match conditions evaluated per section. An entry with any other condition (sourceLabels,
-/// queryParams, withoutHeaders, destinationSubnets…) never matches — it must not match every
-/// request — and the field policy warns about it. (`ignoreUriCase` is read as false, and
-/// `statPrefix` only names statistics.)
+/// Match conditions evaluated per section. An entry with any other condition (scheme,
+/// destinationSubnets, sourceSubnet…) never matches — it must not match every request — and
+/// the field policy warns about it. (`ignoreUriCase` is read as false, and `statPrefix` only
+/// names statistics.)
 const HTTP_MATCH_EVALUATED: &[&str] = &[
     "name",
     "uri",
     "method",
     "authority",
     "headers",
+    "withoutHeaders",
+    "queryParams",
+    "sourceLabels",
+    "sourceNamespace",
     "port",
     "gateways",
     "ignoreUriCase",
     "statPrefix",
 ];
-const TLS_MATCH_EVALUATED: &[&str] = &["sniHosts", "port", "gateways"];
-const TCP_MATCH_EVALUATED: &[&str] = &["port", "gateways"];
+const TLS_MATCH_EVALUATED: &[&str] = &[
+    "sniHosts",
+    "port",
+    "gateways",
+    "sourceLabels",
+    "sourceNamespace",
+];
+const TCP_MATCH_EVALUATED: &[&str] = &["port", "gateways", "sourceLabels", "sourceNamespace"];
+
+fn source_match(
+    labels: &BTreeMap<String, String>,
+    namespace: &Option<String>,
+) -> super::table::SourceMatch {
+    super::table::SourceMatch {
+        labels: labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        namespace: namespace.clone(),
+    }
+}
 
 /// An L4 match entry and the listeners (gateways) it is narrowed to, if any.
 type L4MatchFor = (L4Match, Option<Vec<usize>>);
@@ -341,7 +361,11 @@ impl<'a> Builder<'a> {
                             .iter()
                             .map(|h| HostPattern::parse(h, &ns))
                             .collect();
-                        let l4 = L4Match { port: m.port, sni };
+                        let l4 = L4Match {
+                            port: m.port,
+                            source: source_match(&m.source_labels, &m.source_namespace),
+                            sni,
+                        };
                         (l4, self.match_gateways(&m.gateways, &ns, &key))
                     })
                     .collect();
@@ -371,6 +395,7 @@ impl<'a> Builder<'a> {
                     .map(|(_, m)| {
                         let l4 = L4Match {
                             port: m.port,
+                            source: source_match(&m.source_labels, &m.source_namespace),
                             sni: Box::new([]),
                         };
                         (l4, self.match_gateways(&m.gateways, &ns, &key))
@@ -886,16 +911,26 @@ fn compile_match(m: &HttpMatchRequest) -> Result<HttpMatch, String> {
     let opt = |s: &Option<crate::model::rollout::StringMatch>| {
         s.as_ref().map(StrMatcher::compile).transpose()
     };
-    let headers = m
-        .headers
-        .iter()
-        .map(|(k, v)| StrMatcher::compile(v).map(|c| (k.to_ascii_lowercase(), c)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let named = |map: &BTreeMap<String, crate::model::rollout::StringMatch>, lower: bool| {
+        map.iter()
+            .map(|(k, v)| {
+                let name = if lower {
+                    k.to_ascii_lowercase()
+                } else {
+                    k.clone()
+                };
+                StrMatcher::compile(v).map(|c| (name, c))
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
     Ok(HttpMatch {
         uri: opt(&m.uri)?,
         method: opt(&m.method)?,
         authority: opt(&m.authority)?,
-        headers: headers.into(),
+        headers: named(&m.headers, true)?.into(),
+        without_headers: named(&m.without_headers, true)?.into(),
+        query_params: named(&m.query_params, false)?.into(),
+        source: source_match(&m.source_labels, &m.source_namespace),
         port: m.port,
     })
 }

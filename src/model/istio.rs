@@ -45,6 +45,13 @@ pub struct HttpMatchRequest {
     pub authority: Option<StringMatch>,
     #[serde(default)]
     pub headers: BTreeMap<String, StringMatch>,
+    #[serde(default)]
+    pub without_headers: BTreeMap<String, StringMatch>,
+    #[serde(default)]
+    pub query_params: BTreeMap<String, StringMatch>,
+    #[serde(default)]
+    pub source_labels: BTreeMap<String, String>,
+    pub source_namespace: Option<String>,
     pub port: Option<u32>,
     #[serde(default)]
     pub gateways: Vec<String>,
@@ -92,6 +99,9 @@ pub struct TlsRoute {
 pub struct TlsMatchAttributes {
     #[serde(default)]
     pub sni_hosts: Vec<String>,
+    #[serde(default)]
+    pub source_labels: BTreeMap<String, String>,
+    pub source_namespace: Option<String>,
     pub port: Option<u32>,
     #[serde(default)]
     pub gateways: Vec<String>,
@@ -106,7 +116,11 @@ pub struct TcpRoute {
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct L4MatchAttributes {
+    #[serde(default)]
+    pub source_labels: BTreeMap<String, String>,
+    pub source_namespace: Option<String>,
     pub port: Option<u32>,
     #[serde(default)]
     pub gateways: Vec<String>,

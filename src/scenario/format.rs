@@ -144,6 +144,17 @@ pub struct TrafficSpec {
     pub sni: Option<String>,
     /// Extension: the ingress gateway for `origin: gateway` (default: the one serving the host).
     pub gateway: Option<String>,
+    /// Extension: the calling workload in the mesh, for `sourceLabels` / `sourceNamespace`.
+    pub source: Option<SourceSpec>,
+}
+
+/// The calling workload: its namespace (default: the scenario's) and pod labels.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSpec {
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
@@ -180,7 +191,7 @@ pub enum Step {
     Status(StatusSpec),
     FailPods(FailPodsSpec),
     Wait(WaitSpec),
-    Load(LoadSpec),
+    Load(Box<LoadSpec>),
     Expect(Box<Expect>),
     ExpectSplit(ExpectSplit),
 }
@@ -355,6 +366,7 @@ pub struct LoadSpec {
     pub protocol: Option<WireProtocol>,
     pub sni: Option<String>,
     pub gateway: Option<String>,
+    pub source: Option<SourceSpec>,
     /// Extension: stop as soon as a sequential test (SPRT) decides whether one version's
     /// share is the one given or off by `delta`; `requests` / `duration` is then the most.
     pub until_decided: Option<UntilDecided>,

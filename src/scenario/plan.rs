@@ -586,6 +586,7 @@ fn workload(
     let d = Workload::default();
     let origin = l.origin.or(t.origin).unwrap_or_default();
     let gateway = l.gateway.clone().or_else(|| t.gateway.clone());
+    let source = l.source.as_ref().or(t.source.as_ref());
     let mut headers: Vec<(String, String)> = t.headers.clone().into_iter().collect();
     for (k, v) in &l.headers {
         headers.retain(|(h, _)| h != k);
@@ -612,7 +613,12 @@ fn workload(
             WireProtocol::Tls => crate::mesh::Protocol::Tls,
             WireProtocol::Tcp => crate::mesh::Protocol::Tcp,
         },
-        namespace: namespace.to_string(),
+        namespace: source
+            .and_then(|s| s.namespace.clone())
+            .unwrap_or_else(|| namespace.to_string()),
+        source_labels: source
+            .map(|s| s.labels.clone().into_iter().collect())
+            .unwrap_or_default(),
         host: l
             .host
             .clone()
