@@ -588,7 +588,7 @@ fn fast_mesh_epoch(
     if ctx.unit_per_connection
         || w.stop.is_some()
         || w.arrival != Arrival::Closed
-        || choice.mirror.is_some()
+        || !choice.mirrors.is_empty()
         || ctx.lb != LbPolicy::RoundRobin
     {
         return false;
@@ -977,7 +977,7 @@ fn http_request(
             return Attempt::NoEndpoint;
         };
         if n == 0 {
-            if let Some(m) = choice.mirror {
+            for m in choice.mirrors {
                 if m.sample(rng) {
                     if let Some(me) = table
                         .cluster(m.cluster)

@@ -466,7 +466,7 @@ impl LbState {
 pub(crate) struct HttpRouteEntry {
     pub matches: Box<[HttpMatch]>,
     pub clusters: WeightedClusters,
-    pub mirror: Option<Mirror>,
+    pub mirrors: Box<[Mirror]>,
     pub policy: super::policy::HttpPolicy,
     pub source: RouteSource,
 }
@@ -665,7 +665,8 @@ pub(crate) struct Listener {
 #[derive(Debug, Clone, Copy)]
 pub struct RouteChoice<'t> {
     pub clusters: &'t WeightedClusters,
-    pub mirror: Option<&'t Mirror>,
+    /// The route's mirrors (`mirror` and `mirrors`), each sampled on its own.
+    pub mirrors: &'t [Mirror],
     /// Retries, timeout and fault around the upstream call (none for TCP/TLS).
     pub policy: &'t super::policy::HttpPolicy,
     pub scope: Scope,
@@ -673,14 +674,14 @@ pub struct RouteChoice<'t> {
 }
 
 /// The whole outcome of one request (or connection) through the router.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Served {
     pub cluster: ClusterId,
     pub endpoint: EndpointId,
     pub scope: Scope,
-    /// The mirrored copy, if this request was mirrored: its cluster and endpoint (None: the
-    /// shadow found no healthy upstream; Envoy drops it silently).
-    pub mirror: Option<(ClusterId, Option<EndpointId>)>,
+    /// The mirrored copies of this request: cluster and endpoint of each (None: the shadow
+    /// found no healthy upstream; Envoy drops it silently).
+    pub mirrors: Vec<(ClusterId, Option<EndpointId>)>,
 }
 
 /// What istiod would push: every proxy's routes, the clusters and their endpoints.
@@ -742,7 +743,7 @@ impl RouteTable {
                         .find(|r| r.matches.is_empty() || r.matches.iter().any(|m| m.matches(req)))
                         .map(|r| RouteChoice {
                             clusters: &r.clusters,
-                            mirror: r.mirror.as_ref(),
+                            mirrors: &r.mirrors,
                             policy: &r.policy,
                             scope: Scope::PerRequest,
                             source: &r.source,
@@ -766,7 +767,7 @@ impl RouteTable {
                     if let Some(r) = found {
                         return Ok(RouteChoice {
                             clusters: &r.clusters,
-                            mirror: None,
+                            mirrors: &[],
                             policy: &super::policy::NO_POLICY,
                             scope: Scope::PerConnection,
                             source: &r.source,
@@ -783,7 +784,7 @@ impl RouteTable {
             .and_then(|vh| vh.routes.iter().find(|r| r.port == req.port))
             .map(|r| RouteChoice {
                 clusters: &r.clusters,
-                mirror: None,
+                mirrors: &[],
                 policy: match req.protocol {
                     Protocol::Http => &super::policy::DEFAULT_POLICY,
                     _ => &super::policy::NO_POLICY,
@@ -811,19 +812,21 @@ impl RouteTable {
             .and_then(|c| c.pick_endpoint(lb, rng, state))
             .ok_or(RouteError::NoHealthyUpstream { cluster })?;
         // Envoy sends the shadow only once the primary request has an upstream.
-        let mirror = match choice.mirror {
-            Some(m) if m.sample(rng) => Some((
-                m.cluster,
-                self.cluster(m.cluster)
-                    .and_then(|c| c.pick_endpoint(lb, rng, state)),
-            )),
-            _ => None,
-        };
+        let mut mirrors = Vec::new();
+        for m in choice.mirrors {
+            if m.sample(rng) {
+                mirrors.push((
+                    m.cluster,
+                    self.cluster(m.cluster)
+                        .and_then(|c| c.pick_endpoint(lb, rng, state)),
+                ));
+            }
+        }
         Ok(Served {
             cluster,
             endpoint,
             scope: choice.scope,
-            mirror,
+            mirrors,
         })
     }
 

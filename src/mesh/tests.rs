@@ -557,7 +557,7 @@ fn mirrors_are_counted_apart_from_the_split() {
         if table.endpoint(s.endpoint).unwrap().role == Role::Canary {
             primary_canary += 1;
         }
-        if let Some((c, e)) = s.mirror {
+        for (c, e) in s.mirrors {
             assert_eq!(c, canary);
             assert_eq!(table.endpoint(e.unwrap()).unwrap().role, Role::Canary);
             mirrored += 1;
@@ -565,8 +565,41 @@ fn mirrors_are_counted_apart_from_the_split() {
     }
     assert_eq!(primary_canary, 0, "a mirror is a shadow, never a response");
     assert!((24_500..25_500).contains(&mirrored), "{mirrored}");
-    let m = table.route(&r).unwrap().mirror.unwrap();
+    let m = table.route(&r).unwrap().mirrors[0];
     assert_eq!(m.percent(), 25.0);
+}
+
+#[test]
+fn a_mirrors_list_samples_each_mirror_on_its_own() {
+    let mut api = store();
+    vs(
+        &mut api,
+        "vs",
+        json!({"hosts": ["reviews"], "http": [{"route": [{"destination": {"host": "reviews-stable"}}],
+               "mirrors": [{"destination": {"host": "reviews-canary"}, "percentage": {"value": 10.0}},
+                           {"destination": {"host": "reviews-stable"}}]}]}),
+    );
+    let table = translate(&api);
+    let mut rng = stream(2, "router");
+    let mut state = LbState::new(&table);
+    let r = req(Origin::Mesh, "reviews");
+    let (mut to_canary, mut to_stable, mut both) = (0, 0, 0);
+    for _ in 0..100_000 {
+        let s = table
+            .serve(&r, LbPolicy::RoundRobin, &mut rng, &mut state)
+            .unwrap();
+        let roles: Vec<Role> = s
+            .mirrors
+            .iter()
+            .map(|(_, e)| table.endpoint(e.unwrap()).unwrap().role)
+            .collect();
+        to_canary += roles.iter().filter(|r| **r == Role::Canary).count();
+        to_stable += roles.iter().filter(|r| **r == Role::Stable).count();
+        both += usize::from(roles.len() == 2);
+    }
+    assert!((9_500..10_500).contains(&to_canary), "{to_canary}");
+    assert_eq!(to_stable, 100_000, "no percentage: every request");
+    assert_eq!(both, to_canary);
 }
 
 #[test]

@@ -126,7 +126,7 @@ struct CompiledHttp {
     /// The route had match entries (so an empty `matches` after filtering means "never").
     had_matches: bool,
     clusters: WeightedClusters,
-    mirror: Option<Mirror>,
+    mirrors: Box<[Mirror]>,
     policy: super::policy::HttpPolicy,
     source: RouteSource,
 }
@@ -422,7 +422,7 @@ impl<'a> Builder<'a> {
                     Some(HttpRouteEntry {
                         matches,
                         clusters: r.clusters.clone(),
-                        mirror: r.mirror,
+                        mirrors: r.mirrors.clone(),
                         policy: r.policy,
                         source: r.source.clone(),
                     })
@@ -518,16 +518,30 @@ impl<'a> Builder<'a> {
         }
         let port = single_port(r.matches.iter().map(|m| m.port));
         let clusters = self.split(key, ns, &r.route, port, &label)?;
-        let mirror = r.mirror.as_ref().and_then(|d| {
-            // Istio: no mirrorPercentage means 100 %; Envoy gets a fraction per million.
-            let per_million = r.mirror_percentage.as_ref().map_or(1_000_000.0, |p| {
+        // Istio: no percentage means 100 %; Envoy gets a fraction per million.
+        let per_million = |p: &Option<crate::model::istio::Percent>| {
+            p.as_ref().map_or(1_000_000.0, |p| {
                 (p.value * 10_000.0).round().clamp(0.0, 1_000_000.0)
-            }) as u32;
-            (per_million > 0).then(|| Mirror {
-                cluster: self.destination(key, ns, d, port, &label),
-                per_million,
-            })
-        });
+            }) as u32
+        };
+        let mut mirrors = Vec::new();
+        let listed = r
+            .mirror
+            .iter()
+            .map(|d| (d, per_million(&r.mirror_percentage)))
+            .chain(
+                r.mirrors
+                    .iter()
+                    .map(|m| (&m.destination, per_million(&m.percentage))),
+            );
+        for (d, per_million) in listed.collect::<Vec<_>>() {
+            if per_million > 0 {
+                mirrors.push(Mirror {
+                    cluster: self.destination(key, ns, d, port, &label),
+                    per_million,
+                });
+            }
+        }
         let mut policy_notes = Vec::new();
         let policy = super::policy::HttpPolicy::from_route(raw, &mut policy_notes);
         for n in policy_notes {
@@ -537,7 +551,7 @@ impl<'a> Builder<'a> {
             had_matches: !r.matches.is_empty(),
             matches,
             clusters,
-            mirror,
+            mirrors: mirrors.into(),
             policy,
             source: RouteSource {
                 virtual_service: Some(key.clone()),

@@ -33,6 +33,16 @@ pub struct HttpRoute {
     pub route: Vec<RouteDestination>,
     pub mirror: Option<Destination>,
     pub mirror_percentage: Option<Percent>,
+    /// Istio ≥ 1.18: several mirrors, each with its own percentage.
+    #[serde(default)]
+    pub mirrors: Vec<HttpMirrorPolicy>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct HttpMirrorPolicy {
+    #[serde(default)]
+    pub destination: Destination,
+    pub percentage: Option<Percent>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
