@@ -10,6 +10,7 @@
 //! * [`actions`] — what `kubectl argo rollouts promote|abort|retry|…` sends.
 
 pub mod actions;
+pub mod ephemeral;
 pub mod hash;
 pub mod istio;
 pub mod replicas;

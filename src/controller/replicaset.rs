@@ -249,6 +249,7 @@ fn new_pod(rs: &Object, lifecycle: &PodLifecycle, rng: &mut Pcg64Mcg, api: &ApiS
                 "name": name,
                 "namespace": ns,
                 "labels": labels,
+                "annotations": template["metadata"].get("annotations").cloned().unwrap_or_else(|| json!({})),
                 "ownerReferences": [{
                     "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs.name(),
                     "uid": rs.metadata().and_then(|m| m.get("uid")).cloned().unwrap_or(Value::Null),

@@ -467,6 +467,7 @@ impl Reconciler<'_> {
             return self.write_status();
         }
 
+        self.reconcile_ephemeral_metadata(canary, &all, &new_hash)?;
         if self.restart_pods(spec, &all, &new_hash)? > 0 {
             // Availability counts are stale until the next reconcile (Argo returns early).
             return Ok(());
@@ -584,7 +585,14 @@ impl Reconciler<'_> {
             rs_labels = json!({});
         }
         let name = format!("{}-{hash}", self.rollout.name());
-        let rs = Object::new(
+        let canary_strategy = spec.canary().cloned().unwrap_or_default();
+        // A new ReplicaSet beside a stable one is a canary; the first one will be stable.
+        let ephemeral = if self.status.stable_r_s.is_empty() || self.status.stable_r_s == hash {
+            canary_strategy.stable_metadata.as_ref()
+        } else {
+            canary_strategy.canary_metadata.as_ref()
+        };
+        let mut rs = Object::new(
             Kind::ReplicaSet,
             json!({
                 "apiVersion": "apps/v1",
@@ -609,6 +617,9 @@ impl Reconciler<'_> {
                 }
             }),
         );
+        if ephemeral.is_some() {
+            super::ephemeral::sync_replica_set(&mut rs.value, ephemeral);
+        }
         self.api.create(rs)?;
         self.event(
             false,
@@ -1018,6 +1029,60 @@ impl Reconciler<'_> {
             ),
         );
         Ok(true)
+    }
+
+    /// `reconcileEphemeralMetadata`: the new ReplicaSet carries canaryMetadata (stableMetadata
+    /// once it is stable), the stable one stableMetadata, older ones none — on their pod
+    /// templates and on the pods they have.
+    fn reconcile_ephemeral_metadata(
+        &mut self,
+        canary: &CanaryStrategy,
+        all: &[Rs],
+        new_hash: &str,
+    ) -> Result<(), ApiError> {
+        if canary.canary_metadata.is_none() && canary.stable_metadata.is_none() {
+            return Ok(());
+        }
+        let stable = self.status.stable_r_s.clone();
+        let fully_rolled_out = stable.is_empty() || stable == new_hash;
+        for rs in all {
+            let desired = if rs.hash == new_hash {
+                if fully_rolled_out {
+                    canary.stable_metadata.as_ref()
+                } else {
+                    canary.canary_metadata.as_ref()
+                }
+            } else if rs.hash == stable {
+                canary.stable_metadata.as_ref()
+            } else {
+                None
+            };
+            let Ok(current) = self.api.get(Kind::ReplicaSet, &rs.namespace, rs.name()) else {
+                continue;
+            };
+            let mut next = current.clone();
+            let existing = super::ephemeral::injected(&current.value);
+            if super::ephemeral::sync_replica_set(&mut next.value, desired) {
+                self.api.update(next)?;
+                self.outcome.changed = true;
+            }
+            if rs.spec == 0 {
+                continue;
+            }
+            let rs_object = self
+                .api
+                .get(Kind::ReplicaSet, &rs.namespace, rs.name())?
+                .clone();
+            for pod in super::replicaset::owned_pods(self.api, &rs_object) {
+                let mut p = pod.clone();
+                let meta = crate::model::object::object_entry(&mut p.value, "metadata");
+                if super::ephemeral::sync(meta, existing.as_ref(), desired) {
+                    self.api.update(p)?;
+                    self.outcome.changed = true;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// `rollout/restart.go` (RolloutPodRestarter): once `spec.restartAt` has passed, Pods

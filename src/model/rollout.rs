@@ -84,6 +84,8 @@ pub struct CanaryStrategy {
     pub replica_progress_threshold: Option<Value>,
     pub traffic_routing: Option<TrafficRouting>,
     pub analysis: Option<Value>,
+    pub canary_metadata: Option<crate::controller::ephemeral::PodTemplateMetadata>,
+    pub stable_metadata: Option<crate::controller::ephemeral::PodTemplateMetadata>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
