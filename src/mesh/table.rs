@@ -485,6 +485,8 @@ pub(crate) struct HttpMatch {
     pub query_params: Box<[(String, StrMatcher)]>,
     pub source: SourceMatch,
     pub port: Option<u32>,
+    /// A delegating root route's match, which must hold as well.
+    pub also: Option<Box<HttpMatch>>,
 }
 
 /// `sourceLabels` and `sourceNamespace`: which callers a match entry applies to.
@@ -519,7 +521,7 @@ impl HttpMatch {
         if self.port.is_some_and(|p| p != req.port) {
             return false;
         }
-        if !self.source.matches(req) {
+        if !self.source.matches(req) || self.also.as_ref().is_some_and(|m| !m.matches(req)) {
             return false;
         }
         let header = |name: &str| {

@@ -1044,3 +1044,49 @@ fn source_query_and_absent_header_conditions() {
         "VirtualService demo/vs tcp/0"
     );
 }
+
+#[test]
+fn delegated_routes_join_the_root_match_with_the_child_match() {
+    let mut api = store();
+    vs(
+        &mut api,
+        "root",
+        json!({"hosts": ["reviews"], "http": [
+            {"name": "api", "match": [{"uri": {"prefix": "/api"}}], "delegate": {"name": "child"}}]}),
+    );
+    vs(
+        &mut api,
+        "child",
+        json!({"http": [
+            {"name": "v2", "match": [{"headers": {"x-v": {"exact": "2"}}}], "route": split(0, 100)},
+            {"name": "rest", "route": split(100, 0)}]}),
+    );
+    let table = translate(&api);
+    assert!(notes(&table).is_empty(), "{:?}", notes(&table));
+    let v2 = [("x-v", "2")];
+    let api_v2 = RequestMeta {
+        path: "/api/x",
+        headers: &v2,
+        ..req(Origin::Mesh, "reviews")
+    };
+    assert_eq!(
+        source(&table, &api_v2),
+        "VirtualService demo/root http/api → demo/child http/v2"
+    );
+    let api_other = RequestMeta {
+        path: "/api/x",
+        ..req(Origin::Mesh, "reviews")
+    };
+    assert_eq!(
+        source(&table, &api_other),
+        "VirtualService demo/root http/api → demo/child http/rest"
+    );
+    // Outside the root's match the child's routes do not apply: the host's virtual host has
+    // no matching route, a 404 as in Envoy.
+    let outside = RequestMeta {
+        path: "/web",
+        headers: &v2,
+        ..req(Origin::Mesh, "reviews")
+    };
+    assert_eq!(table.route(&outside).unwrap_err(), RouteError::NoRoute);
+}

@@ -307,7 +307,8 @@ impl<'a> Builder<'a> {
             }
         };
         if spec.hosts.is_empty() {
-            self.note(&key, "no hosts; skipped");
+            // A VirtualService without hosts is a delegate: it serves through the root
+            // routes that name it (`delegated_routes`).
             return;
         }
         let mut bound = Vec::new();
@@ -334,14 +335,19 @@ impl<'a> Builder<'a> {
             .http
             .iter()
             .enumerate()
-            .filter_map(|(i, r)| {
+            .flat_map(|(i, r)| {
                 let label = if r.name.is_empty() {
                     format!("http/{i}")
                 } else {
                     format!("http/{}", r.name)
                 };
                 let raw = &vs.spec()["http"][i];
+                if raw.get("delegate").is_some_and(Value::is_object) {
+                    return self.delegated_routes(&key, &ns, r, raw, &label);
+                }
                 self.http_route(&key, &ns, r, raw, label)
+                    .into_iter()
+                    .collect()
             })
             .collect();
         let tls: Vec<CompiledL4> = spec
@@ -558,6 +564,109 @@ impl<'a> Builder<'a> {
                 route: label,
             },
         })
+    }
+
+    /// Istio's delegation: a root route's `delegate` names a VirtualService (without hosts)
+    /// whose http routes take its place, each child match joined (AND) with each root match;
+    /// the child's destinations, in its namespace, and its retries, timeout and fault apply.
+    fn delegated_routes(
+        &mut self,
+        key: &ObjectKey,
+        ns: &str,
+        root: &crate::model::istio::HttpRoute,
+        raw: &Value,
+        label: &str,
+    ) -> Vec<CompiledHttp> {
+        let delegate = &raw["delegate"];
+        let child_name = delegate["name"].as_str().unwrap_or("");
+        let child_ns = delegate["namespace"].as_str().unwrap_or(ns).to_string();
+        let Some(child) = self
+            .api
+            .get(Kind::VirtualService, &child_ns, child_name)
+            .ok()
+            .cloned()
+        else {
+            self.note(
+                key,
+                format!(
+                    "{label}: delegate {child_ns}/{child_name} does not exist; the route is skipped"
+                ),
+            );
+            return Vec::new();
+        };
+        let child_key = child.key();
+        let child_spec: VirtualServiceSpec = match child.spec_as() {
+            Ok(s) => s,
+            Err(e) => {
+                self.note(&child_key, format!("spec cannot be read ({e}); skipped"));
+                return Vec::new();
+            }
+        };
+        // The root route's own match entries (with their gateway narrowing).
+        let mut root_matches = Vec::new();
+        for (j, m) in root.matches.iter().enumerate() {
+            if !evaluable(&raw["match"][j], HTTP_MATCH_EVALUATED) {
+                continue;
+            }
+            match compile_match(m) {
+                Ok(hm) => {
+                    let gws = self.match_gateways(&m.gateways, ns, key);
+                    root_matches.push((hm, gws));
+                }
+                Err(e) => self.note(key, format!("{label}: match[{j}] never matches: {e}")),
+            }
+        }
+        let root_had = !root.matches.is_empty();
+        let mut out = Vec::new();
+        for (j, r) in child_spec.http.iter().enumerate() {
+            let child_raw = &child.spec()["http"][j];
+            let child_label = format!(
+                "{label} → {child_ns}/{child_name} {}",
+                if r.name.is_empty() {
+                    format!("http/{j}")
+                } else {
+                    format!("http/{}", r.name)
+                }
+            );
+            if child_raw.get("delegate").is_some() {
+                self.note(
+                    &child_key,
+                    format!("{child_label}: Istio delegates one level only; the route is skipped"),
+                );
+                continue;
+            }
+            let Some(mut compiled) =
+                self.http_route(&child_key, &child_ns, r, child_raw, child_label)
+            else {
+                continue;
+            };
+            if root_had {
+                let child_matches = std::mem::take(&mut compiled.matches);
+                compiled.matches = if compiled.had_matches {
+                    root_matches
+                        .iter()
+                        .flat_map(|(rm, gws)| {
+                            child_matches.iter().map(move |(cm, _)| {
+                                let mut joined = cm.clone();
+                                joined.also = Some(Box::new(rm.clone()));
+                                (joined, gws.clone())
+                            })
+                        })
+                        .collect()
+                } else {
+                    root_matches.clone()
+                };
+                compiled.had_matches = true;
+            } else {
+                // Gateway narrowing belongs to the root; the child's `gateways` do not apply.
+                for (_, gws) in &mut compiled.matches {
+                    *gws = None;
+                }
+            }
+            compiled.source.virtual_service = Some(key.clone());
+            out.push(compiled);
+        }
+        out
     }
 
     fn l4_route(
@@ -946,5 +1055,6 @@ fn compile_match(m: &HttpMatchRequest) -> Result<HttpMatch, String> {
         query_params: named(&m.query_params, false)?.into(),
         source: source_match(&m.source_labels, &m.source_namespace),
         port: m.port,
+        also: None,
     })
 }
