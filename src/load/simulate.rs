@@ -119,6 +119,8 @@ pub(crate) fn simulate_with(
         fault_aborted: 0,
         timed_out: 0,
         retries: 0,
+        now_us: 0,
+        health: HashMap::new(),
         ep_responses: Vec::new(),
         ep_errors: Vec::new(),
         pods: std::collections::BTreeMap::new(),
@@ -426,6 +428,10 @@ struct Driver {
     retries: u64,
     connections_opened: u64,
     conns: Vec<Conn>,
+    /// The current worker's clock (µs since the load started), for outlier ejections.
+    now_us: u64,
+    /// The proxy's outlier-detection record per pod.
+    health: HashMap<String, crate::mesh::policy::HostHealth>,
     /// This epoch's answers and 5xx per endpoint, folded into `pods` when it ends.
     ep_responses: Vec<u64>,
     ep_errors: Vec<u64>,
@@ -603,6 +609,10 @@ fn fast_mesh_epoch(
         if c.lb_override().is_some_and(|p| p != LbPolicy::RoundRobin) {
             return false;
         }
+        if c.outlier_detection().is_some() {
+            // Ejections depend on the order of answers: the general path keeps it.
+            return false;
+        }
         let eps = c.endpoints();
         let n = eps.len() as u32;
         let pos = if n == 0 {
@@ -769,6 +779,7 @@ fn run_epoch(
                 for (worker, t) in free_at.iter_mut().enumerate() {
                     let conn = worker / streams_per_conn;
                     while *t < slice_end && d.result_sent < *limit_ref {
+                        d.now_us = *t;
                         let latency = one_request(d, ctx, &mut mesh, &route, conn, rng);
                         *t += latency;
                     }
@@ -802,6 +813,7 @@ fn run_epoch(
                 } else {
                     free_at[conn % free_at.len()].max(arrival)
                 };
+                d.now_us = start;
                 let service =
                     one_request_timed(d, ctx, &mut mesh, &route, conn, rng, start - arrival);
                 if !w.http2 {
@@ -955,17 +967,38 @@ fn http_request(
     use crate::mesh::policy::{Attempt, ClientOutcome};
     let cluster = choice.clusters.pick(rng);
     let mut tried: Vec<u32> = Vec::new();
+    let outlier = table
+        .cluster(cluster)
+        .and_then(|c| c.outlier_detection())
+        .copied();
+    let hosts: &[crate::endpoints::EndpointId] =
+        table.cluster(cluster).map_or(&[], |c| c.endpoints());
     let (outcome, counts) = choice.policy.serve(rng, |rng, n| {
+        let now = d.now_us;
+        let ejected = |d: &Driver, e: u32| {
+            outlier.is_some()
+                && d.health
+                    .get(&ctx.ep.pod[e as usize])
+                    .is_some_and(|h| h.is_ejected(now))
+        };
+        if outlier.is_some() && hosts.iter().all(|h| ejected(d, h.0)) {
+            // Every host ejected: no healthy upstream (Istio's minHealthPercent 0: no panic).
+            return Attempt::NoEndpoint;
+        }
         // Envoy's previous_hosts predicate: a retry re-picks (up to 5 times) to avoid the
-        // hosts already tried.
+        // hosts already tried; ejected hosts are not in the load-balancing set at all.
         let mut picked = None;
-        for _ in 0..if n == 0 { 1 } else { 5 } {
+        let tries = if n == 0 { 1 } else { 5 } + if outlier.is_some() { hosts.len() } else { 0 };
+        for _ in 0..tries {
             match table
                 .cluster(cluster)
                 .and_then(|c| c.pick_endpoint(ctx.lb, rng, lb_state))
             {
                 None => break,
                 Some(e) => {
+                    if ejected(d, e.0) {
+                        continue;
+                    }
                     picked = Some(e.0);
                     if !tried.contains(&e.0) {
                         break;
@@ -973,7 +1006,7 @@ fn http_request(
                 }
             }
         }
-        let Some(e) = picked else {
+        let Some(e) = picked.or_else(|| hosts.iter().map(|h| h.0).find(|&h| !ejected(d, h))) else {
             return Attempt::NoEndpoint;
         };
         if n == 0 {
@@ -991,22 +1024,38 @@ fn http_request(
         }
         tried.push(e);
         let e = e as usize;
-        if !ctx.ep.alive[e] {
-            return Attempt::ConnectFailure;
-        }
-        let model = ctx.ep.model[e];
-        let draw = if model.deterministic() {
-            0
+        let attempt = if !ctx.ep.alive[e] {
+            Attempt::ConnectFailure
         } else {
-            rng.next_u64()
+            let model = ctx.ep.model[e];
+            let draw = if model.deterministic() {
+                0
+            } else {
+                rng.next_u64()
+            };
+            let (latency_us, error) = model.answer(draw);
+            d.ep_responses[e] += 1;
+            d.ep_errors[e] += error as u64;
+            Attempt::Answered {
+                status: if error { model.error_status } else { 200 },
+                latency_us,
+            }
         };
-        let (latency_us, error) = model.answer(draw);
-        d.ep_responses[e] += 1;
-        d.ep_errors[e] += error as u64;
-        Attempt::Answered {
-            status: if error { model.error_status } else { 200 },
-            latency_us,
+        if let Some(od) = &outlier {
+            let status = match attempt {
+                Attempt::Answered { status, .. } => Some(status),
+                _ => None,
+            };
+            let out = hosts.iter().filter(|h| ejected(d, h.0)).count();
+            d.health.entry(ctx.ep.pod[e].clone()).or_default().record(
+                od,
+                status,
+                now,
+                out,
+                hosts.len(),
+            );
         }
+        attempt
     });
     d.retries += u64::from(counts.retries);
     let last_arm = tried.last().map(|&e| ctx.ep.arm[e as usize] as usize);

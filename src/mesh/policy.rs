@@ -552,3 +552,182 @@ mod tests {
         assert_eq!(notes.len(), 2, "{notes:?}");
     }
 }
+
+/// A DestinationRule's `outlierDetection`, as Envoy runs it per proxy and cluster: a host
+/// that answers `consecutive_5xx` 5xx in a row (connect failures included) is ejected for
+/// `base_ejection_us` × the times it has been ejected; at most `max_ejection_percent` of the
+/// cluster's hosts are out at once, but at least one may be; with Istio's default
+/// minHealthPercent of 0 there is no panic mode, so a cluster whose hosts are all ejected
+/// has no healthy upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutlierDetection {
+    pub consecutive_5xx: u32,
+    /// Only 502, 503, 504 count (`consecutiveGatewayErrors`), when set.
+    pub consecutive_gateway: Option<u32>,
+    pub base_ejection_us: u64,
+    pub max_ejection_percent: u32,
+}
+
+impl OutlierDetection {
+    /// From `trafficPolicy.outlierDetection` (Istio's defaults: 5 consecutive 5xx, 30 s,
+    /// 10 %); notes what is not simulated.
+    pub fn from_value(v: &Value, notes: &mut Vec<String>) -> Option<OutlierDetection> {
+        let o = v.as_object()?;
+        for field in o.keys() {
+            if !matches!(
+                field.as_str(),
+                "consecutive5xxErrors"
+                    | "consecutiveErrors"
+                    | "consecutiveGatewayErrors"
+                    | "baseEjectionTime"
+                    | "maxEjectionPercent"
+                    | "interval"
+                    | "minHealthPercent"
+            ) {
+                notes.push(format!("outlierDetection.{field} is not simulated"));
+            }
+        }
+        if v["minHealthPercent"].as_i64().is_some_and(|p| p > 0) {
+            notes.push(
+                "outlierDetection.minHealthPercent above 0 (panic mode) is not simulated".into(),
+            );
+        }
+        let count = |f: &str| v[f].as_u64().map(|n| n as u32);
+        let base = v["baseEjectionTime"]
+            .as_str()
+            .and_then(crate::model::duration::go_parse_duration)
+            .filter(|ns| *ns > 0)
+            .map_or(30_000_000, |ns| (ns / 1000) as u64);
+        Some(OutlierDetection {
+            consecutive_5xx: count("consecutive5xxErrors")
+                .or_else(|| count("consecutiveErrors"))
+                .unwrap_or(5),
+            consecutive_gateway: count("consecutiveGatewayErrors").filter(|n| *n > 0),
+            base_ejection_us: base,
+            max_ejection_percent: count("maxEjectionPercent").unwrap_or(10),
+        })
+    }
+
+    /// Whether an answer counts against the host.
+    fn counts(&self, status: Option<u16>) -> (bool, bool) {
+        match status {
+            // A connect failure counts as a 5xx (and a gateway error: 503).
+            None => (true, true),
+            Some(s) => ((500..600).contains(&s), matches!(s, 502..=504)),
+        }
+    }
+}
+
+/// One host's record with one proxy's outlier detector.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HostHealth {
+    consecutive_5xx: u32,
+    consecutive_gateway: u32,
+    times_ejected: u32,
+    ejected_until_us: u64,
+}
+
+impl HostHealth {
+    pub fn is_ejected(&self, now_us: u64) -> bool {
+        now_us < self.ejected_until_us
+    }
+
+    /// Records an answer (`None`: the connection failed) at `now_us`. `ejected_in_cluster`
+    /// and `hosts` are the cluster's current ejections and size. True when this ejects the
+    /// host.
+    pub fn record(
+        &mut self,
+        od: &OutlierDetection,
+        status: Option<u16>,
+        now_us: u64,
+        ejected_in_cluster: usize,
+        hosts: usize,
+    ) -> bool {
+        let (five_xx, gateway) = od.counts(status);
+        self.consecutive_5xx = if five_xx { self.consecutive_5xx + 1 } else { 0 };
+        self.consecutive_gateway = if gateway {
+            self.consecutive_gateway + 1
+        } else {
+            0
+        };
+        let tripped = (od.consecutive_5xx > 0 && self.consecutive_5xx >= od.consecutive_5xx)
+            || od
+                .consecutive_gateway
+                .is_some_and(|n| self.consecutive_gateway >= n);
+        if !tripped || self.is_ejected(now_us) {
+            return false;
+        }
+        let allowed = ejected_in_cluster == 0
+            || (ejected_in_cluster + 1) * 100 <= od.max_ejection_percent as usize * hosts;
+        if !allowed {
+            return false;
+        }
+        self.times_ejected += 1;
+        self.ejected_until_us = now_us + od.base_ejection_us * u64::from(self.times_ejected);
+        self.consecutive_5xx = 0;
+        self.consecutive_gateway = 0;
+        true
+    }
+}
+
+#[cfg(test)]
+mod outlier_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn five_consecutive_5xx_eject_for_the_base_time_times_the_ejections() {
+        let mut notes = Vec::new();
+        let od = OutlierDetection::from_value(
+            &json!({"consecutive5xxErrors": 3, "baseEjectionTime": "10s", "maxEjectionPercent": 50}),
+            &mut notes,
+        )
+        .unwrap();
+        assert!(notes.is_empty());
+        let mut h = HostHealth::default();
+        assert!(!h.record(&od, Some(500), 0, 0, 4));
+        assert!(
+            !h.record(&od, Some(200), 1, 0, 4),
+            "a success resets the count"
+        );
+        assert!(!h.record(&od, Some(503), 2, 0, 4));
+        assert!(!h.record(&od, None, 3, 0, 4));
+        assert!(h.record(&od, Some(500), 4, 0, 4));
+        assert!(h.is_ejected(10_000_003) && !h.is_ejected(10_000_004));
+        for t in 0..3 {
+            h.record(&od, Some(500), 20_000_000 + t, 0, 4);
+        }
+        assert!(
+            h.is_ejected(20_000_002 + 19_999_999),
+            "second ejection lasts twice as long"
+        );
+    }
+
+    #[test]
+    fn max_ejection_percent_leaves_hosts_but_one_may_always_go() {
+        let od = OutlierDetection::from_value(&json!({"consecutive5xxErrors": 1}), &mut Vec::new())
+            .unwrap();
+        assert_eq!(od.max_ejection_percent, 10);
+        let mut h = HostHealth::default();
+        assert!(h.record(&od, Some(500), 0, 0, 2), "the first host may go");
+        let mut other = HostHealth::default();
+        assert!(
+            !other.record(&od, Some(500), 0, 1, 2),
+            "a second one would exceed 10 %"
+        );
+    }
+
+    #[test]
+    fn gateway_errors_alone_when_only_they_are_configured() {
+        let od = OutlierDetection::from_value(
+            &json!({"consecutive5xxErrors": 0, "consecutiveGatewayErrors": 2}),
+            &mut Vec::new(),
+        )
+        .unwrap();
+        let mut h = HostHealth::default();
+        assert!(!h.record(&od, Some(500), 0, 0, 1));
+        assert!(!h.record(&od, Some(500), 0, 0, 1));
+        assert!(!h.record(&od, Some(503), 0, 0, 1));
+        assert!(h.record(&od, Some(502), 0, 0, 1));
+    }
+}

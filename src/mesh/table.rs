@@ -327,11 +327,17 @@ pub struct Cluster {
     pub(crate) subset: String,
     pub(crate) endpoints: Box<[EndpointId]>,
     pub(crate) lb: Option<LbPolicy>,
+    /// The DestinationRule's `outlierDetection` for this cluster.
+    pub(crate) outlier: Option<super::policy::OutlierDetection>,
 }
 
 impl Cluster {
     pub fn id(&self) -> ClusterId {
         self.id
+    }
+
+    pub fn outlier_detection(&self) -> Option<&super::policy::OutlierDetection> {
+        self.outlier.as_ref()
     }
 
     /// `outbound|80|canary|reviews.bookinfo.svc.cluster.local`
@@ -983,6 +989,7 @@ mod tests {
             subset: String::new(),
             endpoints: (0..3).map(EndpointId).collect(),
             lb: None,
+            outlier: None,
         };
         let mut state = LbState::default();
         let mut rng = stream(1, "router");
@@ -1006,6 +1013,7 @@ mod tests {
             subset: String::new(),
             endpoints: (0..2).map(EndpointId).collect(),
             lb: None,
+            outlier: None,
         };
         let mut state = LbState::default();
         for _ in 0..5 {

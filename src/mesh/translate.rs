@@ -110,6 +110,7 @@ struct DrInfo {
     key: ObjectKey,
     host: HostPattern,
     lb: Option<LbPolicy>,
+    outlier: Option<super::policy::OutlierDetection>,
     subsets: Vec<SubsetInfo>,
 }
 
@@ -117,6 +118,7 @@ struct SubsetInfo {
     name: String,
     labels: BTreeMap<String, String>,
     lb: Option<LbPolicy>,
+    outlier: Option<super::policy::OutlierDetection>,
 }
 
 /// An HTTP route compiled once per VirtualService; installed per listener.
@@ -236,6 +238,8 @@ impl<'a> Builder<'a> {
                 }
             };
             let lb = self.lb_policy(&key, spec.traffic_policy.as_ref(), "trafficPolicy");
+            let outlier =
+                self.outlier_detection(&key, &dr.spec()["trafficPolicy"], "trafficPolicy");
             let raw_subsets = dr.spec()["subsets"].as_array().cloned().unwrap_or_default();
             let subsets = spec
                 .subsets
@@ -248,6 +252,7 @@ impl<'a> Builder<'a> {
                         name: s.name.clone(),
                         labels: s.labels.clone(),
                         lb: self.lb_policy(&key, policy, &where_),
+                        outlier: policy.and_then(|p| self.outlier_detection(&key, p, &where_)),
                     }
                 })
                 .collect();
@@ -255,9 +260,42 @@ impl<'a> Builder<'a> {
                 host: HostPattern::parse(&spec.host, dr.namespace()),
                 key,
                 lb,
+                outlier,
                 subsets,
             });
         }
+    }
+
+    /// `trafficPolicy.outlierDetection`, noting what is not simulated.
+    fn outlier_detection(
+        &mut self,
+        key: &ObjectKey,
+        policy: &Value,
+        where_: &str,
+    ) -> Option<super::policy::OutlierDetection> {
+        let mut notes = Vec::new();
+        let od =
+            super::policy::OutlierDetection::from_value(&policy["outlierDetection"], &mut notes);
+        for n in notes {
+            self.note(key, format!("{where_}.{n}"));
+        }
+        od
+    }
+
+    /// The outlier detection that applies to a cluster: the subset's, else the rule's.
+    fn outlier_for(
+        &self,
+        fqdn: &str,
+        subset: &str,
+        vs_ns: &str,
+        svc_ns: &str,
+    ) -> Option<super::policy::OutlierDetection> {
+        let d = &self.drs[self.destination_rule(fqdn, vs_ns, svc_ns)?];
+        d.subsets
+            .iter()
+            .find(|s| !subset.is_empty() && s.name == subset)
+            .and_then(|s| s.outlier)
+            .or(d.outlier)
     }
 
     /// `trafficPolicy.loadBalancer.simple`, noting what is not simulated.
@@ -804,7 +842,14 @@ impl<'a> Builder<'a> {
             }
             Some(s) => self.cluster_endpoints(key, s, &d.subset, ns, label),
         };
-        self.add_cluster(name, fqdn, port, d.subset.clone(), endpoints, lb)
+        let svc_ns = svc
+            .and_then(|s| self.catalog.service(s))
+            .map(|s| s.namespace.clone())
+            .unwrap_or_default();
+        let outlier = self.outlier_for(&fqdn, &d.subset, ns, &svc_ns);
+        let id = self.add_cluster(name, fqdn, port, d.subset.clone(), endpoints, lb);
+        self.clusters[id.0 as usize].outlier = outlier;
+        id
     }
 
     fn add_cluster(
@@ -826,6 +871,7 @@ impl<'a> Builder<'a> {
             subset,
             endpoints: endpoints.into(),
             lb,
+            outlier: None,
         });
         id
     }
