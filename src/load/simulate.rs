@@ -253,6 +253,8 @@ pub(crate) fn simulate_with(
             allow_fast,
             sprt: sprt.as_mut(),
             decided: &mut decided,
+            headers: &headers,
+            path: &workload.path,
         };
         let sent_before = state.result_sent;
         let opened_before = state.connections_opened;
@@ -451,6 +453,9 @@ struct Ctx<'a> {
     /// The sequential test, its version key, and the (matching, answered) counts it has seen.
     sprt: Option<&'a mut (crate::verify::TwoSidedSprt, String, (u64, u64))>,
     decided: &'a mut Option<(String, u64)>,
+    /// The requests' headers and path (consistent-hash keys).
+    headers: &'a [(&'a str, &'a str)],
+    path: &'a str,
 }
 
 /// The in-mesh router state of an epoch: the table and its load-balancer state.
@@ -609,7 +614,7 @@ fn fast_mesh_epoch(
         if c.lb_override().is_some_and(|p| p != LbPolicy::RoundRobin) {
             return false;
         }
-        if c.outlier_detection().is_some() {
+        if c.outlier_detection().is_some() || c.consistent_hash().is_some() {
             // Ejections depend on the order of answers: the general path keeps it.
             return false;
         }
@@ -973,6 +978,10 @@ fn http_request(
         .copied();
     let hosts: &[crate::endpoints::EndpointId] =
         table.cluster(cluster).map_or(&[], |c| c.endpoints());
+    let hash_key = table
+        .cluster(cluster)
+        .and_then(|c| c.consistent_hash())
+        .and_then(|h| h.key(ctx.headers, ctx.path));
     let (outcome, counts) = choice.policy.serve(rng, |rng, n| {
         let now = d.now_us;
         let ejected = |d: &Driver, e: u32| {
@@ -989,7 +998,21 @@ fn http_request(
         // hosts already tried; ejected hosts are not in the load-balancing set at all.
         let mut picked = None;
         let tries = if n == 0 { 1 } else { 5 } + if outlier.is_some() { hosts.len() } else { 0 };
-        for _ in 0..tries {
+        // Consistent hash: the key's host by rendezvous over the pods' names, among hosts
+        // neither ejected nor (on a retry, where there is another) already tried.
+        if let Some(key) = hash_key {
+            let eligible = |avoid_tried: bool| {
+                hosts
+                    .iter()
+                    .map(|h| h.0)
+                    .filter(|&h| !(ejected(d, h) || (avoid_tried && tried.contains(&h))))
+                    .max_by_key(|&h| {
+                        crate::mesh::policy::rendezvous_score(key, &ctx.ep.pod[h as usize])
+                    })
+            };
+            picked = eligible(true).or_else(|| eligible(false));
+        }
+        for _ in 0..if picked.is_some() { 0 } else { tries } {
             match table
                 .cluster(cluster)
                 .and_then(|c| c.pick_endpoint(ctx.lb, rng, lb_state))
@@ -1298,5 +1321,68 @@ mod tests {
                 fast.0
             );
         }
+    }
+
+    #[test]
+    fn a_consistent_hash_keeps_a_key_on_one_pod_while_the_version_is_picked_per_request() {
+        let mut world = paused_world();
+        world
+            .apply(
+                &crate::model::yaml::load_str(
+                    "test.yaml",
+                    r#"
+apiVersion: networking.istio.io/v1beta1
+kind: DestinationRule
+metadata: {name: stable-by-user, namespace: my-demo}
+spec:
+  host: rollouts-demo-stable
+  trafficPolicy: {loadBalancer: {consistentHash: {httpHeaderName: x-user}}}
+"#,
+                    "my-demo",
+                )
+                .unwrap(),
+            )
+            .unwrap();
+        world.advance(Duration::from_secs(1)).unwrap();
+        let load = |world: &mut World, headers: Vec<(String, String)>| {
+            let w = Workload {
+                amount: Amount::Requests(20_000),
+                namespace: "my-demo".into(),
+                host: "rollouts-demo.local".into(),
+                headers,
+                ..Workload::default()
+            };
+            let mut rng = crate::random::stream(5, "load");
+            simulate(
+                world,
+                &w,
+                &Backends::default(),
+                LbPolicy::RoundRobin,
+                ProxyMode::Iptables,
+                &mut rng,
+            )
+            .unwrap()
+        };
+        let stable_pods = |r: &LoadResult| {
+            r.pods
+                .iter()
+                .filter(|p| p.role == crate::endpoints::Role::Stable && p.responses > 0)
+                .count()
+        };
+        let canary_share = |r: &LoadResult| r.count("canary").0 as f64 / r.answered as f64;
+        let keyed = load(&mut world, vec![("x-user".into(), "alice".into())]);
+        assert_eq!(stable_pods(&keyed), 1, "{:?}", keyed.pods);
+        assert!(
+            (canary_share(&keyed) - 0.2).abs() < 0.02,
+            "{}",
+            canary_share(&keyed)
+        );
+        let unkeyed = load(&mut world, Vec::new());
+        assert_eq!(
+            stable_pods(&unkeyed),
+            4,
+            "no key: round robin over every stable pod"
+        );
+        assert!((canary_share(&unkeyed) - 0.2).abs() < 0.02);
     }
 }

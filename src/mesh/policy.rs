@@ -731,3 +731,151 @@ mod outlier_tests {
         assert!(h.record(&od, Some(502), 0, 0, 1));
     }
 }
+
+/// `loadBalancer.consistentHash`: what a request's hash is computed from. Hosts are chosen
+/// by rendezvous hashing over the pods' names, so a key keeps its pod while the pod stays
+/// (Envoy's ring hash and Maglev share that property; their exact host order is not
+/// reproduced).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashOn {
+    Header(String),
+    QueryParameter(String),
+    /// `httpCookie`: the cookie's value; a request without it (canarysim's clients keep no
+    /// cookies) gets a fresh one when `ttl` is set, so it lands anywhere.
+    Cookie(String),
+    /// The client's address: one load generator, one address.
+    SourceIp,
+}
+
+impl HashOn {
+    /// From `loadBalancer.consistentHash`; None (with a note) for what is not simulated.
+    pub fn from_value(v: &Value, notes: &mut Vec<String>) -> Option<HashOn> {
+        let text = |f: &str| v[f].as_str().map(str::to_string);
+        let on = if let Some(h) = text("httpHeaderName") {
+            HashOn::Header(h.to_ascii_lowercase())
+        } else if let Some(q) = text("httpQueryParameterName") {
+            HashOn::QueryParameter(q)
+        } else if let Some(c) = v["httpCookie"]["name"].as_str() {
+            HashOn::Cookie(c.to_string())
+        } else if v["useSourceIp"].as_bool() == Some(true) {
+            HashOn::SourceIp
+        } else {
+            notes.push(
+                "consistentHash without a key canarysim simulates; the default policy is used"
+                    .into(),
+            );
+            return None;
+        };
+        if let Some(o) = v.as_object() {
+            for k in o.keys() {
+                if matches!(k.as_str(), "ringHash" | "maglev" | "minimumRingSize") {
+                    continue;
+                }
+                if !matches!(
+                    k.as_str(),
+                    "httpHeaderName" | "httpQueryParameterName" | "httpCookie" | "useSourceIp"
+                ) {
+                    notes.push(format!("consistentHash.{k} is not simulated"));
+                }
+            }
+        }
+        Some(on)
+    }
+
+    /// The request's hash key, or None when the request carries none (Envoy then picks a
+    /// host at random).
+    pub fn key(&self, headers: &[(&str, &str)], path: &str) -> Option<u64> {
+        let value = match self {
+            HashOn::Header(name) => headers
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| *v)?,
+            HashOn::Cookie(name) => headers
+                .iter()
+                .filter(|(k, _)| k.eq_ignore_ascii_case("cookie"))
+                .flat_map(|(_, v)| v.split(';'))
+                .filter_map(|c| c.trim().split_once('='))
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v)?,
+            HashOn::QueryParameter(name) => {
+                let (_, query) = path.split_once('?')?;
+                query
+                    .split('&')
+                    .filter_map(|kv| kv.split_once('='))
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| v)?
+            }
+            HashOn::SourceIp => "127.0.0.1",
+        };
+        Some(fnv1a(value.as_bytes()))
+    }
+}
+
+/// Rendezvous score of a key for a host: the host with the highest score takes the key.
+pub fn rendezvous_score(key: u64, host: &str) -> u64 {
+    let mut h = fnv1a(host.as_bytes()) ^ key;
+    // splitmix64 finaliser: spreads the combined bits.
+    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod hash_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keys_come_from_header_cookie_query_or_source() {
+        let h = HashOn::from_value(&json!({"httpHeaderName": "X-User"}), &mut Vec::new()).unwrap();
+        let a = h.key(&[("x-user", "alice")], "/");
+        assert!(a.is_some());
+        assert_eq!(a, h.key(&[("X-USER", "alice")], "/x"));
+        assert_ne!(a, h.key(&[("x-user", "bob")], "/"));
+        assert_eq!(h.key(&[], "/"), None);
+        let c = HashOn::from_value(
+            &json!({"httpCookie": {"name": "sid", "ttl": "0s"}}),
+            &mut Vec::new(),
+        )
+        .unwrap();
+        assert!(c.key(&[("cookie", "a=1; sid=42")], "/").is_some());
+        assert_eq!(c.key(&[("cookie", "a=1")], "/"), None);
+        let q =
+            HashOn::from_value(&json!({"httpQueryParameterName": "u"}), &mut Vec::new()).unwrap();
+        assert!(q.key(&[], "/p?u=7").is_some());
+        let s = HashOn::from_value(&json!({"useSourceIp": true}), &mut Vec::new()).unwrap();
+        assert_eq!(s.key(&[], "/"), s.key(&[("x", "y")], "/other"));
+    }
+
+    #[test]
+    fn rendezvous_keeps_keys_on_their_host_when_another_host_goes() {
+        let hosts = ["pod-a", "pod-b", "pod-c", "pod-d"];
+        fn best(key: u64, hs: &[&'static str]) -> &'static str {
+            hs.iter()
+                .copied()
+                .max_by_key(|h| rendezvous_score(key, h))
+                .unwrap()
+        }
+        let mut moved = 0;
+        let mut per_host = std::collections::BTreeMap::new();
+        for key in 0..10_000u64 {
+            let before = best(key, &hosts);
+            *per_host.entry(before).or_insert(0) += 1;
+            let after = best(key, &hosts[..3]);
+            if before != "pod-d" && before != after {
+                moved += 1;
+            }
+        }
+        assert_eq!(moved, 0, "only pod-d's keys move");
+        assert!(
+            per_host.values().all(|n| (2_200..2_800).contains(n)),
+            "{per_host:?}"
+        );
+    }
+}

@@ -329,6 +329,8 @@ pub struct Cluster {
     pub(crate) lb: Option<LbPolicy>,
     /// The DestinationRule's `outlierDetection` for this cluster.
     pub(crate) outlier: Option<super::policy::OutlierDetection>,
+    /// The DestinationRule's `loadBalancer.consistentHash` for this cluster.
+    pub(crate) hash: Option<super::policy::HashOn>,
 }
 
 impl Cluster {
@@ -338,6 +340,10 @@ impl Cluster {
 
     pub fn outlier_detection(&self) -> Option<&super::policy::OutlierDetection> {
         self.outlier.as_ref()
+    }
+
+    pub fn consistent_hash(&self) -> Option<&super::policy::HashOn> {
+        self.hash.as_ref()
     }
 
     /// `outbound|80|canary|reviews.bookinfo.svc.cluster.local`
@@ -990,6 +996,7 @@ mod tests {
             endpoints: (0..3).map(EndpointId).collect(),
             lb: None,
             outlier: None,
+            hash: None,
         };
         let mut state = LbState::default();
         let mut rng = stream(1, "router");
@@ -1014,6 +1021,7 @@ mod tests {
             endpoints: (0..2).map(EndpointId).collect(),
             lb: None,
             outlier: None,
+            hash: None,
         };
         let mut state = LbState::default();
         for _ in 0..5 {

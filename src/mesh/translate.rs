@@ -111,6 +111,7 @@ struct DrInfo {
     host: HostPattern,
     lb: Option<LbPolicy>,
     outlier: Option<super::policy::OutlierDetection>,
+    hash: Option<super::policy::HashOn>,
     subsets: Vec<SubsetInfo>,
 }
 
@@ -119,6 +120,7 @@ struct SubsetInfo {
     labels: BTreeMap<String, String>,
     lb: Option<LbPolicy>,
     outlier: Option<super::policy::OutlierDetection>,
+    hash: Option<super::policy::HashOn>,
 }
 
 /// An HTTP route compiled once per VirtualService; installed per listener.
@@ -240,6 +242,7 @@ impl<'a> Builder<'a> {
             let lb = self.lb_policy(&key, spec.traffic_policy.as_ref(), "trafficPolicy");
             let outlier =
                 self.outlier_detection(&key, &dr.spec()["trafficPolicy"], "trafficPolicy");
+            let hash = self.consistent_hash(&key, &dr.spec()["trafficPolicy"], "trafficPolicy");
             let raw_subsets = dr.spec()["subsets"].as_array().cloned().unwrap_or_default();
             let subsets = spec
                 .subsets
@@ -253,6 +256,7 @@ impl<'a> Builder<'a> {
                         labels: s.labels.clone(),
                         lb: self.lb_policy(&key, policy, &where_),
                         outlier: policy.and_then(|p| self.outlier_detection(&key, p, &where_)),
+                        hash: policy.and_then(|p| self.consistent_hash(&key, p, &where_)),
                     }
                 })
                 .collect();
@@ -261,6 +265,7 @@ impl<'a> Builder<'a> {
                 key,
                 lb,
                 outlier,
+                hash,
                 subsets,
             });
         }
@@ -282,20 +287,46 @@ impl<'a> Builder<'a> {
         od
     }
 
-    /// The outlier detection that applies to a cluster: the subset's, else the rule's.
-    fn outlier_for(
+    /// `trafficPolicy.loadBalancer.consistentHash`, noting what is not simulated.
+    fn consistent_hash(
+        &mut self,
+        key: &ObjectKey,
+        policy: &Value,
+        where_: &str,
+    ) -> Option<super::policy::HashOn> {
+        let v = policy["loadBalancer"].get("consistentHash")?;
+        let mut notes = Vec::new();
+        let on = super::policy::HashOn::from_value(v, &mut notes);
+        for n in notes {
+            self.note(key, format!("{where_}.loadBalancer.{n}"));
+        }
+        on
+    }
+
+    /// The outlier detection and consistent hash that apply to a cluster: the subset's,
+    /// else the rule's.
+    fn cluster_policy_for(
         &self,
         fqdn: &str,
         subset: &str,
         vs_ns: &str,
         svc_ns: &str,
-    ) -> Option<super::policy::OutlierDetection> {
-        let d = &self.drs[self.destination_rule(fqdn, vs_ns, svc_ns)?];
-        d.subsets
+    ) -> (
+        Option<super::policy::OutlierDetection>,
+        Option<super::policy::HashOn>,
+    ) {
+        let Some(i) = self.destination_rule(fqdn, vs_ns, svc_ns) else {
+            return (None, None);
+        };
+        let d = &self.drs[i];
+        let s = d
+            .subsets
             .iter()
-            .find(|s| !subset.is_empty() && s.name == subset)
-            .and_then(|s| s.outlier)
-            .or(d.outlier)
+            .find(|s| !subset.is_empty() && s.name == subset);
+        (
+            s.and_then(|s| s.outlier).or(d.outlier),
+            s.and_then(|s| s.hash.clone()).or_else(|| d.hash.clone()),
+        )
     }
 
     /// `trafficPolicy.loadBalancer.simple`, noting what is not simulated.
@@ -307,10 +338,7 @@ impl<'a> Builder<'a> {
     ) -> Option<LbPolicy> {
         let lb = policy?.get("loadBalancer")?;
         if lb.get("consistentHash").is_some() {
-            self.note(
-                key,
-                format!("{where_}.loadBalancer.consistentHash is not simulated; the default policy is used"),
-            );
+            // Chosen per request by `consistent_hash`; no simple policy applies.
             return None;
         }
         let simple = lb.get("simple")?.as_str().unwrap_or("");
@@ -846,9 +874,10 @@ impl<'a> Builder<'a> {
             .and_then(|s| self.catalog.service(s))
             .map(|s| s.namespace.clone())
             .unwrap_or_default();
-        let outlier = self.outlier_for(&fqdn, &d.subset, ns, &svc_ns);
+        let (outlier, hash) = self.cluster_policy_for(&fqdn, &d.subset, ns, &svc_ns);
         let id = self.add_cluster(name, fqdn, port, d.subset.clone(), endpoints, lb);
         self.clusters[id.0 as usize].outlier = outlier;
+        self.clusters[id.0 as usize].hash = hash;
         id
     }
 
@@ -872,6 +901,7 @@ impl<'a> Builder<'a> {
             endpoints: endpoints.into(),
             lb,
             outlier: None,
+            hash: None,
         });
         id
     }
