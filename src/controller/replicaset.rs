@@ -25,6 +25,8 @@ pub struct PodLifecycle {
     pub sidecar: bool,
     /// Images (full reference or tag) whose Pods never turn Ready.
     pub never_ready: BTreeSet<String>,
+    /// Images whose containers crash at start (CrashLoopBackOff): never Ready either.
+    pub crash_looping: BTreeSet<String>,
 }
 
 impl Default for PodLifecycle {
@@ -33,6 +35,7 @@ impl Default for PodLifecycle {
             ready_after: Duration::from_secs(5),
             sidecar: true,
             never_ready: BTreeSet::new(),
+            crash_looping: BTreeSet::new(),
         }
     }
 }
@@ -40,19 +43,39 @@ impl Default for PodLifecycle {
 impl PodLifecycle {
     /// Whether one of the Pod's containers runs an image whose Pods never turn Ready.
     fn never_turns_ready(&self, pod: &Object) -> bool {
-        !self.never_ready.is_empty()
+        Self::runs_any(pod, &self.never_ready) || self.crash_loops(pod)
+    }
+
+    fn crash_loops(&self, pod: &Object) -> bool {
+        Self::runs_any(pod, &self.crash_looping)
+    }
+
+    fn runs_any(pod: &Object, images: &BTreeSet<String>) -> bool {
+        !images.is_empty()
             && pod.spec()["containers"]
                 .as_array()
                 .into_iter()
                 .flatten()
                 .filter_map(|c| c["image"].as_str())
                 .any(|image| {
-                    self.never_ready.contains(image)
-                        || self
-                            .never_ready
-                            .contains(crate::endpoints::image_version(image))
+                    images.contains(image)
+                        || images.contains(crate::endpoints::image_version(image))
                 })
     }
+}
+
+/// Kubernetes' CrashLoopBackOff: the container crashes as it starts (at `started`); the
+/// kubelet restarts it after 10 s, then 20 s, 40 s… capped at 5 min. Restarts done by `now`,
+/// and when the next one is due.
+pub fn crash_loop_restarts(started: SimTime, now: SimTime) -> (u32, SimTime) {
+    let mut restarts = 0;
+    let mut next = started.after(Duration::from_secs(10));
+    while next <= now {
+        restarts += 1;
+        let backoff = (10u64 << restarts.min(5)).min(300);
+        next = next.after(Duration::from_secs(backoff));
+    }
+    (restarts, next)
 }
 
 /// Kubernetes' alphabet for generated name suffixes (no vowels, no look-alikes).
@@ -128,6 +151,24 @@ fn reconcile_one(
     let mut ready = 0;
     let mut available = 0;
     for pod in &pods {
+        if lifecycle.crash_loops(pod) {
+            let created = SimTime::parse_rfc3339(pod.creation_timestamp()).unwrap_or(now);
+            let started = created.after(lifecycle.ready_after);
+            if now >= started {
+                let (restarts, next) = crash_loop_restarts(started, now);
+                let status = crash_loop_status(pod, restarts);
+                if pod.status() != &status {
+                    let mut p = pod.clone();
+                    p.value["status"] = status;
+                    api.update_status(p)?;
+                    changed = true;
+                }
+                wake = min_time(wake, Some(next));
+            } else {
+                wake = min_time(wake, Some(started));
+            }
+            continue;
+        }
         if lifecycle.never_turns_ready(pod) {
             continue;
         }
@@ -274,6 +315,29 @@ fn container_statuses(n: usize, ready: bool) -> Value {
     )
 }
 
+/// A crash-looping Pod's status: Running, not Ready, the app containers waiting in
+/// CrashLoopBackOff with their restarts counted (the sidecar runs).
+fn crash_loop_status(pod: &Object, restarts: u32) -> Value {
+    let containers: Vec<Value> = pod.spec()["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            if c["name"] == "istio-proxy" {
+                json!({"ready": true, "restartCount": 0})
+            } else {
+                json!({"ready": false, "restartCount": restarts,
+                       "state": {"waiting": {"reason": "CrashLoopBackOff"}}})
+            }
+        })
+        .collect();
+    json!({
+        "phase": "Running",
+        "conditions": [{"type": "Ready", "status": "False"}],
+        "containerStatuses": containers,
+    })
+}
+
 fn mark_ready(pod: &mut Object, at: SimTime) {
     let containers = pod.status()["containerStatuses"]
         .as_array()
@@ -363,5 +427,17 @@ mod tests {
         let (changed, _) = reconcile_all(&mut api, SimTime::from_secs(6), &life, &mut rng).unwrap();
         assert!(!changed, "a settled ReplicaSet writes nothing");
         assert_eq!(api.list(Kind::Pod, Some("ns"), None).len(), 1);
+    }
+
+    #[test]
+    fn crash_loop_restarts_back_off_as_the_kubelet_does() {
+        let start = SimTime::from_secs(100);
+        let at = |s: u64| crash_loop_restarts(start, SimTime::from_secs(100 + s));
+        assert_eq!(at(9), (0, SimTime::from_secs(110)));
+        assert_eq!(at(10), (1, SimTime::from_secs(130)));
+        assert_eq!(at(70), (3, SimTime::from_secs(250)));
+        // 10, 20, 40, 80, 160, then every 300 s.
+        assert_eq!(at(310 + 300).0, 6);
+        assert_eq!(at(310 + 600).0, 7);
     }
 }

@@ -215,10 +215,15 @@ fn pod_view(pod: &Object, now: SimTime) -> PodView {
         .iter()
         .map(|c| c["restartCount"].as_u64().unwrap_or(0) as u32)
         .sum();
+    // As kubectl's STATUS column: a waiting container's reason wins over the phase.
+    let waiting = statuses
+        .iter()
+        .filter_map(|c| c["state"]["waiting"]["reason"].as_str())
+        .next_back();
     PodView {
         name: pod.name().to_string(),
-        status: pod.status()["phase"]
-            .as_str()
+        status: waiting
+            .or_else(|| pod.status()["phase"].as_str())
             .unwrap_or("Pending")
             .to_string(),
         age: age(pod, now),

@@ -121,6 +121,9 @@ pub enum Readiness {
     AfterDelay,
     /// Never: the readiness probe keeps failing.
     Never,
+    /// Never: the container crashes at start and restarts with Kubernetes' back-off
+    /// (CrashLoopBackOff, restarts counted).
+    CrashLoop,
 }
 
 /// `traffic:` — the default client model for `load` steps (every key can be overridden

@@ -106,6 +106,8 @@ pub struct Plan {
     pub backends: crate::load::Backends,
     /// Images whose pods never turn Ready (`cluster.backends.<image>.ready: never`).
     pub never_ready: std::collections::BTreeSet<String>,
+    /// Images whose pods crash-loop (`cluster.backends.<image>.ready: crash_loop`).
+    pub crash_looping: std::collections::BTreeSet<String>,
     /// Which istiod admission rules VirtualService writes meet (`cluster.istio_version`).
     pub istio_weight_rules: crate::apiserver::admission::IstioWeightRules,
     /// Applied in order before step 1.
@@ -311,6 +313,7 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
     };
     let mut backends = crate::load::Backends::default();
     let mut never_ready = std::collections::BTreeSet::new();
+    let mut crash_looping = std::collections::BTreeSet::new();
     for (image, b) in &parsed.cluster.backends {
         let p = format!("/cluster/backends/{}", yaml::escape_pointer(image));
         let latency = match &b.latency {
@@ -321,8 +324,14 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
             Some(j) => dur(j, &format!("{p}/jitter"))?,
             None => Duration::ZERO,
         };
-        if b.ready == Some(super::format::Readiness::Never) {
-            never_ready.insert(image.clone());
+        match b.ready {
+            Some(super::format::Readiness::Never) => {
+                never_ready.insert(image.clone());
+            }
+            Some(super::format::Readiness::CrashLoop) => {
+                crash_looping.insert(image.clone());
+            }
+            _ => {}
         }
         let error_rate = b.error_rate.map(|p| p.0 / 100.0).unwrap_or(0.0);
         let error_status = match b.error_status {
@@ -568,6 +577,7 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
         traffic: parsed.traffic,
         backends,
         never_ready,
+        crash_looping,
         istio_weight_rules,
         manifests,
         steps,

@@ -102,6 +102,7 @@ impl<'p> Runner<'p> {
             pods: PodLifecycle {
                 ready_after: plan.pod_ready_after,
                 never_ready: plan.never_ready.clone(),
+                crash_looping: plan.crash_looping.clone(),
                 ..PodLifecycle::default()
             },
             push_delay: plan.push_delay,
