@@ -275,3 +275,78 @@ fn pause_durations_end_as_go_parses_them() {
     lasted(5, 90); // "+90s"
     lasted(7, 1); // 1500ms
 }
+
+/// Old ReplicaSets scaled up at once (`scaleDownDelaySeconds`, still running) with their
+/// pods: the number of old ReplicaSets with pods, once each promotion has settled.
+fn scaled_up_old(w: &World) -> usize {
+    let current = status(w, "currentPodHash");
+    w.api
+        .list(Kind::ReplicaSet, Some(NS), None)
+        .iter()
+        .filter(|rs| {
+            rs.spec()["replicas"].as_i64().unwrap_or(0) > 0
+                && rs
+                    .labels()
+                    .get("rollouts-pod-template-hash")
+                    .map(String::as_str)
+                    != current.as_str()
+        })
+        .count()
+}
+
+/// `scaleDownDelayRevisionLimit`: of the old ReplicaSets waiting for their scale-down delay,
+/// only that many (the newest) stay up; the rest go at once (Argo's scaleDownDelayHelper).
+#[test]
+fn scale_down_delay_revision_limit_caps_the_old_replica_sets_kept_up() {
+    for (limit, kept) in [(None, 3), (Some(1), 1), (Some(0), 0)] {
+        let mut w = world(|s| {
+            let s = s.replace(
+                "      canaryService:",
+                "      scaleDownDelaySeconds: 600\n      canaryService:",
+            );
+            match limit {
+                Some(l) => s.replace(
+                    "      canaryService:",
+                    &format!("      scaleDownDelayRevisionLimit: {l}\n      canaryService:"),
+                ),
+                None => s,
+            }
+        });
+        for colour in ["yellow", "red", "green"] {
+            w.set_image(
+                NS,
+                RO,
+                "rollouts-demo",
+                &format!("argoproj/rollouts-demo:{colour}"),
+            )
+            .unwrap();
+            w.promote(NS, RO, true).unwrap();
+            w.advance(Duration::from_secs(60)).unwrap();
+            assert_eq!(status(&w, "phase"), "Healthy", "{colour}");
+        }
+        assert_eq!(scaled_up_old(&w), kept, "limit {limit:?}");
+    }
+}
+
+/// An update interrupted by another (V1 → V2, then V3 before V2 is promoted): once nothing
+/// references the V2 ReplicaSet (the canary Service and the weights moved to V3, whose pod
+/// is ready after 5 s), it is scaled down at once, not after scaleDownDelaySeconds (30 s).
+#[test]
+fn an_interrupted_update_scales_the_intermediate_replica_set_down_at_once() {
+    let mut w = world(|s| s);
+    w.set_image(NS, RO, "rollouts-demo", "argoproj/rollouts-demo:yellow")
+        .unwrap();
+    w.advance(Duration::from_secs(20)).unwrap();
+    assert_eq!(rs_replicas(&w, "5cf4fb69f8"), 1, "the yellow canary pod");
+    w.set_image(NS, RO, "rollouts-demo", "argoproj/rollouts-demo:red")
+        .unwrap();
+    w.advance(Duration::from_secs(2)).unwrap();
+    assert_eq!(
+        rs_replicas(&w, "5cf4fb69f8"),
+        1,
+        "still the canary Service's"
+    );
+    w.advance(Duration::from_secs(10)).unwrap();
+    assert_eq!(rs_replicas(&w, "5cf4fb69f8"), 0);
+    assert_eq!(rs_replicas(&w, "76c569d8b"), 4, "stable stays");
+}

@@ -504,7 +504,7 @@ impl Reconciler<'_> {
             scaled = self.scale_canary(canary, &new_rs, stable_rs.as_ref(), want_canary, n)?;
         }
         if !scaled {
-            self.scale_down_older(canary, &older, traffic_routed)?;
+            self.scale_down_older(canary, &older, traffic_routed, fully_promoted)?;
         }
 
         // Step progress.
@@ -1239,14 +1239,40 @@ impl Reconciler<'_> {
         canary: &CanaryStrategy,
         older: &[Rs],
         traffic_routed: bool,
+        fully_promoted: bool,
     ) -> Result<(), ApiError> {
-        for rs in older.iter().filter(|r| r.spec > 0) {
+        // Newest first, as Argo walks them: the first scaleDownDelayRevisionLimit ReplicaSets
+        // keep their delay, the rest go at once.
+        let mut by_revision: Vec<&Rs> = older.iter().collect();
+        by_revision.sort_by_key(|r| std::cmp::Reverse(r.revision));
+        let limit = canary
+            .scale_down_delay_revision_limit
+            .map_or(i64::MAX, |l| i64::from(l.max(0)));
+        let mut delayed: i64 = 0;
+        for rs in by_revision {
+            if traffic_routed && self.still_referenced(rs) {
+                continue;
+            }
+            if rs.spec == 0 {
+                continue;
+            }
             if traffic_routed && !canary.dynamic_stable_scale {
-                let delay = canary.scale_down_delay_seconds.unwrap_or(30).max(0) as u64;
-                if self.still_referenced(rs) {
-                    continue;
-                }
-                if self.delayed_scale_down(rs, 0, Duration::from_secs(delay))? {
+                let scaled = if !fully_promoted && rs.deadline.is_none() {
+                    // An intermediate ReplicaSet (V2 of an interrupted V1 → V2 → V3): no
+                    // traffic goes to it, so it goes at once.
+                    self.scale(rs, 0)?
+                } else if rs.deadline.is_none() && delayed >= limit {
+                    self.scale(rs, 0)?
+                } else {
+                    delayed += 1;
+                    if delayed > limit {
+                        self.scale(rs, 0)?
+                    } else {
+                        let delay = canary.scale_down_delay_seconds.unwrap_or(30).max(0) as u64;
+                        self.delayed_scale_down(rs, 0, Duration::from_secs(delay))?
+                    }
+                };
+                if scaled {
                     return Ok(());
                 }
             } else if self.scale(rs, 0)? {

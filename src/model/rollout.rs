@@ -80,6 +80,7 @@ pub struct CanaryStrategy {
     pub dynamic_stable_scale: bool,
     pub abort_scale_down_delay_seconds: Option<i32>,
     pub scale_down_delay_seconds: Option<i32>,
+    pub scale_down_delay_revision_limit: Option<i32>,
     pub min_pods_per_replica_set: Option<i32>,
     pub replica_progress_threshold: Option<Value>,
     pub traffic_routing: Option<TrafficRouting>,
