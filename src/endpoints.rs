@@ -13,9 +13,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::apiserver::ApiServer;
-use crate::controller::replicaset::{HASH_LABEL, is_ready};
 use crate::model::istio::{ServicePort, ServiceSpec};
 use crate::model::object::{selector_matches, string_map};
+use crate::model::vocabulary::{HASH_LABEL, pod_is_ready as is_ready};
 use crate::model::{Kind, Object, ObjectKey};
 
 /// Kubernetes' cluster domain: Services are `<name>.<namespace>.svc.cluster.local`.

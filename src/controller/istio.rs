@@ -40,10 +40,7 @@ use crate::model::rollout::{
     SetHeaderRoute, SetMirrorRoute, TcpRoute, TlsRoute, WeightDestination,
 };
 
-/// Annotation Argo puts on objects it manages (`v1alpha1.ManagedByRolloutsKey`).
-pub const MANAGED_BY_ROLLOUTS_ANNOTATION: &str = "argo-rollouts.argoproj.io/managed-by-rollouts";
-/// The pod-template-hash label key (`v1alpha1.DefaultRolloutUniqueLabelKey`).
-pub const ROLLOUT_POD_TEMPLATE_HASH_LABEL: &str = "rollouts-pod-template-hash";
+use crate::model::vocabulary::{HASH_LABEL, MANAGED_BY};
 /// Argo's `SpecHttpNotFound` error text.
 pub const SPEC_HTTP_NOT_FOUND: &str = "spec.http not found";
 
@@ -1971,9 +1968,9 @@ fn labels_json(labels: &Option<BTreeMap<String, String>>) -> Value {
 
 fn set_hash(labels: &mut BTreeMap<String, String>, hash: &str) {
     if hash.is_empty() {
-        labels.remove(ROLLOUT_POD_TEMPLATE_HASH_LABEL);
+        labels.remove(HASH_LABEL);
     } else {
-        labels.insert(ROLLOUT_POD_TEMPLATE_HASH_LABEL.into(), hash.into());
+        labels.insert(HASH_LABEL.into(), hash.into());
     }
 }
 
@@ -1998,15 +1995,12 @@ fn output_subset(ns: &NewSubset) -> Value {
                 .and_then(Value::as_object)
                 .cloned()
                 .unwrap_or_default();
-            match new.get(ROLLOUT_POD_TEMPLATE_HASH_LABEL) {
+            match new.get(HASH_LABEL) {
                 Some(h) => {
-                    l.insert(
-                        ROLLOUT_POD_TEMPLATE_HASH_LABEL.into(),
-                        Value::from(h.clone()),
-                    );
+                    l.insert(HASH_LABEL.into(), Value::from(h.clone()));
                 }
                 None => {
-                    l.shift_remove(ROLLOUT_POD_TEMPLATE_HASH_LABEL);
+                    l.shift_remove(HASH_LABEL);
                 }
             }
             Value::Object(l)
@@ -2060,10 +2054,7 @@ pub fn update_destination_rule(
     let typed = decode_destination_rule(dr)?;
 
     let mut new_annotations = typed.annotations.clone().unwrap_or_default();
-    new_annotations.insert(
-        MANAGED_BY_ROLLOUTS_ANNOTATION.into(),
-        ctx.rollout_name.into(),
-    );
+    new_annotations.insert(MANAGED_BY.into(), ctx.rollout_name.into());
     let annotations_changed = typed.annotations.as_ref() != Some(&new_annotations);
 
     // Service name → additional destination (later entries win), in first-seen order.
@@ -2089,7 +2080,7 @@ pub fn update_destination_rule(
             if d.pod_template_hash.is_empty() {
                 // Removed, and (as in Argo) the destination is also appended again below.
                 if let Some(l) = labels.as_mut() {
-                    l.remove(ROLLOUT_POD_TEMPLATE_HASH_LABEL);
+                    l.remove(HASH_LABEL);
                 }
             } else {
                 set_hash(
@@ -2109,10 +2100,7 @@ pub fn update_destination_rule(
     }
     for d in pending {
         let mut labels = BTreeMap::new();
-        labels.insert(
-            ROLLOUT_POD_TEMPLATE_HASH_LABEL.to_string(),
-            d.pod_template_hash.clone(),
-        );
+        labels.insert(HASH_LABEL.to_string(), d.pod_template_hash.clone());
         new_subsets.push(NewSubset {
             source: None,
             name: d.service_name.clone(),
@@ -2175,10 +2163,7 @@ pub fn update_destination_rule(
                 *ann = Value::Object(Map::new());
             }
             if let Some(ann) = ann.as_object_mut() {
-                ann.insert(
-                    MANAGED_BY_ROLLOUTS_ANNOTATION.into(),
-                    Value::from(ctx.rollout_name),
-                );
+                ann.insert(MANAGED_BY.into(), Value::from(ctx.rollout_name));
             }
         }
     }

@@ -640,11 +640,7 @@ pub fn current_set_weight(
     let Some(idx) = current_canary_step(current_step_index, steps.len()) else {
         return max_weight;
     };
-    steps[..=idx]
-        .iter()
-        .rev()
-        .find_map(|s| s.set_weight)
-        .unwrap_or(0)
+    crate::model::vocabulary::latest_set_weight(steps, idx, |s| s.set_weight)
 }
 
 /// Mirrors `UseSetCanaryScale`: only with traffic routing; on abort only when

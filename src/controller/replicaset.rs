@@ -13,8 +13,7 @@ use crate::apiserver::{ApiError, ApiServer};
 use crate::clock::SimTime;
 use crate::model::{Kind, Object};
 
-/// Label that ties Pods and ReplicaSets to a pod template.
-pub const HASH_LABEL: &str = "rollouts-pod-template-hash";
+pub use crate::model::vocabulary::HASH_LABEL;
 
 /// Knobs of the simulated kubelet.
 #[derive(Debug, Clone)]
@@ -248,15 +247,7 @@ pub fn is_available(pod: &Object, min_ready: Duration, now: SimTime) -> bool {
         })
 }
 
-pub fn is_ready(pod: &Object) -> bool {
-    pod.status()
-        .get("conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
-}
+pub use crate::model::vocabulary::pod_is_ready as is_ready;
 
 fn new_pod(rs: &Object, lifecycle: &PodLifecycle, rng: &mut Pcg64Mcg, api: &ApiServer) -> Object {
     let ns = rs.namespace();

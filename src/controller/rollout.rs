@@ -25,11 +25,11 @@ use crate::model::rollout::{
 use crate::model::{Kind, Object};
 
 /// Annotation Argo puts on Services and DestinationRules it manages.
-pub const MANAGED_BY: &str = "argo-rollouts.argoproj.io/managed-by-rollouts";
+pub use crate::model::vocabulary::MANAGED_BY;
 /// ReplicaSet annotation: revision number.
-pub const REVISION: &str = "rollout.argoproj.io/revision";
+pub use crate::model::vocabulary::REVISION;
 /// ReplicaSet annotation: when a delayed scale-down happens.
-pub const SCALE_DOWN_DEADLINE: &str = "scale-down-deadline";
+pub use crate::model::vocabulary::SCALE_DOWN_DEADLINE;
 const CANARY_PAUSE_STEP: &str = "CanaryPauseStep";
 
 /// A Kubernetes event emitted by the controller.
@@ -1815,21 +1815,16 @@ fn progress_threshold(canary: &CanaryStrategy) -> Option<ReplicaProgressThreshol
 
 /// The latest setWeight at or before `index`, else 0.
 fn current_set_weight(steps: &[CanaryStep], index: usize) -> i32 {
-    steps[..=index.min(steps.len().saturating_sub(1))]
-        .iter()
-        .rev()
-        .find_map(|s| s.set_weight)
-        .unwrap_or(0)
+    crate::model::vocabulary::latest_set_weight(steps, index, |s| s.set_weight)
 }
 
 /// The latest setWeight strictly before `index` (the weight that stays while the canary
 /// scales up for the current step), else 0.
 fn previous_set_weight(steps: &[CanaryStep], index: usize) -> i32 {
-    steps[..index.min(steps.len())]
-        .iter()
-        .rev()
-        .find_map(|s| s.set_weight)
-        .unwrap_or(0)
+    match index {
+        0 => 0,
+        i => crate::model::vocabulary::latest_set_weight(steps, i - 1, |s| s.set_weight),
+    }
 }
 
 fn pause_duration(d: Option<&IntOrString>) -> Option<Duration> {

@@ -5,6 +5,7 @@ pub mod istio;
 pub mod object;
 pub mod rollout;
 pub mod support;
+pub mod vocabulary;
 pub mod yaml;
 
 pub use object::{Kind, Object, ObjectKey};

@@ -184,11 +184,9 @@ pub fn set_weight(spec: &RolloutSpec, status: &RolloutStatus) -> i32 {
         return 100;
     }
     match status.current_step_index {
-        Some(i) if (i as usize) < steps.len() => steps[..=i as usize]
-            .iter()
-            .rev()
-            .find_map(|s| s.set_weight)
-            .unwrap_or(0),
+        Some(i) if (i as usize) < steps.len() => {
+            crate::model::vocabulary::latest_set_weight(steps, i as usize, |s| s.set_weight)
+        }
         _ => 100,
     }
 }

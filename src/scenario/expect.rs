@@ -4,8 +4,8 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 use super::format::{Expect, ReplicaExpect};
-use crate::controller::replicaset::HASH_LABEL;
 use crate::model::rollout::RolloutStatus;
+use crate::model::vocabulary::HASH_LABEL;
 use crate::model::{Kind, ObjectKey};
 use crate::report::get_rollout;
 use crate::sim::World;

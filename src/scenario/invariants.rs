@@ -10,8 +10,8 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 use crate::apiserver::ApiServer;
-use crate::controller::replicaset::is_ready;
 use crate::model::object::string_map;
+use crate::model::vocabulary::pod_is_ready as is_ready;
 use crate::model::{Kind, Object};
 
 /// The invariants that do not hold right now, one message each.

@@ -1,0 +1,40 @@
+//! The Kubernetes and Argo Rollouts vocabulary every layer shares: label and annotation keys
+//! (as Argo spells them in `pkg/apis/rollouts/v1alpha1`), pod readiness, and the set weight
+//! a canary step index stands for. Defined once here so that the data plane and the reports
+//! read objects without depending on the controller.
+
+use serde_json::Value;
+
+use super::Object;
+
+/// Label that ties Pods and ReplicaSets to a pod template (`DefaultRolloutUniqueLabelKey`).
+pub const HASH_LABEL: &str = "rollouts-pod-template-hash";
+/// Annotation on Services and DestinationRules that a rollout manages
+/// (`ManagedByRolloutsKey`).
+pub const MANAGED_BY: &str = "argo-rollouts.argoproj.io/managed-by-rollouts";
+/// A ReplicaSet's revision (`RevisionAnnotation`).
+pub const REVISION: &str = "rollout.argoproj.io/revision";
+/// When an old ReplicaSet is scaled down (`DefaultReplicaSetScaleDownDeadlineAnnotationKey`).
+pub const SCALE_DOWN_DEADLINE: &str = "scale-down-deadline";
+
+/// Whether the Pod's `Ready` condition is true.
+pub fn pod_is_ready(pod: &Object) -> bool {
+    pod.status()
+        .get("conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+}
+
+/// The latest `setWeight` among the steps up to and including `index` (the core of Argo's
+/// `GetCurrentSetWeight`), else 0; `weight` reads a step's setWeight.
+pub fn latest_set_weight<T>(steps: &[T], index: usize, weight: impl Fn(&T) -> Option<i32>) -> i32 {
+    steps
+        .iter()
+        .take(index.saturating_add(1))
+        .rev()
+        .find_map(weight)
+        .unwrap_or(0)
+}
