@@ -210,7 +210,7 @@ fn run(path: Option<&Path>, seed: Option<u64>, format: Format) -> (u8, String, S
             }
         }
         Format::Json => {
-            out.push_str(&serde_json::to_string_pretty(&reports).expect("reports serialize"));
+            out.push_str(&report::json_many(&reports));
             out.push('\n');
         }
         Format::Text => {

@@ -2,7 +2,8 @@
 //! 80 / 1m / 100), checked against the figures the seed shows at every step.
 
 use canarysim::model::Kind;
-use canarysim::report::{get_rollout, rollout_view};
+use canarysim::report::rollout_view;
+use canarysim::rollout_info;
 use canarysim::sim::World;
 use std::time::Duration;
 
@@ -21,7 +22,7 @@ fn deployed() -> World {
 }
 
 fn view(world: &World) -> rollout_view::RolloutView {
-    get_rollout::view(&world.api, NS, RO, world.now()).unwrap()
+    rollout_info::view(&world.api, NS, RO, world.now()).unwrap()
 }
 
 fn weights(world: &World) -> (i64, i64) {

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::scenario::RunReport;
+use crate::outcome::RunReport;
 
 /// Renders a run: each step with its time and verdict, the `get rollout` view at each
 /// pause, invariant violations, and the verdict.
@@ -41,6 +41,7 @@ pub fn render(report: &RunReport) -> String {
             }
         }
         for view in &step.views {
+            let view = super::rollout_view::render(view, false);
             let _ = writeln!(out);
             for line in view.lines() {
                 let _ = writeln!(out, "        {line}");
@@ -98,7 +99,7 @@ pub fn summary(reports: &[RunReport]) -> String {
 
 /// A load step in a few lines: where the requests went, each version's share with its
 /// interval, errors and latency, and the fit to the configured split.
-pub fn load_summary(r: &crate::scenario::split::LoadReport) -> String {
+pub fn load_summary(r: &crate::outcome::LoadReport) -> String {
     let mut out = String::new();
     let unit = match r.unit {
         crate::verify::SplitUnit::Request => "split per request",
@@ -213,7 +214,7 @@ fn millis(us: u64) -> String {
 
 /// `canarysim compare`: per load step, the set weight beside what the mesh and the no-mesh
 /// worlds delivered.
-pub fn compare(r: &crate::scenario::compare::CompareReport) -> String {
+pub fn compare(r: &crate::outcome::CompareReport) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "compare {} (seed {}) — {}", r.name, r.seed, r.file);
     let _ = writeln!(
@@ -235,7 +236,7 @@ pub fn compare(r: &crate::scenario::compare::CompareReport) -> String {
         "ERROR"
     );
     for row in &r.rows {
-        let cell = |o: &crate::scenario::compare::Observed| {
+        let cell = |o: &crate::outcome::Observed| {
             let unit = match o.unit {
                 crate::verify::SplitUnit::Request => "req",
                 crate::verify::SplitUnit::Connection => "conn",

@@ -7,60 +7,20 @@
 //! connection. Same seed, same load steps. Per load step the report sets the set weight
 //! beside what each world delivered.
 
-use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::plan::{Plan, StepKind};
 use super::runner::Runner;
-use super::split::LoadReport;
 use crate::load::OriginChoice;
 use crate::model::rollout::{RolloutSpec, RolloutStatus};
 use crate::model::{Kind, Manifest, Object};
-use crate::report::get_rollout;
-use crate::verify::Interval;
+use crate::outcome::LoadReport;
+pub use crate::outcome::{CompareReport, CompareRow, Observed};
+use crate::rollout_info;
 
 /// Service the no-mesh run adds in front of each rollout's pods.
 pub fn plain_service_name(rollout: &str) -> String {
     format!("{rollout}-all")
-}
-
-/// One load step, both ways.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct CompareRow {
-    pub step: usize,
-    pub time: String,
-    /// The rollout's SetWeight when the load ran (mesh world).
-    pub set_weight: i32,
-    /// The canary weight written to the VirtualService (mesh world).
-    pub virtual_service_weight: Option<i32>,
-    pub mesh: Observed,
-    /// The new version's share of the rollout's ready pods (no-mesh world).
-    pub pod_ratio: f64,
-    pub no_mesh: Observed,
-}
-
-/// The share of the rollout's new version (its current pod template) a load observed, its
-/// interval (99 %), and its error against the set weight in percentage points. (After full
-/// promotion the new version is the stable one: it then gets everything, as SetWeight 100
-/// says, while the VirtualService is back to canary 0.)
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Observed {
-    pub share: f64,
-    pub interval: Interval,
-    pub unit: crate::verify::SplitUnit,
-    pub effective_n: u64,
-    pub error_points: f64,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct CompareReport {
-    pub name: String,
-    pub file: String,
-    pub seed: u64,
-    pub rows: Vec<CompareRow>,
-    /// Steps of the no-mesh run that could not run as written (e.g. a `wait` whose phase
-    /// never comes), for the reader's information.
-    pub notes: Vec<String>,
 }
 
 /// Runs `plan` with and without traffic routing.
@@ -154,7 +114,7 @@ fn rollout_weights(runner: &Runner, ns: &str) -> (i32, Option<i32>) {
     let spec: RolloutSpec = ro.spec_as().unwrap_or_default();
     let status: RolloutStatus = ro.status_as().unwrap_or_default();
     let vs = status.canary.weights.as_ref().map(|w| w.canary.weight);
-    (get_rollout::set_weight(&spec, &status), vs)
+    (rollout_info::set_weight(&spec, &status), vs)
 }
 
 /// The image tag of the (first) rollout's current template, and the share of its ready pods

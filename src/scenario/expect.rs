@@ -7,7 +7,7 @@ use super::format::{Expect, ReplicaExpect};
 use crate::model::rollout::RolloutStatus;
 use crate::model::vocabulary::HASH_LABEL;
 use crate::model::{Kind, ObjectKey};
-use crate::report::get_rollout;
+use crate::rollout_info;
 use crate::sim::World;
 
 /// The `$canary_hash`, `$stable_hash`, `$canary_rs`, `$stable_rs` values of a rollout.
@@ -87,7 +87,7 @@ pub fn check(
                 );
             }
             if e.set_weight.is_some() || e.actual_weight.is_some() {
-                if let Ok(view) = get_rollout::view(&world.api, ns, name, world.now()) {
+                if let Ok(view) = rollout_info::view(&world.api, ns, name, world.now()) {
                     if let Some(w) = e.set_weight {
                         out.compare("set_weight", w.to_string(), view.set_weight.to_string());
                     }

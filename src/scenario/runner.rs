@@ -4,68 +4,23 @@
 //! The runner drives the world one step at a time through [`Runner::step`], so a TUI can
 //! show the state between steps; [`run`] does all steps at once.
 
-use serde::Serialize;
 use std::collections::BTreeSet;
 
 use super::expect;
 use super::format::Role;
 use super::invariants;
 use super::plan::{Plan, PlannedStep, StepKind};
-use super::split::{self, LoadReport};
+use super::split;
 use crate::clock::SimTime;
 use crate::controller::replicaset::PodLifecycle;
 use crate::load::{self, LoadResult};
 use crate::model::Kind;
 use crate::model::support::Warning;
-use crate::report::{get_rollout, rollout_view};
+use crate::outcome::LoadReport;
+pub use crate::outcome::{RunReport, StepReport, Violation};
+use crate::rollout_info::{self, RolloutView};
 use crate::sim::{ClusterConfig, World};
 use crate::verify::SplitVerdict;
-
-/// What a run produced (the JSON report is this, serialized).
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct RunReport {
-    pub name: String,
-    pub description: String,
-    pub file: String,
-    pub seed: u64,
-    pub passed: bool,
-    pub steps: Vec<StepReport>,
-    pub violations: Vec<Violation>,
-    /// Fields kept but not simulated, unknown fields, and what the route translation skipped:
-    /// in the order found, each once.
-    pub warnings: Vec<Warning>,
-    /// The rollouts as `kubectl argo rollouts get rollout` shows them at the end.
-    pub final_views: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct StepReport {
-    pub index: usize,
-    pub action: String,
-    pub summary: String,
-    /// Virtual time when the step finished, e.g. `t+1m5s`.
-    pub time: String,
-    pub time_ms: u64,
-    pub passed: bool,
-    pub detail: String,
-    /// `get rollout` views of rollouts that reached a pause during this step.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub views: Vec<String>,
-    /// What a `load` step observed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub load: Option<LoadReport>,
-    /// The verdict of an `expect_split` step.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub split: Option<SplitVerdict>,
-}
-
-/// An invariant that stopped holding, and when.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Violation {
-    pub time: String,
-    pub time_ms: u64,
-    pub message: String,
-}
 
 /// Runs every step.
 pub fn run(plan: &Plan, seed: Option<u64>) -> RunReport {
@@ -172,14 +127,13 @@ impl<'p> Runner<'p> {
             .rollout_names()
             .iter()
             .filter_map(|name| {
-                get_rollout::view(
+                rollout_info::view(
                     &self.world.api,
                     &self.plan.namespace,
                     name,
                     self.world.now(),
                 )
                 .ok()
-                .map(|v| rollout_view::render(&v, false))
             })
             .collect();
         RunReport {
@@ -291,7 +245,7 @@ impl<'p> Runner<'p> {
         expected_exit: i32,
     ) -> Result<String, String> {
         let line = |w: &World| -> (String, String) {
-            match get_rollout::view(&w.api, ns, rollout, w.now()) {
+            match rollout_info::view(&w.api, ns, rollout, w.now()) {
                 Ok(v) => {
                     let text = if v.message.is_empty()
                         || (!watch && (v.status == "Healthy" || v.status == "Degraded"))
@@ -308,7 +262,7 @@ impl<'p> Runner<'p> {
         let mut printed: Vec<String> = Vec::new();
         let (mut status, first) = line(&self.world);
         printed.push(first);
-        let mut message = get_rollout::view(&self.world.api, ns, rollout, self.world.now())
+        let mut message = rollout_info::view(&self.world.api, ns, rollout, self.world.now())
             .map(|v| v.message)
             .unwrap_or_default();
         let settled = |s: &str| s == "Healthy" || s == "Degraded";
@@ -327,7 +281,7 @@ impl<'p> Runner<'p> {
                 }
                 status = s;
             }
-            message = get_rollout::view(&self.world.api, ns, rollout, self.world.now())
+            message = rollout_info::view(&self.world.api, ns, rollout, self.world.now())
                 .map(|v| v.message)
                 .unwrap_or_default();
         }
@@ -577,7 +531,7 @@ impl<'p> Runner<'p> {
     }
 
     /// Views of rollouts that are paused at a step not shown before.
-    fn pause_views(&mut self) -> Vec<String> {
+    fn pause_views(&mut self) -> Vec<RolloutView> {
         let mut out = Vec::new();
         for name in self.rollout_names() {
             let Ok(ro) = self
@@ -594,13 +548,13 @@ impl<'p> Runner<'p> {
             if !self.shown.insert((name.clone(), index)) {
                 continue;
             }
-            if let Ok(v) = get_rollout::view(
+            if let Ok(v) = rollout_info::view(
                 &self.world.api,
                 &self.plan.namespace,
                 &name,
                 self.world.now(),
             ) {
-                out.push(rollout_view::render(&v, false));
+                out.push(v);
             }
         }
         out

@@ -1,84 +1,14 @@
 //! What a load step observed, as a report, and the `expect_split` verdict on it. The
 //! statistics are `verify`'s; this module only chooses what to compare.
 
-use serde::Serialize;
-
 use super::format::ExpectSplit;
 use crate::endpoints::Role;
 use crate::load::{LoadResult, SplitUnit};
-use crate::verify::{self, GofResult, Interval, LatencySummary, MannWhitney, SplitVerdict};
+pub use crate::outcome::{LoadReport, RoleShare, VersionReport};
+use crate::verify::{self, SplitVerdict};
 
 /// Confidence of the intervals shown in a load report.
 pub const REPORT_CONFIDENCE: f64 = 0.99;
-
-/// One load step, as reported.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct LoadReport {
-    /// The data plane the requests went through.
-    pub path: String,
-    /// The unit of randomisation: `request` or `connection`.
-    pub unit: SplitUnit,
-    /// Independent draws behind the shares (requests, or connections).
-    pub effective_n: u64,
-    pub sent: u64,
-    pub answered: u64,
-    pub not_found: u64,
-    pub no_healthy_upstream: u64,
-    pub refused: u64,
-    /// 503s from a proxy whose pod had gone (its table had not caught up yet).
-    pub upstream_failed: u64,
-    /// Answered by the fault filter (`fault.abort`).
-    pub fault_aborted: u64,
-    /// 504s: the route timeout fired.
-    pub timed_out: u64,
-    /// Attempts after the first: the pods saw them, the clients did not.
-    pub retries: u64,
-    pub connections: u64,
-    pub started: String,
-    pub ended: String,
-    pub versions: Vec<VersionReport>,
-    /// Every answering pod.
-    pub pods: Vec<crate::load::PodStats>,
-    /// The split the data plane was configured for, per role.
-    pub configured: Vec<RoleShare>,
-    /// Goodness of fit of the observed roles to `configured`.
-    pub fit: Option<GofResult>,
-    /// Canary against stable latency, when both answered enough requests.
-    pub latency_comparison: Option<MannWhitney>,
-    /// The sequential test's outcome, when the load had `until_decided`.
-    pub sequential: Option<crate::load::Sequential>,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct RoleShare {
-    pub role: String,
-    pub share: f64,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct VersionReport {
-    pub role: String,
-    pub version: String,
-    pub responses: u64,
-    pub connections: u64,
-    /// Share of the answered requests.
-    pub share: f64,
-    /// Share of the units of randomisation: of the requests, or of the connections when
-    /// each connection chose (then it can differ from `share`: a slower version answers
-    /// fewer requests per connection).
-    pub unit_share: f64,
-    /// The confidence interval (99 %) of `unit_share`.
-    pub interval: Interval,
-    pub errors: u64,
-    pub error_rate: f64,
-    pub mirrored: u64,
-    /// The pods' view: what this version's pods answered, retried attempts included
-    /// (`responses` and `errors` are what the clients saw).
-    pub pod_answers: u64,
-    pub pod_errors: u64,
-    /// Microseconds.
-    pub latency: LatencySummary,
-}
 
 /// Effective sample size: answered requests, or connections when each connection chose.
 pub fn effective_n(r: &LoadResult) -> u64 {

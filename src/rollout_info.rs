@@ -1,13 +1,12 @@
-//! Builds the `kubectl argo rollouts get rollout` view from the objects in the store, with
-//! the plugin's rules for SetWeight, ActualWeight, images and tree rows
-//! (`pkg/kubectl-argo-rollouts/info`).
+//! The `get rollout` query: what Argo's kubectl plugin gathers in its `info` package — the
+//! Rollout, its ReplicaSets and Pods, their roles (stable, canary, ping, pong), ages and the
+//! set and actual weights — as plain data ([`RolloutView`]) that the text renderer
+//! (`report::rollout_view`), the JSON report and the TUI draw.
 
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-use super::rollout_view::{
-    ImageView, PodView, ReplicaSetView, RevisionView, RolloutView, ScaleDownDelay,
-};
 use crate::apiserver::{ApiError, ApiServer};
 use crate::clock::SimTime;
 use crate::controller::replicaset::{HASH_LABEL, owned_pods};
@@ -228,4 +227,107 @@ fn pod_view(pod: &Object, now: SimTime) -> PodView {
         ready: (ready, statuses.len() as u32),
         restarts,
     }
+}
+
+/// Data for one `get rollout` screen (canary strategy).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RolloutView {
+    /// Rollout name (`Name:` and the `⟳` tree row).
+    pub name: String,
+    /// Rollout namespace.
+    pub namespace: String,
+    /// Status string, e.g. `Healthy`, `Progressing`, `Paused`, `Degraded`;
+    /// the icon is derived with [`rollout_icon`].
+    pub status: String,
+    /// `Message:` line; omitted when empty (e.g. `CanaryPauseStep`).
+    pub message: String,
+    /// Current step index and number of steps, shown as `index/len`; `None`
+    /// leaves the `Step:` value blank as the plugin does.
+    pub step: Option<(u32, u32)>,
+    /// Desired canary weight of the current step.
+    pub set_weight: i32,
+    /// Weight actually applied.
+    pub actual_weight: i32,
+    /// Images with their tags; rendered sorted by image name.
+    pub images: Vec<ImageView>,
+    /// `spec.replicas`.
+    pub desired: i32,
+    /// `status.replicas`.
+    pub current: i32,
+    /// `status.updatedReplicas`.
+    pub updated: i32,
+    /// `status.readyReplicas`.
+    pub ready: i32,
+    /// `status.availableReplicas`.
+    pub available: i32,
+    /// Time since the Rollout was created.
+    pub age: Duration,
+    /// Revisions; rendered newest (highest number) first.
+    pub revisions: Vec<RevisionView>,
+}
+
+/// One entry of the `Images:` block.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageView {
+    /// Image reference, e.g. `argoproj/rollouts-demo:blue`.
+    pub image: String,
+    /// Tags shown in parentheses, in the given order (`canary`, `stable`, ...).
+    pub tags: Vec<String>,
+}
+
+/// A `# revision:N` node and its ReplicaSets.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RevisionView {
+    /// Revision number.
+    pub revision: i64,
+    /// ReplicaSets of this revision, in display order.
+    pub replica_sets: Vec<ReplicaSetView>,
+}
+
+/// A `⧉` ReplicaSet row and its pods.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplicaSetView {
+    /// ReplicaSet name.
+    pub name: String,
+    /// Status string: `Healthy`, `Progressing`, `ScaledDown` or
+    /// `ReplicaFailure`; the icon is derived with [`replica_set_icon`].
+    pub status: String,
+    /// Time since the ReplicaSet was created.
+    pub age: Duration,
+    /// Adds the `stable` INFO tag (and colours the name green).
+    pub stable: bool,
+    /// Adds the `canary` INFO tag (and colours the name yellow).
+    pub canary: bool,
+    /// With pingPong: which of the two Services selects this ReplicaSet (`ping` or `pong`),
+    /// shown after stable/canary.
+    pub ping_pong: Option<&'static str>,
+    /// Adds `delay:<remaining>` or `delay:passed` to INFO.
+    pub scale_down_delay: Option<ScaleDownDelay>,
+    /// Pods, in display order (the plugin sorts oldest first, then by name).
+    pub pods: Vec<PodView>,
+}
+
+/// State of a ReplicaSet's scale-down deadline annotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScaleDownDelay {
+    /// Deadline not reached yet; time left until it.
+    Remaining(Duration),
+    /// Deadline is in the past.
+    Passed,
+}
+
+/// A `□` Pod row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodView {
+    /// Pod name.
+    pub name: String,
+    /// Status/reason string, e.g. `Running`, `Pending`, `CrashLoopBackOff`;
+    /// the icon is derived with [`pod_icon`].
+    pub status: String,
+    /// Time since the Pod was created.
+    pub age: Duration,
+    /// Ready and total containers, shown as `ready:r/t`.
+    pub ready: (u32, u32),
+    /// Container restarts; shown as `,restarts:n` only when non-zero.
+    pub restarts: u32,
 }

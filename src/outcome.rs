@@ -1,0 +1,166 @@
+//! What a run observed, as plain data: the scenario runner and `compare` produce it; the
+//! text and JSON reports (`report`), the testing API and the TUI render or read it. Nothing
+//! here renders or decides.
+
+use serde::Serialize;
+
+use crate::model::support::Warning;
+use crate::rollout_info::RolloutView;
+use crate::verify::{GofResult, Interval, LatencySummary, MannWhitney, SplitUnit, SplitVerdict};
+
+/// What a run produced (the JSON report is this, serialized).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RunReport {
+    pub name: String,
+    pub description: String,
+    pub file: String,
+    pub seed: u64,
+    pub passed: bool,
+    pub steps: Vec<StepReport>,
+    pub violations: Vec<Violation>,
+    /// Fields kept but not simulated, unknown fields, and what the route translation skipped:
+    /// in the order found, each once.
+    pub warnings: Vec<Warning>,
+    /// The rollouts as `kubectl argo rollouts get rollout` shows them at the end (data; the
+    /// JSON report renders them as text).
+    #[serde(skip)]
+    pub final_views: Vec<RolloutView>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StepReport {
+    pub index: usize,
+    pub action: String,
+    pub summary: String,
+    /// Virtual time when the step finished, e.g. `t+1m5s`.
+    pub time: String,
+    pub time_ms: u64,
+    pub passed: bool,
+    pub detail: String,
+    /// `get rollout` views of rollouts that reached a pause during this step (data; the
+    /// JSON report renders them as text).
+    #[serde(skip)]
+    pub views: Vec<RolloutView>,
+    /// What a `load` step observed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadReport>,
+    /// The verdict of an `expect_split` step.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split: Option<SplitVerdict>,
+}
+
+/// An invariant that stopped holding, and when.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Violation {
+    pub time: String,
+    pub time_ms: u64,
+    pub message: String,
+}
+
+/// One load step, as reported.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LoadReport {
+    /// The data plane the requests went through.
+    pub path: String,
+    /// The unit of randomisation: `request` or `connection`.
+    pub unit: SplitUnit,
+    /// Independent draws behind the shares (requests, or connections).
+    pub effective_n: u64,
+    pub sent: u64,
+    pub answered: u64,
+    pub not_found: u64,
+    pub no_healthy_upstream: u64,
+    pub refused: u64,
+    /// 503s from a proxy whose pod had gone (its table had not caught up yet).
+    pub upstream_failed: u64,
+    /// Answered by the fault filter (`fault.abort`).
+    pub fault_aborted: u64,
+    /// 504s: the route timeout fired.
+    pub timed_out: u64,
+    /// Attempts after the first: the pods saw them, the clients did not.
+    pub retries: u64,
+    pub connections: u64,
+    pub started: String,
+    pub ended: String,
+    pub versions: Vec<VersionReport>,
+    /// Every answering pod.
+    pub pods: Vec<crate::load::PodStats>,
+    /// The split the data plane was configured for, per role.
+    pub configured: Vec<RoleShare>,
+    /// Goodness of fit of the observed roles to `configured`.
+    pub fit: Option<GofResult>,
+    /// Canary against stable latency, when both answered enough requests.
+    pub latency_comparison: Option<MannWhitney>,
+    /// The sequential test's outcome, when the load had `until_decided`.
+    pub sequential: Option<crate::load::Sequential>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RoleShare {
+    pub role: String,
+    pub share: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct VersionReport {
+    pub role: String,
+    pub version: String,
+    pub responses: u64,
+    pub connections: u64,
+    /// Share of the answered requests.
+    pub share: f64,
+    /// Share of the units of randomisation: of the requests, or of the connections when
+    /// each connection chose (then it can differ from `share`: a slower version answers
+    /// fewer requests per connection).
+    pub unit_share: f64,
+    /// The confidence interval (99 %) of `unit_share`.
+    pub interval: Interval,
+    pub errors: u64,
+    pub error_rate: f64,
+    pub mirrored: u64,
+    /// The pods' view: what this version's pods answered, retried attempts included
+    /// (`responses` and `errors` are what the clients saw).
+    pub pod_answers: u64,
+    pub pod_errors: u64,
+    /// Microseconds.
+    pub latency: LatencySummary,
+}
+
+/// One load step, both ways.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CompareRow {
+    pub step: usize,
+    pub time: String,
+    /// The rollout's SetWeight when the load ran (mesh world).
+    pub set_weight: i32,
+    /// The canary weight written to the VirtualService (mesh world).
+    pub virtual_service_weight: Option<i32>,
+    pub mesh: Observed,
+    /// The new version's share of the rollout's ready pods (no-mesh world).
+    pub pod_ratio: f64,
+    pub no_mesh: Observed,
+}
+
+/// The share of the rollout's new version (its current pod template) a load observed, its
+/// interval (99 %), and its error against the set weight in percentage points. (After full
+/// promotion the new version is the stable one: it then gets everything, as SetWeight 100
+/// says, while the VirtualService is back to canary 0.)
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Observed {
+    pub share: f64,
+    pub interval: Interval,
+    pub unit: SplitUnit,
+    pub effective_n: u64,
+    pub error_points: f64,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CompareReport {
+    pub name: String,
+    pub file: String,
+    pub seed: u64,
+    pub rows: Vec<CompareRow>,
+    /// Steps of the no-mesh run that could not run as written (e.g. a `wait` whose phase
+    /// never comes), for the reader's information.
+    pub notes: Vec<String>,
+}
