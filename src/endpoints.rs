@@ -240,18 +240,7 @@ pub fn pod_version(pod: &Object) -> &str {
         .unwrap_or("")
 }
 
-/// `argoproj/rollouts-demo:yellow` → `yellow`; `registry:5000/app` → `latest`;
-/// `app@sha256:…` → the digest.
-pub fn image_version(image: &str) -> &str {
-    if let Some((_, digest)) = image.split_once('@') {
-        return digest;
-    }
-    let last = image.rsplit('/').next().unwrap_or(image);
-    match last.rsplit_once(':') {
-        Some((_, tag)) if !tag.is_empty() => tag,
-        _ => "latest",
-    }
-}
+pub use crate::model::vocabulary::image_version;
 
 /// What role a Pod with these labels has, from the rollouts in its namespace.
 fn role_of(ns: &str, labels: &BTreeMap<String, String>, rollouts: &[RolloutHashes]) -> Role {

@@ -4,21 +4,12 @@
 //! ReplicaSet's `rollout.argoproj.io/ephemeral-metadata` annotation, so only that is removed
 //! (utils/replicaset/canary.go SyncEphemeralPodMetadata, rollout/ephemeralmetadata.go).
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::BTreeMap;
 
 /// The annotation that records what was injected.
 pub const EPHEMERAL_METADATA: &str = "rollout.argoproj.io/ephemeral-metadata";
 
-/// `PodTemplateMetadata`: what to put on a role's pods.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PodTemplateMetadata {
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub labels: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub annotations: BTreeMap<String, String>,
-}
+pub use crate::model::rollout::PodTemplateMetadata;
 
 /// Puts `desired` on an object's metadata (a pod's, or a pod template's) and removes what
 /// `existing` had injected and `desired` no longer wants. True when it changed anything.
@@ -105,6 +96,7 @@ pub fn sync_replica_set(rs: &mut Value, desired: Option<&PodTemplateMetadata>) -
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     fn meta(labels: &[(&str, &str)]) -> PodTemplateMetadata {
         PodTemplateMetadata {

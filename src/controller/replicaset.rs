@@ -58,7 +58,7 @@ impl PodLifecycle {
                 .filter_map(|c| c["image"].as_str())
                 .any(|image| {
                     images.contains(image)
-                        || images.contains(crate::endpoints::image_version(image))
+                        || images.contains(crate::model::vocabulary::image_version(image))
                 })
     }
 }

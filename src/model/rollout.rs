@@ -85,8 +85,8 @@ pub struct CanaryStrategy {
     pub replica_progress_threshold: Option<Value>,
     pub traffic_routing: Option<TrafficRouting>,
     pub analysis: Option<Value>,
-    pub canary_metadata: Option<crate::controller::ephemeral::PodTemplateMetadata>,
-    pub stable_metadata: Option<crate::controller::ephemeral::PodTemplateMetadata>,
+    pub canary_metadata: Option<PodTemplateMetadata>,
+    pub stable_metadata: Option<PodTemplateMetadata>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -485,4 +485,13 @@ mod tests {
         let v = serde_json::to_value(&st).unwrap();
         assert_eq!(v["stableRS"], "abc");
     }
+}
+
+/// `PodTemplateMetadata`: what to put on a role's pods.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodTemplateMetadata {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
 }

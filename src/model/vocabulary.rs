@@ -38,3 +38,16 @@ pub fn latest_set_weight<T>(steps: &[T], index: usize, weight: impl Fn(&T) -> Op
         .find_map(weight)
         .unwrap_or(0)
 }
+
+/// `argoproj/rollouts-demo:yellow` → `yellow`; `registry:5000/app` → `latest`;
+/// `app@sha256:…` → the digest.
+pub fn image_version(image: &str) -> &str {
+    if let Some((_, digest)) = image.split_once('@') {
+        return digest;
+    }
+    let last = image.rsplit('/').next().unwrap_or(image);
+    match last.rsplit_once(':') {
+        Some((_, tag)) if !tag.is_empty() => tag,
+        _ => "latest",
+    }
+}
