@@ -347,3 +347,35 @@ impl World {
         Ok(removed)
     }
 }
+
+impl crate::load::Cluster for World {
+    type Error = SimError;
+
+    fn now(&self) -> SimTime {
+        World::now(self)
+    }
+
+    fn next_wake(&self) -> Option<SimTime> {
+        World::next_wake(self)
+    }
+
+    fn api(&self) -> &ApiServer {
+        &self.api
+    }
+
+    fn mesh(&self) -> &Mesh {
+        &self.mesh
+    }
+
+    fn mesh_mut(&mut self) -> &mut Mesh {
+        &mut self.mesh
+    }
+
+    fn settle(&mut self) -> Result<(), SimError> {
+        World::settle(self)
+    }
+
+    fn advance_to(&mut self, t: SimTime) -> Result<(), SimError> {
+        self.advance_until(t, |_| false).map(|_| ())
+    }
+}

@@ -124,6 +124,12 @@ fn the_layers_keep_their_direction() {
             "the model is the vocabulary everyone shares",
         ),
         ("verify", "scenario", "statistics know nothing of scenarios"),
+        (
+            "load",
+            "sim",
+            "a load drives any Cluster; the real load generator has no World",
+        ),
+        ("load", "scenario", "loads know nothing of scenario files"),
     ];
     let mut broken = Vec::new();
     for (module, not, why) in forbidden {

@@ -23,6 +23,37 @@ use crate::mesh::Protocol;
 use crate::verify::LatencyRecorder;
 pub use crate::verify::SplitUnit;
 
+/// Why a simulated load could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError<E: std::error::Error> {
+    /// The cluster failed while the load moved its clock.
+    #[error(transparent)]
+    Cluster(E),
+    #[error("sequential test: {0}")]
+    SequentialTest(String),
+    #[error("no route table has reached the proxies yet")]
+    NoRouteTable,
+}
+
+/// The cluster a simulated load runs against: its objects, its proxies' route tables (with
+/// the instant each took effect) and its clock. The load moves the clock forward as virtual
+/// time passes, so that the rollout and its push delays play out while requests flow; the
+/// simulation's `World` is one, and the load knows nothing else of it.
+pub trait Cluster {
+    type Error: std::error::Error;
+    fn now(&self) -> crate::clock::SimTime;
+    /// When something will next change by itself (a pod turning ready, a pause ending, a
+    /// table push), if anything will.
+    fn next_wake(&self) -> Option<crate::clock::SimTime>;
+    fn api(&self) -> &crate::apiserver::ApiServer;
+    fn mesh(&self) -> &crate::mesh::Mesh;
+    fn mesh_mut(&mut self) -> &mut crate::mesh::Mesh;
+    /// Lets every controller reconcile the present state.
+    fn settle(&mut self) -> Result<(), Self::Error>;
+    /// Moves the clock to `t`, with whatever happens on the way.
+    fn advance_to(&mut self, t: crate::clock::SimTime) -> Result<(), Self::Error>;
+}
+
 /// How much to send.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Amount {

@@ -20,11 +20,11 @@ use super::backend::BackendModel;
 use super::{
     Amount, ArmStats, Arrival, Backends, LoadResult, OriginChoice, Sequential, SplitUnit, Workload,
 };
+use super::{Cluster, LoadError};
 use crate::endpoints::{Endpoint, Role};
 use crate::kubeproxy::{ProxyMode, ProxyState, ServiceProxy};
 use crate::mesh::{LbPolicy, Origin, Protocol, RequestMeta, RouteError};
 use crate::model::Kind;
-use crate::sim::{SimError, World};
 
 /// A load given as a request count stops after this much virtual time at the latest.
 pub const MAX_LOAD_TIME: Duration = Duration::from_secs(24 * 3600);
@@ -67,28 +67,28 @@ struct Conn {
 }
 
 /// Runs `workload` against the world, advancing the world's clock as virtual time passes.
-pub fn simulate(
-    world: &mut World,
+pub fn simulate<C: Cluster>(
+    world: &mut C,
     workload: &Workload,
     backends: &Backends,
     lb: LbPolicy,
     proxy_mode: ProxyMode,
     rng: &mut Pcg64Mcg,
-) -> Result<LoadResult, SimError> {
+) -> Result<LoadResult, LoadError<C::Error>> {
     simulate_with(world, workload, backends, lb, proxy_mode, rng, true)
 }
 
 /// [`simulate`], optionally without the specialised loop (to check they agree).
-pub(crate) fn simulate_with(
-    world: &mut World,
+pub(crate) fn simulate_with<C: Cluster>(
+    world: &mut C,
     workload: &Workload,
     backends: &Backends,
     lb: LbPolicy,
     proxy_mode: ProxyMode,
     rng: &mut Pcg64Mcg,
     allow_fast: bool,
-) -> Result<LoadResult, SimError> {
-    world.settle()?;
+) -> Result<LoadResult, LoadError<C::Error>> {
+    world.settle().map_err(LoadError::Cluster)?;
     let started = world.now();
     let path = choose_path(world, workload);
     let end = match workload.amount {
@@ -143,7 +143,7 @@ pub(crate) fn simulate_with(
     let mut sprt = match (&workload.stop, per_connection) {
         (Some(rule), false) => Some((
             crate::verify::TwoSidedSprt::new(rule.share, rule.delta, rule.alpha, rule.beta)
-                .map_err(|e| SimError::Action(format!("sequential test: {e}")))?,
+                .map_err(|e| LoadError::SequentialTest(e.to_string()))?,
             rule.key.clone(),
             (0u64, 0u64),
         )),
@@ -168,7 +168,7 @@ pub(crate) fn simulate_with(
         let ep_info;
         match &path {
             Path::KubeProxy => {
-                proxy = ServiceProxy::from_api(&world.api);
+                proxy = ServiceProxy::from_api(world.api());
                 ep_info = endpoint_facts(world, backends, &mut state.arms, |i| {
                     proxy.endpoint(crate::endpoints::EndpointId(i))
                 });
@@ -176,10 +176,8 @@ pub(crate) fn simulate_with(
             }
             Path::Gateway(_) | Path::Mesh => {
                 proxy = ServiceProxy::default();
-                let Some(table) = world.mesh.table_at(now) else {
-                    return Err(SimError::Action(
-                        "no route table has reached the proxies yet".into(),
-                    ));
+                let Some(table) = world.mesh().table_at(now) else {
+                    return Err(LoadError::NoRouteTable);
                 };
                 ep_info = endpoint_facts(world, backends, &mut state.arms, |i| {
                     table.endpoint(crate::endpoints::EndpointId(i))
@@ -212,7 +210,7 @@ pub(crate) fn simulate_with(
             Path::Gateway(g) => {
                 let (gw_ns, gw_name) = g.split_once('/').unwrap_or((&workload.namespace, g));
                 world
-                    .api
+                    .api()
                     .get(Kind::Gateway, gw_ns, gw_name)
                     .ok()
                     .and_then(|o| o.spec()["selector"].as_object().cloned())
@@ -273,7 +271,7 @@ pub(crate) fn simulate_with(
                     shares_by_role(roles.iter().map(|r| (*r, 1.0)))
                 }
                 Path::Gateway(_) | Path::Mesh => {
-                    let table = world.mesh.table_at(now).expect("checked above");
+                    let table = world.mesh().table_at(now).expect("checked above");
                     match table.route(&meta) {
                         Ok(choice) => {
                             let total = choice.clusters.total() as f64;
@@ -301,7 +299,7 @@ pub(crate) fn simulate_with(
         let (mesh_state, route) = match &path {
             Path::KubeProxy => (None, None),
             Path::Gateway(_) | Path::Mesh => {
-                let (table, lb_state) = world.mesh.at_mut(now).expect("checked above");
+                let (table, lb_state) = world.mesh_mut().at_mut(now).expect("checked above");
                 let route = table.route(&meta);
                 (Some((table, lb_state)), Some(route))
             }
@@ -337,9 +335,9 @@ pub(crate) fn simulate_with(
         if state.result_sent >= limit || epoch_end_us >= end_us {
             break;
         }
-        world.advance_until(started.after(Duration::from_micros(epoch_end_us)), |_| {
-            false
-        })?;
+        world
+            .advance_to(started.after(Duration::from_micros(epoch_end_us)))
+            .map_err(LoadError::Cluster)?;
     }
 
     // The load ends when its last answer arrives (closed loop) or at its duration.
@@ -349,7 +347,7 @@ pub(crate) fn simulate_with(
     };
     let ended = started.after(Duration::from_micros(last_us.min(end_us)));
     if ended > world.now() {
-        world.advance_until(ended, |_| false)?;
+        world.advance_to(ended).map_err(LoadError::Cluster)?;
     }
     Ok(LoadResult {
         sent: state.result_sent,
@@ -1115,7 +1113,7 @@ fn http_request(
 
 /// Arm index, backend model and pod name for every endpoint of an epoch's table.
 fn endpoint_facts<'t>(
-    world: &World,
+    world: &impl Cluster,
     backends: &Backends,
     arms: &mut Vec<ArmStats>,
     endpoint: impl Fn(u32) -> Option<&'t Endpoint>,
@@ -1130,7 +1128,7 @@ fn endpoint_facts<'t>(
     let mut i = 0u32;
     while let Some(ep) = endpoint(i) {
         let arm = arm_index(arms, ep.role, &ep.version);
-        let pod = world.api.get(Kind::Pod, &ep.namespace, &ep.pod).ok();
+        let pod = world.api().get(Kind::Pod, &ep.namespace, &ep.pod).ok();
         out.alive
             .push(pod.is_some_and(crate::endpoints::is_serving));
         let image = pod
@@ -1212,8 +1210,8 @@ fn arm_index(arms: &mut Vec<ArmStats>, role: Role, version: &str) -> u16 {
 
 /// Origin `auto`: the gateway serving the host; in-mesh when no gateway serves it; plain
 /// (kube-proxy) when there is no VirtualService at all.
-fn choose_path(world: &World, w: &Workload) -> Path {
-    let table = world.mesh.table_at(world.now());
+fn choose_path(world: &impl Cluster, w: &Workload) -> Path {
+    let table = world.mesh().table_at(world.now());
     match &w.origin {
         OriginChoice::Plain => Path::KubeProxy,
         OriginChoice::Mesh => Path::Mesh,
@@ -1238,6 +1236,7 @@ fn choose_path(world: &World, w: &Workload) -> Path {
 mod tests {
     use super::*;
     use crate::load::Amount;
+    use crate::sim::World;
 
     /// The seed's update, stopped right as the weight is written, so that a load spans a
     /// table push.
