@@ -37,6 +37,7 @@ pub mod cli;
 pub mod clock;
 pub mod controller;
 pub mod endpoints;
+pub mod go;
 pub mod kubeproxy;
 pub mod lint;
 pub mod load;

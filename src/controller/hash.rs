@@ -945,12 +945,12 @@ impl Encoder {
             (Ty::ByFlavor { .. }, Some(v)) => self.raw(v),
             (Ty::ByFlavor { .. }, None) => self.out.push_str("null"),
             (Ty::Str, None) => self.out.push_str("\"\""),
-            (Ty::Str, Some(Value::String(s))) => write_go_string(&mut self.out, s),
+            (Ty::Str, Some(Value::String(s))) => crate::go::write_string(&mut self.out, s),
             (Ty::Int, None) | (Ty::IntOrString, None) => self.out.push('0'),
             (Ty::Int, Some(Value::Number(n))) | (Ty::IntOrString, Some(Value::Number(n))) => {
                 write_int(&mut self.out, n)
             }
-            (Ty::IntOrString, Some(Value::String(s))) => write_go_string(&mut self.out, s),
+            (Ty::IntOrString, Some(Value::String(s))) => crate::go::write_string(&mut self.out, s),
             (Ty::Bool, None) => self.out.push_str("false"),
             (Ty::Bool, Some(Value::Bool(b))) => {
                 self.out.push_str(if *b { "true" } else { "false" })
@@ -959,7 +959,7 @@ impl Encoder {
             (Ty::Quantity, Some(Value::String(s))) => self.quantity(s),
             (Ty::Quantity, Some(Value::Number(n))) => self.quantity(&n.to_string()),
             (Ty::Time, None) => self.out.push_str("null"),
-            (Ty::Time, Some(Value::String(s))) => write_go_string(&mut self.out, s),
+            (Ty::Time, Some(Value::String(s))) => crate::go::write_string(&mut self.out, s),
             (Ty::Map(_), None) | (Ty::List(_), None) | (Ty::Raw, None) => self.out.push_str("null"),
             (Ty::Map(inner), Some(Value::Object(m))) => {
                 self.out.push('{');
@@ -967,7 +967,7 @@ impl Encoder {
                     if i > 0 {
                         self.out.push(',');
                     }
-                    write_go_string(&mut self.out, k);
+                    crate::go::write_string(&mut self.out, k);
                     self.out.push(':');
                     self.value(Some(item), inner);
                 }
@@ -992,9 +992,9 @@ impl Encoder {
 
     fn quantity(&mut self, written: &str) {
         match canonical_quantity(written) {
-            Some(q) => write_go_string(&mut self.out, &q),
+            Some(q) => crate::go::write_string(&mut self.out, &q),
             // Go would reject the Rollout; keep what was written.
-            None => write_go_string(&mut self.out, written),
+            None => crate::go::write_string(&mut self.out, written),
         }
     }
 
@@ -1031,7 +1031,7 @@ impl Encoder {
                 self.out.push(',');
             }
             *first = false;
-            write_go_string(&mut self.out, f.name);
+            crate::go::write_string(&mut self.out, f.name);
             self.out.push(':');
             if f.tag == Tag::NullablePointer && v.is_none() {
                 self.out.push_str("null");
@@ -1063,7 +1063,7 @@ impl Encoder {
             Value::Null => self.out.push_str("null"),
             Value::Bool(b) => self.out.push_str(if *b { "true" } else { "false" }),
             Value::Number(n) => self.out.push_str(&n.to_string()),
-            Value::String(s) => write_go_string(&mut self.out, s),
+            Value::String(s) => crate::go::write_string(&mut self.out, s),
             Value::Array(items) => {
                 self.out.push('[');
                 for (i, item) in items.iter().enumerate() {
@@ -1080,7 +1080,7 @@ impl Encoder {
                     if i > 0 {
                         self.out.push(',');
                     }
-                    write_go_string(&mut self.out, k);
+                    crate::go::write_string(&mut self.out, k);
                     self.out.push(':');
                     self.raw(item);
                 }
@@ -1111,35 +1111,6 @@ fn write_int(out: &mut String, n: &Number) {
             _ => out.push_str(&n.to_string()),
         }
     }
-}
-
-/// Go `encoding/json` string escaping with `SetEscapeHTML(true)` (the `json.Marshal` default).
-pub(crate) fn write_go_string(out: &mut String, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            // Go >= 1.22 uses the short forms for these two.
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                out.push_str(&format!("\\u{:04x}", u32::from(c)));
-            }
-            c if u32::from(c) < 0x20 => {
-                let b = u32::from(c) as usize;
-                out.push_str("\\u00");
-                out.push(char::from(HEX[b >> 4]));
-                out.push(char::from(HEX[b & 0xf]));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 // ---------------------------------------------------------------------------------------------

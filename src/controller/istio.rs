@@ -723,32 +723,6 @@ fn go_fmt_value(v: &Value) -> String {
     }
 }
 
-/// Go's `%q`.
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 /// `unstructured.NestedSlice(obj, "spec", key)`: `Ok(None)` when not found, `Err` with the
 /// accessor error when something on the path has the wrong type (including `null`).
 fn nested_slice<'v>(obj: &'v Value, key: &str) -> Result<Option<&'v Vec<Value>>, String> {
@@ -2194,7 +2168,10 @@ pub fn update_destination_rule(
 
 /// `field.Invalid(path, value, detail).Error()`.
 fn field_invalid(field: &str, value: &str, detail: &str) -> String {
-    format!("{field}: Invalid value: {}: {detail}", go_quote(value))
+    format!(
+        "{field}: Invalid value: {}: {detail}",
+        crate::go::quote(value)
+    )
 }
 
 /// §7 `ValidateVirtualService` for one referenced VirtualService (`vs` = `None` when it does
@@ -4938,7 +4915,7 @@ mod tests {
         assert_eq!(go_json_float(1e21), "1e+21");
         assert_eq!(go_json_float(1.5e-7), "1.5e-7");
         assert_eq!(go_json_float(20.5), "20.5");
-        assert_eq!(go_quote("a\"b\\c\n"), r#""a\"b\\c\n""#);
+        assert_eq!(crate::go::quote("a\"b\\c\n"), r#""a\"b\\c\n""#);
         assert_eq!(
             nested_slice(
                 &json!({"spec": {"http": {"b": [1, "x"], "a": 1.5}}}),

@@ -115,12 +115,6 @@ pub struct ReplicaProgressThreshold {
 // Fenceposts (replicaset.go)
 // ---------------------------------------------------------------------------------------
 
-/// Go `strconv.Atoi` on a 64-bit platform: optional sign, decimal digits, nothing else.
-fn go_atoi(s: &str) -> Result<i64, String> {
-    s.parse::<i64>()
-        .map_err(|e| format!("strconv.Atoi: parsing {s:?}: {e}"))
-}
-
 /// Mirrors the deprecated `intstr.GetValueFromIntOrPercent` (the one Argo calls): an Int
 /// is absolute; a String has *every* `%` removed and is a percentage of `total`,
 /// computed as `value * total / 100` in float64 then ceil (`round_up`) or floor.
@@ -128,7 +122,7 @@ fn value_from_int_or_percent(v: &IntOrPercent, total: i32, round_up: bool) -> Re
     match v {
         IntOrPercent::Int(i) => Ok(i64::from(*i)),
         IntOrPercent::Str(s) => {
-            let pct = go_atoi(&s.replace('%', ""))
+            let pct = crate::go::atoi(&s.replace('%', ""))
                 .map_err(|e| format!("invalid value for IntOrString: invalid value {s:?}: {e}"))?;
             let x = pct as f64 * f64::from(total) / 100.0;
             Ok(if round_up { x.ceil() } else { x.floor() } as i64)

@@ -223,7 +223,7 @@ impl FieldError {
     }
 
     fn not_supported(at: &FieldPath, value: String, supported: &[&str]) -> Self {
-        let quoted: Vec<String> = supported.iter().map(|s| go_quote(s)).collect();
+        let quoted: Vec<String> = supported.iter().map(|s| crate::go::quote(s)).collect();
         let detail = if quoted.is_empty() {
             String::new()
         } else {
@@ -381,7 +381,7 @@ pub fn validate_rollout(spec_json: &Value, spec: &RolloutSpec) -> Vec<FieldError
                 if sel.match_labels.len() + sel.match_expressions.len() == 0 {
                     errs.push(FieldError::invalid(
                         &selector_path,
-                        go_json(&label_selector_json(sel)),
+                        crate::go::json(&label_selector_json(sel)),
                         "empty selector is invalid for deployment",
                     ));
                 }
@@ -406,7 +406,7 @@ pub fn validate_rollout(spec_json: &Value, spec: &RolloutSpec) -> Vec<FieldError
                 .map_or(Value::Null, label_selector_json);
             errs.push(FieldError::invalid(
                 &selector_path,
-                go_json(&value),
+                crate::go::json(&value),
                 "invalid label selector",
             ));
         }
@@ -498,7 +498,7 @@ fn validate_strategy(
         )),
         (Some(_), Some(_)) => errs.push(FieldError::invalid(
             &doubled,
-            go_quote("blueGreen: true canary: true"),
+            crate::go::quote("blueGreen: true canary: true"),
             INVALID_STRATEGY,
         )),
         (Some(bg), None) => validate_blue_green(errs, bg, revision_history_limit),
@@ -519,7 +519,7 @@ fn validate_blue_green(errs: &mut Vec<FieldError>, bg: &Value, revision_history_
     if active == str_field(bg, "previewService") {
         errs.push(FieldError::invalid(
             &base.child("activeService"),
-            go_quote(active),
+            crate::go::quote(active),
             DUPLICATED_SERVICES_BLUE_GREEN,
         ));
     }
@@ -575,7 +575,7 @@ fn validate_canary(errs: &mut Vec<FieldError>, c: &CanaryStrategy, canary_json: 
     {
         errs.push(FieldError::invalid(
             &base.child("stableService"),
-            go_quote(&c.stable_service),
+            crate::go::quote(&c.stable_service),
             DUPLICATED_SERVICES_CANARY,
         ));
     }
@@ -593,21 +593,21 @@ fn validate_canary(errs: &mut Vec<FieldError>, c: &CanaryStrategy, canary_json: 
         if pp.ping_service.is_empty() {
             errs.push(FieldError::invalid(
                 &pp_path.child("pingService"),
-                go_quote(&pp.ping_service),
+                crate::go::quote(&pp.ping_service),
                 INVALID_PING_PONG_PROVIDED,
             ));
         }
         if pp.pong_service.is_empty() {
             errs.push(FieldError::invalid(
                 &pp_path.child("pongService"),
-                go_quote(&pp.pong_service),
+                crate::go::quote(&pp.pong_service),
                 INVALID_PING_PONG_PROVIDED,
             ));
         }
         if pp.ping_service == pp.pong_service {
             errs.push(FieldError::invalid(
                 &pp_path.child("pingService"),
-                go_quote(&pp.ping_service),
+                crate::go::quote(&pp.ping_service),
                 DUPLICATED_PING_PONG_SERVICES,
             ));
         }
@@ -619,7 +619,7 @@ fn validate_canary(errs: &mut Vec<FieldError>, c: &CanaryStrategy, canary_json: 
                         .child("trafficRouting")
                         .child("alb")
                         .child("rootService"),
-                    go_quote(root_service),
+                    crate::go::quote(root_service),
                     MISSED_ALB_ROOT_SERVICE,
                 ));
             }
@@ -629,14 +629,14 @@ fn validate_canary(errs: &mut Vec<FieldError>, c: &CanaryStrategy, canary_json: 
         if c.stable_service.is_empty() {
             errs.push(FieldError::invalid(
                 &base.child("stableService"),
-                go_quote(&c.stable_service),
+                crate::go::quote(&c.stable_service),
                 INVALID_TRAFFIC_ROUTING,
             ));
         }
         if c.canary_service.is_empty() {
             errs.push(FieldError::invalid(
                 &base.child("canaryService"),
-                go_quote(&c.canary_service),
+                crate::go::quote(&c.canary_service),
                 INVALID_TRAFFIC_ROUTING,
             ));
         }
@@ -719,7 +719,7 @@ fn validate_step(
         let value = "step.Experiment: true step.Pause: true step.SetWeight: true step.Analysis: true step.SetCanaryScale: true step.SetHeaderRoute: true step.SetMirrorRoute: true step.Plugin: true";
         errs.push(FieldError::invalid(
             &step_path,
-            go_quote(value),
+            crate::go::quote(value),
             INVALID_STEP,
         ));
     }
@@ -758,7 +758,7 @@ fn validate_step(
         match supported {
             None => errs.push(FieldError::invalid(
                 &at,
-                go_json(&set_header_route_json(h)),
+                crate::go::json(&set_header_route_json(h)),
                 INVALID_SET_HEADER_ROUTE_TRAFFIC_POLICY,
             )),
             Some(t) => {
@@ -779,7 +779,7 @@ fn validate_step(
         if !tr.is_some_and(|t| t.istio.is_some() || plugin_count(t) > 0) {
             errs.push(FieldError::invalid(
                 &at,
-                go_json(&set_mirror_route_json(mirror)),
+                crate::go::json(&set_mirror_route_json(mirror)),
                 INVALID_SET_MIRROR_ROUTE_TRAFFIC_POLICY,
             ));
         }
@@ -829,7 +829,7 @@ fn route_in_managed_routes(
     if !managed.iter().any(|r| r.name == name) {
         errs.push(FieldError::invalid(
             at,
-            go_quote(name),
+            crate::go::quote(name),
             STEP_ROUTE_NOT_IN_MANAGED_ROUTES,
         ));
     }
@@ -892,7 +892,7 @@ fn validate_experiment_and_analysis(
     // No such field exists; point at the step itself.
     let at = step_path.child("analyses").pointing_at(step_path);
     let rendered = || {
-        go_json(&Value::Array(
+        crate::go::json(&Value::Array(
             args.iter().map(|a| analysis_arg_json(a)).collect(),
         ))
     };
@@ -948,7 +948,11 @@ fn has_multiple_steps_type(errs: &mut Vec<FieldError>, s: &CanaryStep, at: &Fiel
             s.set_weight.is_some(),
             s.analysis.is_some()
         );
-        errs.push(FieldError::invalid(at, go_quote(&value), INVALID_STEP));
+        errs.push(FieldError::invalid(
+            at,
+            crate::go::quote(&value),
+            INVALID_STEP,
+        ));
     }
 }
 
@@ -974,7 +978,7 @@ fn has_multiple_match_values(errs: &mut Vec<FieldError>, m: Option<&StringMatch>
     .iter()
     .filter(|b| **b)
     .count();
-    let value = go_json(&m.to_go_json());
+    let value = crate::go::json(&m.to_go_json());
     if count > 1 {
         errs.push(FieldError::invalid(
             at,
@@ -1001,7 +1005,7 @@ fn has_alb_invalid_values(errs: &mut Vec<FieldError>, m: Option<&StringMatch>, a
         Some(m) if !non_empty(&m.exact) || non_empty(&m.regex) || non_empty(&m.prefix) => errs
             .push(FieldError::invalid(
                 at,
-                go_json(&m.to_go_json()),
+                crate::go::json(&m.to_go_json()),
                 INVALID_SET_HEADER_ROUTE_ALB_VALUE,
             )),
         Some(_) => {}
@@ -1023,7 +1027,7 @@ fn validate_anti_affinity(errs: &mut Vec<FieldError>, aa: Option<&Value>, at: &F
         );
         errs.push(FieldError::invalid(
             at,
-            go_quote(&value),
+            crate::go::quote(&value),
             INVALID_ANTI_AFFINITY_STRATEGY,
         ));
     }
@@ -1060,7 +1064,7 @@ fn invalid_max_surge_max_unavailable(
         // dereference of it cannot fail.
         let value = match surge {
             IntOrString::Int(i) => i.to_string(),
-            IntOrString::String(s) => go_json(&Value::String(s.clone())),
+            IntOrString::String(s) => crate::go::json(&Value::String(s.clone())),
         };
         errs.push(FieldError::invalid(
             at,
@@ -1076,29 +1080,11 @@ fn int_or_percent_value(v: &IntOrString) -> i64 {
         IntOrString::Int(i) => *i,
         IntOrString::String(s) => match s.strip_suffix('%') {
             Some(digits) if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) => {
-                go_atoi(digits)
+                crate::go::atoi(digits).unwrap_or_else(|e| e.value())
             }
-            _ => go_atoi(s),
+            _ => crate::go::atoi(s).unwrap_or_else(|e| e.value()),
         },
     }
-}
-
-/// `strconv.Atoi` with the error ignored: 0 on syntax errors, clamped on overflow.
-fn go_atoi(s: &str) -> i64 {
-    let (neg, digits) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return 0;
-    }
-    let mut v: i128 = 0;
-    for b in digits.bytes() {
-        v = (v * 10 + i128::from(b - b'0')).min(i128::from(i64::MAX) + 1);
-    }
-    let v = if neg { -v } else { v };
-    v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1241,18 +1227,22 @@ fn validate_label_selector(errs: &mut Vec<FieldError>, sel: &LabelSelector, at: 
             }
             _ => errs.push(FieldError::invalid(
                 &p.child("operator"),
-                go_quote(op),
+                crate::go::quote(op),
                 "not a valid selector operator",
             )),
         }
         for msg in qualified_name_errors(key) {
-            errs.push(FieldError::invalid(&p.child("key"), go_quote(key), msg));
+            errs.push(FieldError::invalid(
+                &p.child("key"),
+                crate::go::quote(key),
+                msg,
+            ));
         }
         for (j, v) in values.iter().enumerate() {
             for msg in label_value_errors(v) {
                 errs.push(FieldError::invalid(
                     &p.child("values").index(j),
-                    go_quote(v),
+                    crate::go::quote(v),
                     msg,
                 ));
             }
@@ -1264,10 +1254,10 @@ fn validate_label_selector(errs: &mut Vec<FieldError>, sel: &LabelSelector, at: 
 fn validate_labels(errs: &mut Vec<FieldError>, labels: &BTreeMap<String, String>, at: &FieldPath) {
     for (k, v) in labels {
         for msg in qualified_name_errors(k) {
-            errs.push(FieldError::invalid(at, go_quote(k), msg));
+            errs.push(FieldError::invalid(at, crate::go::quote(k), msg));
         }
         for msg in label_value_errors(v) {
-            errs.push(FieldError::invalid(at, go_quote(v), msg));
+            errs.push(FieldError::invalid(at, crate::go::quote(v), msg));
         }
     }
 }
@@ -1312,7 +1302,7 @@ fn validate_pod_template_for_replica_set(
         });
         errs.push(FieldError::invalid(
             &at.child("metadata").child("labels"),
-            go_json(&value),
+            crate::go::json(&value),
             "`selector` does not match template `labels`",
         ));
     }
@@ -1342,14 +1332,21 @@ fn validate_pod_template_for_replica_set(
                     errs.push(FieldError::required(&p.child("name"), ""));
                 } else {
                     for msg in dns1123_label_errors(name) {
-                        errs.push(FieldError::invalid(&p.child("name"), go_quote(name), msg));
+                        errs.push(FieldError::invalid(
+                            &p.child("name"),
+                            crate::go::quote(name),
+                            msg,
+                        ));
                     }
                 }
                 if str_field(c, "image").is_empty() {
                     errs.push(FieldError::required(&p.child("image"), ""));
                 }
                 if !names.insert(name) {
-                    errs.push(FieldError::duplicate(&p.child("name"), go_quote(name)));
+                    errs.push(FieldError::duplicate(
+                        &p.child("name"),
+                        crate::go::quote(name),
+                    ));
                 }
             }
         }
@@ -1363,7 +1360,7 @@ fn validate_pod_template_for_replica_set(
     if restart != "Always" {
         errs.push(FieldError::not_supported(
             &spec_path.child("restartPolicy"),
-            go_quote(restart),
+            crate::go::quote(restart),
             &["Always"],
         ));
     }
@@ -1675,76 +1672,6 @@ fn analysis_arg_json(arg: &Value) -> Value {
         o.insert("valueFrom".into(), Value::Object(fo));
     }
     Value::Object(o)
-}
-
-/// Go's `strconv.Quote` (what `%q` prints).
-fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if c == ' ' || (!c.is_control() && !c.is_whitespace() && !is_format_char(c)) => {
-                out.push(c)
-            }
-            c if (c as u32) < 0x80 => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c if (c as u32) < 0x10000 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push_str(&format!("\\U{:08x}", c as u32)),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// Common Unicode format characters, which Go's `IsPrint` rejects.
-fn is_format_char(c: char) -> bool {
-    matches!(c, '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{feff}')
-}
-
-/// Go's `encoding/json` output for a value whose objects are already in Go's key order.
-fn go_json(v: &Value) -> String {
-    let mut out = String::new();
-    write_go_json(v, &mut out);
-    out
-}
-
-fn write_go_json(v: &Value, out: &mut String) {
-    match v {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => out.push_str(&n.to_string()),
-        Value::String(s) => super::hash::write_go_string(out, s),
-        Value::Array(a) => {
-            out.push('[');
-            for (i, item) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_go_json(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(m) => {
-            out.push('{');
-            for (i, (k, item)) in m.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                super::hash::write_go_string(out, k);
-                out.push(':');
-                write_go_json(item, out);
-            }
-            out.push('}');
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2464,9 +2391,12 @@ mod tests {
 
     #[test]
     fn go_renderings() {
-        assert_eq!(go_quote("a\"b\\c\n\u{1}é"), "\"a\\\"b\\\\c\\n\\x01é\"");
         assert_eq!(
-            go_json(&json!({"k": "<a&b>\u{2028}\u{1}"})),
+            crate::go::quote("a\"b\\c\n\u{1}é"),
+            "\"a\\\"b\\\\c\\n\\x01é\""
+        );
+        assert_eq!(
+            crate::go::json(&json!({"k": "<a&b>\u{2028}\u{1}"})),
             "{\"k\":\"\\u003ca\\u0026b\\u003e\\u2028\\u0001\"}"
         );
     }
