@@ -193,3 +193,30 @@ fn the_core_names_no_runtime_or_terminal_crate() {
     }
     assert!(found.is_empty(), "{found:#?}");
 }
+
+/// YAML is read in one place (`model/yaml.rs`), which keeps source positions for errors.
+#[test]
+fn yaml_is_read_in_one_place() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut stack = vec![src.clone()];
+    let mut found = Vec::new();
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && !path.ends_with("model/yaml.rs")
+                && std::fs::read_to_string(&path)
+                    .unwrap()
+                    .contains("serde_yaml")
+            {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "serde_yaml outside model/yaml.rs: {found:?}"
+    );
+}

@@ -246,6 +246,17 @@ pub fn load_embedded(
 }
 
 /// A serde_yaml error as `file:line:column: message`.
+/// Decodes one YAML document into `T` (a scenario file, say), errors with file:line:column.
+pub fn decode<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, LoadError> {
+    serde_yaml::from_str(text).map_err(|e| yaml_error(file, &e))
+}
+
+/// Deserializes an externally tagged enum list written as YAML maps (`- wait: 1m`), the way
+/// serde_yaml's `singleton_map_recursive` does; for `#[serde(with = …)]`.
+pub mod singleton_map {
+    pub use serde_yaml::with::singleton_map_recursive::*;
+}
+
 pub fn yaml_error(file: &str, e: &serde_yaml::Error) -> LoadError {
     let (line, column) = e
         .location()

@@ -21,7 +21,7 @@ pub struct ScenarioFile {
     pub cluster: ClusterSpec,
     #[serde(default)]
     pub traffic: TrafficSpec,
-    #[serde(default, with = "serde_yaml::with::singleton_map_recursive")]
+    #[serde(default, with = "crate::model::yaml::singleton_map")]
     pub steps: Vec<Step>,
 }
 

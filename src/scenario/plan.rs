@@ -296,8 +296,7 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
             "a scenario is one YAML document; found several",
         ));
     }
-    let parsed: ScenarioFile = serde_yaml::from_str(&text)
-        .map_err(|e| ScenarioError::from(yaml::yaml_error(&file, &e)))?;
+    let parsed: ScenarioFile = yaml::decode(&file, &text).map_err(ScenarioError::from)?;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let at = |pointer: &str| source.locate(pointer);
     let dur = |text: &str, pointer: &str| {
