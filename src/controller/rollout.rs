@@ -391,7 +391,7 @@ impl Reconciler<'_> {
         let max_surge = canary.max_surge.as_ref().map(to_int_or_percent);
         let max_unavailable = canary.max_unavailable.as_ref().map(to_int_or_percent);
         let threshold = progress_threshold(canary);
-        let plan = replicas::RolloutView {
+        let plan = replicas::CanaryState {
             replicas: n,
             max_surge: max_surge.as_ref(),
             max_unavailable: max_unavailable.as_ref(),
