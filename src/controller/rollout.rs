@@ -452,13 +452,7 @@ impl Reconciler<'_> {
 
         // The first deploy is promoted at once.
         if self.status.stable_r_s.is_empty() {
-            self.swap_ping_pong(canary, &new_hash);
-            self.status.stable_r_s = new_hash.clone();
-            self.status.current_step_index = if steps.is_empty() {
-                None
-            } else {
-                Some(steps.len() as i32)
-            };
+            self.promote_stable(canary, &new_hash, steps.len());
             self.event(
                 false,
                 "RolloutCompleted",
@@ -526,13 +520,7 @@ impl Reconciler<'_> {
             } else {
                 format!("Completed all {} canary steps", steps.len())
             };
-            self.swap_ping_pong(canary, &new_hash);
-            self.status.stable_r_s = new_hash.clone();
-            self.status.current_step_index = if steps.is_empty() {
-                None
-            } else {
-                Some(steps.len() as i32)
-            };
+            self.promote_stable(canary, &new_hash, steps.len());
             self.status.pause_conditions.clear();
             self.status.controller_pause = false;
             self.status.abort = false;
@@ -627,6 +615,13 @@ impl Reconciler<'_> {
             format!("Created ReplicaSet {name} (revision {revision}) with size {replicas}"),
         );
         Ok(())
+    }
+
+    /// `promoteStable`: the new ReplicaSet becomes stable and the steps are all done.
+    fn promote_stable(&mut self, canary: &CanaryStrategy, new_hash: &str, step_count: usize) {
+        self.swap_ping_pong(canary, new_hash);
+        self.status.stable_r_s = new_hash.to_string();
+        self.status.current_step_index = (step_count > 0).then_some(step_count as i32);
     }
 
     /// `promoteStable`: when the stable ReplicaSet changes, ping and pong swap roles.

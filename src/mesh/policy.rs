@@ -341,15 +341,8 @@ impl HttpPolicy {
                     }
                 },
             };
-            if let Some(t) = deadline {
-                if elapsed > t {
-                    return (
-                        ClientOutcome::TimedOut {
-                            latency_us: t.max(1),
-                        },
-                        counts,
-                    );
-                }
+            if let Some(out) = timed_out(deadline, elapsed) {
+                return (out, counts);
             }
             if !retriable || n >= self.retry.attempts {
                 return (final_outcome, counts);
@@ -359,15 +352,8 @@ impl HttpPolicy {
             // Fully jittered exponential back-off: uniform in [0, base × (2^n − 1)).
             let ceiling = BACKOFF_BASE_US * ((1u64 << n.min(10)) - 1);
             elapsed += rng.next_u64() % ceiling.max(1);
-            if let Some(t) = deadline {
-                if elapsed > t {
-                    return (
-                        ClientOutcome::TimedOut {
-                            latency_us: t.max(1),
-                        },
-                        counts,
-                    );
-                }
+            if let Some(out) = timed_out(deadline, elapsed) {
+                return (out, counts);
             }
         }
     }
@@ -551,6 +537,14 @@ mod tests {
         assert_eq!(p.timeout_us, None);
         assert_eq!(notes.len(), 2, "{notes:?}");
     }
+}
+
+/// The route timeout's answer once `elapsed` has passed the deadline.
+fn timed_out(deadline: Option<u64>, elapsed: u64) -> Option<ClientOutcome> {
+    let t = deadline.filter(|t| elapsed > *t)?;
+    Some(ClientOutcome::TimedOut {
+        latency_us: t.max(1),
+    })
 }
 
 /// A DestinationRule's `outlierDetection`, as Envoy runs it per proxy and cluster: a host

@@ -478,36 +478,32 @@ impl<'p> Runner<'p> {
         let result = load::simulate(&mut self.world, w, &plan.backends, lb, mode, &mut rng)
             .map_err(|e| e.to_string())?;
         let now = self.world.now();
+        let mut found = Vec::new();
         if result.no_healthy_upstream > 0 {
-            self.violations.push(Violation {
-                time: now.to_string(),
-                time_ms: now.as_duration().as_millis() as u64,
-                message: format!(
-                    "{} request(s) answered 503 \"no healthy upstream\" by the router",
-                    result.no_healthy_upstream
-                ),
-            });
+            found.push(format!(
+                "{} request(s) answered 503 \"no healthy upstream\" by the router",
+                result.no_healthy_upstream
+            ));
         }
         if result.upstream_failed > 0 {
-            self.violations.push(Violation {
-                time: now.to_string(),
-                time_ms: now.as_duration().as_millis() as u64,
-                message: format!(
-                    "{} request(s) answered 503 by the proxy: their pod had gone before the route table dropping it took effect",
-                    result.upstream_failed
-                ),
-            });
+            found.push(format!(
+                "{} request(s) answered 503 by the proxy: their pod had gone before the route table dropping it took effect",
+                result.upstream_failed
+            ));
         }
         if !result.balanced() {
+            found.push(format!(
+                "sent {} != answered {} + failed {}",
+                result.sent,
+                result.answered,
+                result.failed()
+            ));
+        }
+        for message in found {
             self.violations.push(Violation {
                 time: now.to_string(),
                 time_ms: now.as_duration().as_millis() as u64,
-                message: format!(
-                    "sent {} != answered {} + failed {}",
-                    result.sent,
-                    result.answered,
-                    result.failed()
-                ),
+                message,
             });
         }
         let report = split::load_report(&result);

@@ -193,23 +193,23 @@ pub fn expect_split(r: &LoadResult, e: &ExpectSplit) -> (bool, String, SplitVerd
         }
         _ => verdict.passes,
     };
-    if let Some(unit) = e.unit {
-        let ok = unit == verdict.unit;
+    let mut check = |what: &str, expected: String, got: String| {
+        let ok = expected == got;
         passed &= ok;
         lines.push(format!(
-            "unit: expected {unit:?}, got {:?}{}",
-            verdict.unit,
+            "{what}: expected {expected}, got {got}{}",
             if ok { "" } else { ": FAILED" }
         ));
+    };
+    if let Some(unit) = e.unit {
+        check("unit", format!("{unit:?}"), format!("{:?}", verdict.unit));
     }
     if let Some(n) = e.effective_n {
-        let ok = n == verdict.effective_n;
-        passed &= ok;
-        lines.push(format!(
-            "effective n: expected {n}, got {}{}",
-            verdict.effective_n,
-            if ok { "" } else { ": FAILED" }
-        ));
+        check(
+            "effective n",
+            n.to_string(),
+            verdict.effective_n.to_string(),
+        );
     }
     for (key, rate) in &e.errors {
         let (responses, errors) = r
