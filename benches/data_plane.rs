@@ -61,7 +61,7 @@ fn data_plane(c: &mut Criterion) {
             b.iter_batched(
                 || world.clone(),
                 |mut w| {
-                    let mut rng = stream(1, "load");
+                    let mut rng = canarysim::load::Streams::new(1, "load");
                     let r = load::simulate(
                         &mut w,
                         &workload,

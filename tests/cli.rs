@@ -27,7 +27,7 @@ fn run_without_a_path_runs_the_bundled_walkthrough_and_passes() {
     assert!(out.contains("  Step:          1/9"), "{out}");
     assert!(out.contains("  Step:          3/9"), "{out}");
     assert!(out.contains("rollouts-demo-5cf4fb69f8"), "{out}");
-    assert!(out.contains("PASSED: 18 steps"), "{out}");
+    assert!(out.contains("PASSED: 20 steps"), "{out}");
 }
 
 #[test]

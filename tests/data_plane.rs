@@ -7,7 +7,6 @@ use canarysim::load::{self, Amount, Backends, LoadResult, OriginChoice, SplitUni
 use canarysim::mesh::LbPolicy;
 use canarysim::model::Kind;
 use canarysim::model::yaml::load_str;
-use canarysim::random::stream;
 use canarysim::seed;
 use canarysim::sim::{ClusterConfig, World};
 use canarysim::verify;
@@ -30,7 +29,7 @@ fn gateway_load(requests: u64) -> Workload {
 }
 
 fn run(world: &mut World, w: &Workload, seed: u64) -> LoadResult {
-    let mut rng = stream(seed, "load");
+    let mut rng = canarysim::load::Streams::new(seed, "load");
     load::simulate(
         world,
         w,
@@ -57,14 +56,14 @@ fn mesh_80_20_over_100000_requests_is_20_percent_within_one_point_at_99_9() {
     assert!(r.balanced(), "sent = answered + failed");
     assert_eq!((r.sent, r.answered, r.failed()), (100_000, 100_000, 0));
     assert_eq!(r.unit, SplitUnit::Request);
-    assert_eq!(canary(&r), 19_927, "exact for seed 1");
+    assert_eq!(canary(&r), 20_117, "exact for seed 1");
     let ci = verify::wilson(canary(&r), r.answered, 0.999);
     assert!(ci.lo <= 0.20 && 0.20 <= ci.hi, "{ci:?}");
     assert!(ci.lo >= 0.19 && ci.hi <= 0.21, "{ci:?}");
 }
 
 #[test]
-fn the_95_percent_interval_covers_the_true_weight_in_94_to_96_percent_of_1000_seeds() {
+fn the_95_percent_interval_covers_the_true_weight_within_binomial_noise_over_1000_seeds() {
     let world = paused_at_20();
     let mut covered = 0;
     for seed in 0..1000 {
@@ -74,8 +73,9 @@ fn the_95_percent_interval_covers_the_true_weight_in_94_to_96_percent_of_1000_se
         covered += (ci.lo <= 0.20 && 0.20 <= ci.hi) as u32;
     }
     eprintln!("95 % Wilson interval covered 20 % in {covered} of 1000 seeds");
+    // Coverage over 1000 seeds is Binomial(1000, 0.95): sd 6.9; the band is ±3.3 sd (99.9 %).
     assert!(
-        (940..=960).contains(&covered),
+        (928..=972).contains(&covered),
         "covered in {covered} of 1000 runs"
     );
 }
@@ -172,7 +172,9 @@ fn plain_load(requests: u64, keepalive: bool) -> Workload {
 fn without_a_mesh_keepalive_connections_pin_clients_and_the_share_spreads_widely() {
     let world = no_mesh();
     let mut shares = Vec::new();
-    for seed in 0..20 {
+    // 60 seeds: with 20 connections each, a run with at most 2 canary connections and one
+    // with at least 7 both appear with probability above 99 % (Bin(20, 0.2)).
+    for seed in 0..60 {
         let mut w = world.clone();
         let r = run(&mut w, &plain_load(100_000, true), seed);
         assert_eq!(r.unit, SplitUnit::Connection);
@@ -209,7 +211,7 @@ fn without_a_mesh_keepalive_connections_pin_clients_and_the_share_spreads_widely
         .iter()
         .fold((1.0f64, 0.0f64), |(lo, hi), s| (lo.min(*s), hi.max(*s)));
     eprintln!(
-        "canary share over 20 seeds: {:.1} % .. {:.1} %",
+        "canary share over 60 seeds: {:.1} % .. {:.1} %",
         lo * 100.0,
         hi * 100.0
     );
@@ -228,7 +230,7 @@ fn without_keepalive_each_request_is_a_connection_and_the_share_converges_to_the
 }
 
 fn run_with(world: &mut World, w: &Workload, backends: &Backends, seed: u64) -> LoadResult {
-    let mut rng = stream(seed, "load");
+    let mut rng = canarysim::load::Streams::new(seed, "load");
     load::simulate(
         world,
         w,

@@ -14,7 +14,7 @@ mod backend;
 mod simulate;
 
 pub use backend::{BackendModel, Backends};
-pub use simulate::simulate;
+pub use simulate::{Streams, simulate};
 
 use std::time::Duration;
 

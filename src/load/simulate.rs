@@ -58,6 +58,32 @@ struct EpochEndpoints {
     alive: Vec<bool>,
 }
 
+/// The random streams of one load, one per consumer (the router's weighted picks and mirror
+/// samples, the load balancers' endpoint picks, the backends' answers, the arrivals, the
+/// proxy policy's fault samples and back-off), so that one consumer drawing more (a retry,
+/// a Poisson gap) does not shift what the others draw.
+pub struct Streams {
+    pub router: Pcg64Mcg,
+    pub balancer: Pcg64Mcg,
+    pub backends: Pcg64Mcg,
+    pub arrivals: Pcg64Mcg,
+    pub policy: Pcg64Mcg,
+}
+
+impl Streams {
+    /// The streams of the load called `label` under `seed`.
+    pub fn new(seed: u64, label: &str) -> Streams {
+        let stream = |consumer: &str| crate::random::stream(seed, &format!("{label}/{consumer}"));
+        Streams {
+            router: stream("router"),
+            balancer: stream("balancer"),
+            backends: stream("backends"),
+            arrivals: stream("arrivals"),
+            policy: stream("policy"),
+        }
+    }
+}
+
 /// A client connection (or, for HTTP/2 closed loop, a stream's connection).
 #[derive(Debug, Clone, Default)]
 struct Conn {
@@ -73,7 +99,7 @@ pub fn simulate<C: Cluster>(
     backends: &Backends,
     lb: LbPolicy,
     proxy_mode: ProxyMode,
-    rng: &mut Pcg64Mcg,
+    rng: &mut Streams,
 ) -> Result<LoadResult, LoadError<C::Error>> {
     simulate_with(world, workload, backends, lb, proxy_mode, rng, true)
 }
@@ -85,7 +111,7 @@ pub(crate) fn simulate_with<C: Cluster>(
     backends: &Backends,
     lb: LbPolicy,
     proxy_mode: ProxyMode,
-    rng: &mut Pcg64Mcg,
+    rng: &mut Streams,
     allow_fast: bool,
 ) -> Result<LoadResult, LoadError<C::Error>> {
     world.settle().map_err(LoadError::Cluster)?;
@@ -524,7 +550,7 @@ fn deterministic_loop(
     ctx: &Ctx,
     choice: &crate::mesh::RouteChoice,
     entries: &mut [(crate::mesh::ClusterId, &[crate::endpoints::EndpointId], u32)],
-    rng: &mut Pcg64Mcg,
+    rng: &mut Streams,
     free_at: &mut [u64],
     epoch_end_us: u64,
     limit: u64,
@@ -546,7 +572,7 @@ fn deterministic_loop(
         let i = if single {
             0
         } else {
-            choice.clusters.index_for(rng)
+            choice.clusters.index_for(&mut rng.router)
         };
         let (_, eps, pos) = &mut entries[i];
         let e = eps[*pos as usize].0 as usize;
@@ -586,7 +612,7 @@ fn fast_mesh_epoch(
     mesh: &mut Option<MeshState>,
     route: &Option<Result<crate::mesh::RouteChoice, RouteError>>,
     w: &Workload,
-    rng: &mut Pcg64Mcg,
+    rng: &mut Streams,
     free_at: &mut [u64],
     epoch_end_us: u64,
     limit: u64,
@@ -680,7 +706,7 @@ fn fast_mesh_epoch(
         let i = if single {
             0
         } else {
-            choice.clusters.index_for(rng)
+            choice.clusters.index_for(&mut rng.router)
         };
         let (_, eps, pos) = &mut entries[i];
         if eps.is_empty() {
@@ -702,7 +728,7 @@ fn fast_mesh_epoch(
         Some(if model.deterministic() {
             model.latency_us.max(1)
         } else {
-            let (latency, error) = model.answer(rng.next_u64());
+            let (latency, error) = model.answer(rng.backends.next_u64());
             ep_errors[e] += error as u64;
             d.arms[ctx.ep.arm[e] as usize].record_latency(latency);
             latency
@@ -744,7 +770,7 @@ fn run_epoch(
     mut mesh: Option<MeshState>,
     route: Option<Result<crate::mesh::RouteChoice, RouteError>>,
     w: &Workload,
-    rng: &mut Pcg64Mcg,
+    rng: &mut Streams,
     free_at: &mut [u64],
     streams_per_conn: usize,
     next_arrival_us: &mut u64,
@@ -825,7 +851,8 @@ fn run_epoch(
                 let gap = match w.arrival {
                     Arrival::Poisson(_) => {
                         // Exponential gap from one uniform draw.
-                        let u = ((rng.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+                        let u =
+                            ((rng.arrivals.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
                         -mean_gap * u.ln()
                     }
                     _ => mean_gap,
@@ -842,7 +869,7 @@ fn one_request(
     mesh: &mut Option<MeshState>,
     route: &Option<Result<crate::mesh::RouteChoice, RouteError>>,
     conn: usize,
-    rng: &mut Pcg64Mcg,
+    rng: &mut Streams,
 ) -> u64 {
     one_request_timed(d, ctx, mesh, route, conn, rng, 0)
 }
@@ -856,7 +883,7 @@ fn one_request_timed(
     mesh: &mut Option<MeshState>,
     route: &Option<Result<crate::mesh::RouteChoice, RouteError>>,
     conn: usize,
-    rng: &mut Pcg64Mcg,
+    rng: &mut Streams,
     queued_us: u64,
 ) -> u64 {
     d.result_sent += 1;
@@ -872,16 +899,20 @@ fn one_request_timed(
                 None => ctx
                     .service
                     .and_then(|s| {
-                        ctx.proxy
-                            .pick_endpoint(s, ctx.proxy_mode, rng, ctx.proxy_state)
+                        ctx.proxy.pick_endpoint(
+                            s,
+                            ctx.proxy_mode,
+                            &mut rng.balancer,
+                            ctx.proxy_state,
+                        )
                     })
                     .map(|e| e.0),
                 Some((table, lb_state)) => match route {
                     Some(Ok(choice)) => {
-                        let cluster = choice.clusters.pick(rng);
+                        let cluster = choice.clusters.pick(&mut rng.router);
                         table
                             .cluster(cluster)
-                            .and_then(|c| c.pick_endpoint(ctx.lb, rng, lb_state))
+                            .and_then(|c| c.pick_endpoint(ctx.lb, &mut rng.balancer, lb_state))
                             .map(|e| e.0)
                     }
                     _ => None,
@@ -942,7 +973,7 @@ fn one_request_timed(
     let draw = if model.deterministic() {
         0
     } else {
-        rng.next_u64()
+        rng.backends.next_u64()
     };
     let (latency, error) = model.answer(draw);
     d.ep_responses[e] += 1;
@@ -964,11 +995,11 @@ fn http_request(
     table: &crate::mesh::RouteTable,
     lb_state: &mut crate::mesh::LbState,
     choice: &crate::mesh::RouteChoice,
-    rng: &mut Pcg64Mcg,
+    rng: &mut Streams,
     queued_us: u64,
 ) -> u64 {
     use crate::mesh::policy::{Attempt, ClientOutcome};
-    let cluster = choice.clusters.pick(rng);
+    let cluster = choice.clusters.pick(&mut rng.router);
     let mut tried: Vec<u32> = Vec::new();
     let outlier = table
         .cluster(cluster)
@@ -980,7 +1011,14 @@ fn http_request(
         .cluster(cluster)
         .and_then(|c| c.consistent_hash())
         .and_then(|h| h.key(ctx.headers, ctx.path));
-    let (outcome, counts) = choice.policy.serve(rng, |rng, n| {
+    let Streams {
+        router,
+        balancer,
+        backends,
+        policy,
+        ..
+    } = rng;
+    let (outcome, counts) = choice.policy.serve(policy, |n| {
         let now = d.now_us;
         let ejected = |d: &Driver, e: u32| {
             outlier.is_some()
@@ -1013,7 +1051,7 @@ fn http_request(
         for _ in 0..if picked.is_some() { 0 } else { tries } {
             match table
                 .cluster(cluster)
-                .and_then(|c| c.pick_endpoint(ctx.lb, rng, lb_state))
+                .and_then(|c| c.pick_endpoint(ctx.lb, balancer, lb_state))
             {
                 None => break,
                 Some(e) => {
@@ -1032,10 +1070,10 @@ fn http_request(
         };
         if n == 0 {
             for m in choice.mirrors {
-                if m.sample(rng) {
+                if m.sample(router) {
                     if let Some(me) = table
                         .cluster(m.cluster)
-                        .and_then(|c| c.pick_endpoint(ctx.lb, rng, lb_state))
+                        .and_then(|c| c.pick_endpoint(ctx.lb, balancer, lb_state))
                     {
                         let arm = ctx.ep.arm[me.0 as usize] as usize;
                         d.arms[arm].mirrored += 1;
@@ -1052,7 +1090,7 @@ fn http_request(
             let draw = if model.deterministic() {
                 0
             } else {
-                rng.next_u64()
+                backends.next_u64()
             };
             let (latency_us, error) = model.answer(draw);
             d.ep_responses[e] += 1;
@@ -1291,7 +1329,7 @@ mod tests {
             };
             let run = |fast| {
                 let mut world = paused_world();
-                let mut rng = crate::random::stream(9, "load");
+                let mut rng = Streams::new(9, "load");
                 let r = simulate_with(
                     &mut world,
                     &w,
@@ -1351,7 +1389,7 @@ spec:
                 headers,
                 ..Workload::default()
             };
-            let mut rng = crate::random::stream(5, "load");
+            let mut rng = Streams::new(5, "load");
             simulate(
                 world,
                 &w,

@@ -281,7 +281,7 @@ impl HttpPolicy {
     pub fn serve<R: RngCore + ?Sized>(
         &self,
         rng: &mut R,
-        mut attempt: impl FnMut(&mut R, u32) -> Attempt,
+        mut attempt: impl FnMut(u32) -> Attempt,
     ) -> (ClientOutcome, AttemptCounts) {
         let mut counts = AttemptCounts::default();
         let mut elapsed = 0u64;
@@ -309,7 +309,7 @@ impl HttpPolicy {
         let deadline = self.timeout_us.map(|t| routed_at + t);
         let mut n = 0u32;
         loop {
-            let outcome = attempt(rng, n);
+            let outcome = attempt(n);
             let (retriable, final_outcome) = match outcome {
                 Attempt::NoEndpoint => return (ClientOutcome::NoEndpoint, counts),
                 Attempt::ConnectFailure => (
@@ -371,8 +371,8 @@ mod tests {
         p
     }
 
-    fn answers(list: &[Attempt]) -> impl FnMut(&mut rand_pcg::Pcg64Mcg, u32) -> Attempt + '_ {
-        move |_, n| list[n as usize]
+    fn answers(list: &[Attempt]) -> impl FnMut(u32) -> Attempt + '_ {
+        move |n| list[n as usize]
     }
 
     fn ok(latency_us: u64) -> Attempt {
@@ -486,7 +486,7 @@ mod tests {
         let mut rng = crate::random::stream(3, "policy");
         let (mut aborted, mut delayed) = (0, 0);
         for _ in 0..100_000 {
-            match p.serve(&mut rng, |_, _| ok(1000)).0 {
+            match p.serve(&mut rng, |_| ok(1000)).0 {
                 ClientOutcome::FaultAborted { status: 418, .. } => aborted += 1,
                 ClientOutcome::Answered { latency_us, .. } if latency_us > 7_000_000 => {
                     delayed += 1

@@ -474,7 +474,7 @@ impl<'p> Runner<'p> {
             super::format::KubeProxyMode::Ipvs => crate::kubeproxy::ProxyMode::Ipvs,
         };
         // Each load step has its own stream: adding a step does not shift the others.
-        let mut rng = crate::random::stream(self.seed, &format!("load/{index}"));
+        let mut rng = load::Streams::new(self.seed, &format!("load/{index}"));
         let result = load::simulate(&mut self.world, w, &plan.backends, lb, mode, &mut rng)
             .map_err(|e| e.to_string())?;
         let now = self.world.now();
