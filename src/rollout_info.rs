@@ -237,7 +237,7 @@ pub struct RolloutView {
     /// Rollout namespace.
     pub namespace: String,
     /// Status string, e.g. `Healthy`, `Progressing`, `Paused`, `Degraded`;
-    /// the icon is derived with [`rollout_icon`].
+    /// the icon is derived with [`rollout_icon`](crate::report::rollout_view::rollout_icon).
     pub status: String,
     /// `Message:` line; omitted when empty (e.g. `CanaryPauseStep`).
     pub message: String,
@@ -290,7 +290,7 @@ pub struct ReplicaSetView {
     /// ReplicaSet name.
     pub name: String,
     /// Status string: `Healthy`, `Progressing`, `ScaledDown` or
-    /// `ReplicaFailure`; the icon is derived with [`replica_set_icon`].
+    /// `ReplicaFailure`; the icon is derived with [`replica_set_icon`](crate::report::rollout_view::replica_set_icon).
     pub status: String,
     /// Time since the ReplicaSet was created.
     pub age: Duration,
@@ -322,7 +322,7 @@ pub struct PodView {
     /// Pod name.
     pub name: String,
     /// Status/reason string, e.g. `Running`, `Pending`, `CrashLoopBackOff`;
-    /// the icon is derived with [`pod_icon`].
+    /// the icon is derived with [`pod_icon`](crate::report::rollout_view::pod_icon).
     pub status: String,
     /// Time since the Pod was created.
     pub age: Duration,
