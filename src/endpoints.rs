@@ -12,7 +12,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::apiserver::ApiServer;
+use crate::model::Objects;
 use crate::model::istio::{ServicePort, ServiceSpec};
 use crate::model::object::{selector_matches, string_map};
 use crate::model::vocabulary::{HASH_LABEL, pod_is_ready as is_ready};
@@ -104,16 +104,16 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// Reads Pods, Services and Rollout statuses from the store.
-    pub fn from_api(api: &ApiServer) -> Catalog {
+    /// Reads Pods, Services and Rollout statuses.
+    pub fn from_objects(api: &dyn Objects) -> Catalog {
         let mut notes = Vec::new();
         let rollouts: Vec<RolloutHashes> = api
-            .list(Kind::Rollout, None, None)
+            .objects(Kind::Rollout)
             .into_iter()
             .map(RolloutHashes::of)
             .collect();
         let endpoints: Vec<Endpoint> = api
-            .list(Kind::Pod, None, None)
+            .objects(Kind::Pod)
             .into_iter()
             .filter(|p| is_serving(p))
             .map(|p| {
@@ -128,7 +128,7 @@ impl Catalog {
             })
             .collect();
         let mut services = Vec::new();
-        for svc in api.list(Kind::Service, None, None) {
+        for svc in api.objects(Kind::Service) {
             let spec: ServiceSpec = match svc.spec_as() {
                 Ok(s) => s,
                 Err(e) => {
@@ -404,6 +404,7 @@ pub(crate) mod fixtures {
 mod tests {
     use super::fixtures::*;
     use super::*;
+    use crate::apiserver::ApiServer;
     use serde_json::json;
 
     #[test]
@@ -452,7 +453,7 @@ mod tests {
         pods(&mut api, "other", "app", "aaa", "img:blue", 1);
         service(&mut api, "demo", "all", json!({"app": "app"}));
         service(&mut api, "demo", "none", json!({}));
-        let c = Catalog::from_api(&api);
+        let c = Catalog::from_objects(&api);
         let all = c.service(c.resolve("all", "demo").unwrap()).unwrap();
         assert_eq!(all.fqdn, "all.demo.svc.cluster.local");
         let got: Vec<(&str, Role, &str)> = all

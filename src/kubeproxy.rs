@@ -9,8 +9,8 @@
 
 use rand::RngCore;
 
-use crate::apiserver::ApiServer;
 use crate::endpoints::{Catalog, Endpoint, EndpointId, Note, ServiceEndpoints, ServiceId};
+use crate::model::Objects;
 
 /// How kube-proxy chooses an endpoint for a new connection (the scenario's
 /// `cluster.kube_proxy`).
@@ -46,10 +46,10 @@ pub struct ServiceProxy {
 }
 
 impl ServiceProxy {
-    /// Built from the store's Services, Pods and Rollout statuses.
-    pub fn from_api(api: &ApiServer) -> ServiceProxy {
+    /// Built from the cluster's Services, Pods and Rollout statuses.
+    pub fn from_objects(objects: &dyn Objects) -> ServiceProxy {
         ServiceProxy {
-            catalog: Catalog::from_api(api),
+            catalog: Catalog::from_objects(objects),
         }
     }
 
@@ -110,6 +110,7 @@ impl ServiceProxy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apiserver::ApiServer;
     use crate::endpoints::Role;
     use crate::endpoints::fixtures::*;
     use crate::random::stream;
@@ -135,7 +136,7 @@ mod tests {
 
     #[test]
     fn iptables_spreads_connections_uniformly_over_ready_endpoints() {
-        let proxy = ServiceProxy::from_api(&store());
+        let proxy = ServiceProxy::from_objects(&store());
         let svc = proxy.resolve("app.demo.svc.cluster.local:80", "x").unwrap();
         let mut rng = stream(1, "kube-proxy");
         let mut state = ProxyState::default();
@@ -165,7 +166,7 @@ mod tests {
 
     #[test]
     fn ipvs_goes_round_robin_and_empty_services_refuse() {
-        let proxy = ServiceProxy::from_api(&store());
+        let proxy = ServiceProxy::from_objects(&store());
         let svc = proxy.resolve("app", "demo").unwrap();
         let mut rng = stream(1, "kube-proxy");
         let before = rng.clone();

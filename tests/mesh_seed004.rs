@@ -189,7 +189,7 @@ fn callers_inside_the_mesh_and_without_a_sidecar_bypass_the_gateway_split() {
     assert_eq!(counts[&(Role::Canary, "yellow".to_string())], 100);
 
     // Without a sidecar, kube-proxy picks per connection among the Service's pods.
-    let proxy = ServiceProxy::from_api(&world.api);
+    let proxy = ServiceProxy::from_objects(&world.api);
     let stable = proxy.resolve("rollouts-demo-stable", NS).unwrap();
     let mut rng = stream(1, "kube-proxy");
     let mut state = ProxyState::default();
@@ -204,4 +204,30 @@ fn callers_inside_the_mesh_and_without_a_sidecar_bypass_the_gateway_split() {
         })
         .collect();
     assert_eq!(pods.len(), 4, "ipvs cycles through the four stable pods");
+}
+
+/// The data plane reads plain objects: the seed's route table built from a snapshot of the
+/// store's objects (no API server) routes exactly as the one built from the store.
+#[test]
+fn the_route_table_from_a_plain_object_set_routes_as_from_the_store() {
+    use canarysim::model::{Kind, ObjectSet, Objects};
+    let world = canarysim::seed::paused_at_20(1);
+    let kinds = [
+        Kind::Service,
+        Kind::Pod,
+        Kind::Rollout,
+        Kind::VirtualService,
+        Kind::DestinationRule,
+        Kind::Gateway,
+    ];
+    let snapshot = ObjectSet::new(
+        kinds
+            .iter()
+            .flat_map(|k| world.api.objects(*k).into_iter().cloned())
+            .collect(),
+    );
+    let from_store = canarysim::mesh::translate(&world.api);
+    let from_snapshot = canarysim::mesh::translate(&snapshot);
+    assert_eq!(format!("{from_store:?}"), format!("{from_snapshot:?}"));
+    assert!(!from_snapshot.clusters().is_empty());
 }

@@ -48,6 +48,16 @@ pub enum ApiError {
     },
 }
 
+impl crate::model::Objects for ApiServer {
+    fn objects(&self, kind: Kind) -> Vec<&Object> {
+        self.list(kind, None, None)
+    }
+
+    fn object(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Object> {
+        self.get(kind, namespace, name).ok()
+    }
+}
+
 /// The cluster's validating webhooks (`admission`), as an API error.
 fn admit(kind: Kind, object: &Value, rules: IstioWeightRules) -> Result<(), ApiError> {
     admission::admit(kind, object, rules).map_err(|d| ApiError::Denied {

@@ -194,7 +194,7 @@ pub(crate) fn simulate_with<C: Cluster>(
         let ep_info;
         match &path {
             Path::KubeProxy => {
-                proxy = ServiceProxy::from_api(world.api());
+                proxy = ServiceProxy::from_objects(world.api());
                 ep_info = endpoint_facts(world, backends, &mut state.arms, |i| {
                     proxy.endpoint(crate::endpoints::EndpointId(i))
                 });

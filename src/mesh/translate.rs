@@ -26,8 +26,8 @@ use super::table::{
     L4RouteEntry, LbPolicy, Listener, Mirror, RouteSource, RouteTable, VirtualHost,
     WeightedClusters,
 };
-use crate::apiserver::ApiServer;
 use crate::endpoints::{CLUSTER_DOMAIN_SUFFIX, Catalog, EndpointId, Note, ServiceId};
+use crate::model::Objects;
 use crate::model::istio::{
     Destination, DestinationRuleSpec, GatewaySpec, HttpMatchRequest, RouteDestination,
     VirtualServiceSpec,
@@ -87,11 +87,11 @@ fn evaluable(raw_match: &Value, evaluated: &[&str]) -> bool {
 }
 
 /// Builds the route table for the store's current objects.
-pub fn translate(api: &ApiServer) -> RouteTable {
+pub fn translate(api: &dyn Objects) -> RouteTable {
     let mut b = Builder::new(api);
     b.gateways();
     b.destination_rules();
-    let mut vss = api.list(Kind::VirtualService, None, None);
+    let mut vss = api.objects(Kind::VirtualService);
     // Istio resolves conflicts in favour of the oldest object.
     vss.sort_by(|a, b| {
         a.creation_timestamp()
@@ -143,7 +143,7 @@ struct CompiledL4 {
 }
 
 struct Builder<'a> {
-    api: &'a ApiServer,
+    api: &'a dyn Objects,
     catalog: Catalog,
     listeners: Vec<Listener>,
     clusters: Vec<Cluster>,
@@ -153,8 +153,8 @@ struct Builder<'a> {
 }
 
 impl<'a> Builder<'a> {
-    fn new(api: &'a ApiServer) -> Self {
-        let catalog = Catalog::from_api(api);
+    fn new(api: &'a dyn Objects) -> Self {
+        let catalog = Catalog::from_objects(api);
         let notes = catalog.notes().to_vec();
         Builder {
             api,
@@ -175,7 +175,7 @@ impl<'a> Builder<'a> {
     }
 
     fn gateways(&mut self) {
-        for gw in self.api.list(Kind::Gateway, None, None) {
+        for gw in self.api.objects(Kind::Gateway) {
             let spec: GatewaySpec = match gw.spec_as() {
                 Ok(s) => s,
                 Err(e) => {
@@ -230,7 +230,7 @@ impl<'a> Builder<'a> {
     }
 
     fn destination_rules(&mut self) {
-        for dr in self.api.list(Kind::DestinationRule, None, None) {
+        for dr in self.api.objects(Kind::DestinationRule) {
             let key = dr.key();
             let spec: DestinationRuleSpec = match dr.spec_as() {
                 Ok(s) => s,
@@ -648,8 +648,7 @@ impl<'a> Builder<'a> {
         let child_ns = delegate["namespace"].as_str().unwrap_or(ns).to_string();
         let Some(child) = self
             .api
-            .get(Kind::VirtualService, &child_ns, child_name)
-            .ok()
+            .object(Kind::VirtualService, &child_ns, child_name)
             .cloned()
         else {
             self.note(
