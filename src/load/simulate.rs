@@ -181,6 +181,34 @@ pub(crate) fn simulate_with<C: Cluster>(
     // opened) each epoch carried.
     let mut configured: Vec<(Role, f64)> = Vec::new();
 
+    // The request every worker sends (its shape does not change during the load).
+    let headers: Vec<(&str, &str)> = workload
+        .headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let caller_labels = caller_labels(world, &path, workload);
+    let source_labels: Vec<(&str, &str)> = caller_labels
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let meta = RequestMeta {
+        source_labels: &source_labels,
+        origin: match &path {
+            Path::Gateway(g) => Origin::Gateway(g.as_str()),
+            Path::Mesh => Origin::Mesh,
+            Path::KubeProxy => Origin::Plain,
+        },
+        protocol: workload.protocol,
+        namespace: &workload.namespace,
+        host: &workload.host,
+        port: workload.port,
+        path: &workload.path,
+        method: &workload.method,
+        headers: &headers,
+        sni: workload.sni.as_deref(),
+    };
+
     loop {
         let now = world.now();
         let epoch_end_us = world
@@ -210,59 +238,7 @@ pub(crate) fn simulate_with<C: Cluster>(
                 });
             }
         }
-        // Re-attach pinned connections to this epoch's endpoints (by pod name); a connection
-        // whose pod went away is reset and reconnects on its next request.
-        for c in &mut state.conns {
-            if let Some((pod, idx)) = &mut c.pinned {
-                match ep_info.by_pod.get(pod.as_str()) {
-                    Some(i) => *idx = *i,
-                    None => c.pinned = None,
-                }
-            }
-        }
-        let headers: Vec<(&str, &str)> = workload
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        let origin = match &path {
-            Path::Gateway(g) => Origin::Gateway(g.as_str()),
-            Path::Mesh => Origin::Mesh,
-            Path::KubeProxy => Origin::Plain,
-        };
-        // The caller's labels: the gateway pods' (its selector) through a gateway, the
-        // load's `source.labels` from a sidecar.
-        let gateway_labels: Vec<(String, String)> = match &path {
-            Path::Gateway(g) => {
-                let (gw_ns, gw_name) = g.split_once('/').unwrap_or((&workload.namespace, g));
-                world
-                    .api()
-                    .get(Kind::Gateway, gw_ns, gw_name)
-                    .ok()
-                    .and_then(|o| o.spec()["selector"].as_object().cloned())
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|(k, v)| v.as_str().map(|v| (k, v.to_string())))
-                    .collect()
-            }
-            _ => workload.source_labels.clone(),
-        };
-        let source_labels: Vec<(&str, &str)> = gateway_labels
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        let meta = RequestMeta {
-            source_labels: &source_labels,
-            origin,
-            protocol: workload.protocol,
-            namespace: &workload.namespace,
-            host: &workload.host,
-            port: workload.port,
-            path: &workload.path,
-            method: &workload.method,
-            headers: &headers,
-            sni: workload.sni.as_deref(),
-        };
+        reattach_connections(&mut state.conns, &ep_info);
         state.ep_responses = vec![0; ep_info.model.len()];
         state.ep_errors = vec![0; ep_info.model.len()];
         let mut ctx = Ctx {
@@ -282,43 +258,10 @@ pub(crate) fn simulate_with<C: Cluster>(
         };
         let sent_before = state.result_sent;
         let opened_before = state.connections_opened;
-        let epoch_shares = {
-            match &path {
-                Path::KubeProxy => {
-                    let eps = service
-                        .and_then(|s| proxy.service(s))
-                        .map(|s| s.endpoints.clone())
-                        .unwrap_or_default();
-                    let roles: Vec<Role> = eps
-                        .iter()
-                        .filter_map(|e| proxy.endpoint(*e))
-                        .map(|e| e.role)
-                        .collect();
-                    shares_by_role(roles.iter().map(|r| (*r, 1.0)))
-                }
-                Path::Gateway(_) | Path::Mesh => {
-                    let table = world.mesh().table_at(now).expect("checked above");
-                    match table.route(&meta) {
-                        Ok(choice) => {
-                            let total = choice.clusters.total() as f64;
-                            let mut parts = Vec::new();
-                            for (cluster, weight) in choice.clusters.iter() {
-                                let eps =
-                                    table.cluster(cluster).map(|c| c.endpoints()).unwrap_or(&[]);
-                                for e in eps {
-                                    if let Some(ep) = table.endpoint(*e) {
-                                        parts.push((
-                                            ep.role,
-                                            weight as f64 / total / eps.len() as f64,
-                                        ));
-                                    }
-                                }
-                            }
-                            shares_by_role(parts.into_iter())
-                        }
-                        Err(_) => Vec::new(),
-                    }
-                }
+        let epoch_shares = match &path {
+            Path::KubeProxy => kube_proxy_shares(&proxy, service),
+            Path::Gateway(_) | Path::Mesh => {
+                route_shares(world.mesh().table_at(now).expect("checked above"), &meta)
             }
         };
         // The in-mesh router's table and its route for this request shape (none for kube-proxy).
@@ -352,12 +295,7 @@ pub(crate) fn simulate_with<C: Cluster>(
         } else {
             (state.result_sent - sent_before) as f64
         };
-        for (role, share) in epoch_shares {
-            match configured.iter_mut().find(|(r, _)| *r == role) {
-                Some((_, s)) => *s += share * carried,
-                None => configured.push((role, share * carried)),
-            }
-        }
+        add_weighted(&mut configured, epoch_shares, carried);
         if state.result_sent >= limit || epoch_end_us >= end_us {
             break;
         }
@@ -1204,6 +1142,85 @@ fn fold_pods(d: &mut Driver, ep: &EpochEndpoints) {
             });
         pod.responses += responses;
         pod.errors += d.ep_errors[e];
+    }
+}
+
+/// The caller's pod labels (`sourceLabels`): the gateway pods' (its selector) through a
+/// gateway, the load's `source.labels` from a sidecar.
+fn caller_labels(world: &impl Cluster, path: &Path, workload: &Workload) -> Vec<(String, String)> {
+    match path {
+        Path::Gateway(g) => {
+            let (gw_ns, gw_name) = g.split_once('/').unwrap_or((&workload.namespace, g));
+            world
+                .api()
+                .get(Kind::Gateway, gw_ns, gw_name)
+                .ok()
+                .and_then(|o| o.spec()["selector"].as_object().cloned())
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k, v.to_string())))
+                .collect()
+        }
+        _ => workload.source_labels.clone(),
+    }
+}
+
+/// Re-attaches pinned connections to this epoch's endpoints (by pod name); a connection
+/// whose pod went away is reset and reconnects on its next request.
+fn reattach_connections(conns: &mut [Conn], ep: &EpochEndpoints) {
+    for c in conns {
+        if let Some((pod, idx)) = &mut c.pinned {
+            match ep.by_pod.get(pod.as_str()) {
+                Some(i) => *idx = *i,
+                None => c.pinned = None,
+            }
+        }
+    }
+}
+
+/// The split kube-proxy implies for a Service: its ready pods' roles, one share each.
+fn kube_proxy_shares(
+    proxy: &ServiceProxy,
+    service: Option<crate::endpoints::ServiceId>,
+) -> Vec<(Role, f64)> {
+    let eps = service
+        .and_then(|s| proxy.service(s))
+        .map(|s| s.endpoints.clone())
+        .unwrap_or_default();
+    let roles: Vec<Role> = eps
+        .iter()
+        .filter_map(|e| proxy.endpoint(*e))
+        .map(|e| e.role)
+        .collect();
+    shares_by_role(roles.iter().map(|r| (*r, 1.0)))
+}
+
+/// The split a route table implies for this request: each cluster's weight spread over its
+/// endpoints, added up per role (none when the request has no route).
+fn route_shares(table: &crate::mesh::RouteTable, meta: &RequestMeta) -> Vec<(Role, f64)> {
+    let Ok(choice) = table.route(meta) else {
+        return Vec::new();
+    };
+    let total = choice.clusters.total() as f64;
+    let mut parts = Vec::new();
+    for (cluster, weight) in choice.clusters.iter() {
+        let eps = table.cluster(cluster).map(|c| c.endpoints()).unwrap_or(&[]);
+        for e in eps {
+            if let Some(ep) = table.endpoint(*e) {
+                parts.push((ep.role, weight as f64 / total / eps.len() as f64));
+            }
+        }
+    }
+    shares_by_role(parts.into_iter())
+}
+
+/// Adds an epoch's shares, weighted by the draws it carried, to the running totals.
+fn add_weighted(totals: &mut Vec<(Role, f64)>, shares: Vec<(Role, f64)>, weight: f64) {
+    for (role, share) in shares {
+        match totals.iter_mut().find(|(r, _)| *r == role) {
+            Some((_, s)) => *s += share * weight,
+            None => totals.push((role, share * weight)),
+        }
     }
 }
 
