@@ -135,23 +135,8 @@ pub(crate) fn simulate_with<C: Cluster>(
     let reuse = workload.keepalive || workload.http2;
 
     let mut state = Driver {
-        arms: Vec::new(),
-        result_sent: 0,
-        answered: 0,
-        not_found: 0,
-        no_healthy_upstream: 0,
-        refused: 0,
-        upstream_failed: 0,
-        fault_aborted: 0,
-        timed_out: 0,
-        retries: 0,
-        now_us: 0,
-        health: HashMap::new(),
-        ep_responses: Vec::new(),
-        ep_errors: Vec::new(),
-        pods: std::collections::BTreeMap::new(),
-        connections_opened: 0,
         conns: vec![Conn::default(); workload.connections.max(1) as usize],
+        ..Driver::default()
     };
     let workers = match (workload.arrival, workload.http2) {
         (Arrival::Closed, true) => workload.connections.max(1) * H2_STREAMS,
@@ -313,6 +298,10 @@ pub(crate) fn simulate_with<C: Cluster>(
     if ended > world.now() {
         world.advance_to(ended).map_err(LoadError::Cluster)?;
     }
+    let sequential = workload
+        .stop
+        .as_ref()
+        .map(|_| sequential_outcome(workload, decided.as_ref(), per_connection, state.answered));
     Ok(LoadResult {
         sent: state.result_sent,
         answered: state.answered,
@@ -324,61 +313,72 @@ pub(crate) fn simulate_with<C: Cluster>(
         timed_out: state.timed_out,
         retries: state.retries,
         pods: state.pods.into_values().collect(),
-        arms: {
-            // Versions that took part, stable first, then canary, then the rest.
-            for a in &mut state.arms {
-                a.flush_latencies();
-            }
-            let mut arms: Vec<ArmStats> = state
-                .arms
-                .into_iter()
-                .filter(|a| a.responses + a.connections + a.mirrored > 0)
-                .collect();
-            arms.sort_by(|a, b| a.role.cmp(&b.role).then_with(|| a.version.cmp(&b.version)));
-            arms
-        },
+        arms: reported_arms(state.arms),
         unit,
         connections_opened: state.connections_opened,
         configured: shares_by_role(configured.into_iter()),
-        sequential: workload.stop.as_ref().map(|_| {
-            let planned = match workload.amount {
-                Amount::Requests(n) => Some(n),
-                Amount::Duration(_) => None,
-            };
-            match (&decided, per_connection) {
-                (_, true) => Sequential {
-                    decision: "not applicable: the split is made per connection".into(),
-                    after: state.answered,
-                    planned,
-                },
-                (Some((decision, after)), false) => Sequential {
-                    decision: decision.clone(),
-                    after: *after,
-                    planned,
-                },
-                (None, false) => Sequential {
-                    decision: "undecided".into(),
-                    after: state.answered,
-                    planned,
-                },
-            }
-        }),
-        path: match &path {
-            Path::Gateway(g) => format!("gateway {g}"),
-            Path::Mesh => "mesh (sidecar)".into(),
-            Path::KubeProxy => format!(
-                "kube-proxy ({})",
-                match proxy_mode {
-                    ProxyMode::Iptables => "iptables",
-                    ProxyMode::Ipvs => "ipvs",
-                }
-            ),
-        },
+        sequential,
+        path: path_name(&path, proxy_mode),
         started,
         ended: world.now().max(started),
     })
 }
 
+/// The versions that took part, stable first, then canary, then the rest.
+fn reported_arms(mut arms: Vec<ArmStats>) -> Vec<ArmStats> {
+    for a in &mut arms {
+        a.flush_latencies();
+    }
+    let mut arms: Vec<ArmStats> = arms
+        .into_iter()
+        .filter(|a| a.responses + a.connections + a.mirrored > 0)
+        .collect();
+    arms.sort_by(|a, b| a.role.cmp(&b.role).then_with(|| a.version.cmp(&b.version)));
+    arms
+}
+
+/// What the sequential test decided (or why it could not).
+fn sequential_outcome(
+    workload: &Workload,
+    decided: Option<&(String, u64)>,
+    per_connection: bool,
+    answered: u64,
+) -> Sequential {
+    let planned = match workload.amount {
+        Amount::Requests(n) => Some(n),
+        Amount::Duration(_) => None,
+    };
+    let (decision, after) = match (decided, per_connection) {
+        (_, true) => (
+            "not applicable: the split is made per connection".to_string(),
+            answered,
+        ),
+        (Some((decision, after)), false) => (decision.clone(), *after),
+        (None, false) => ("undecided".to_string(), answered),
+    };
+    Sequential {
+        decision,
+        after,
+        planned,
+    }
+}
+
+/// How the report names the data plane a load went through.
+fn path_name(path: &Path, proxy_mode: ProxyMode) -> String {
+    match path {
+        Path::Gateway(g) => format!("gateway {g}"),
+        Path::Mesh => "mesh (sidecar)".into(),
+        Path::KubeProxy => format!(
+            "kube-proxy ({})",
+            match proxy_mode {
+                ProxyMode::Iptables => "iptables",
+                ProxyMode::Ipvs => "ipvs",
+            }
+        ),
+    }
+}
+
+#[derive(Default)]
 struct Driver {
     arms: Vec<ArmStats>,
     result_sent: u64,
