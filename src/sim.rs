@@ -283,10 +283,10 @@ impl World {
     }
 
     /// `kubectl argo rollouts undo`; returns what the plugin prints.
-    pub fn undo(&mut self, ns: &str, name: &str, to_revision: i64) -> Result<String, String> {
-        let printed =
-            actions::undo(&mut self.api, ns, name, to_revision).map_err(|e| e.to_string())?;
-        self.settle().map_err(|e| e.to_string())?;
+    pub fn undo(&mut self, ns: &str, name: &str, to_revision: i64) -> Result<String, SimError> {
+        let printed = actions::undo(&mut self.api, ns, name, to_revision)
+            .map_err(|e| SimError::Action(e.to_string()))?;
+        self.settle()?;
         Ok(printed)
     }
 

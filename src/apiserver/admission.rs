@@ -24,7 +24,7 @@ pub enum IstioWeightRules {
 
 impl IstioWeightRules {
     /// The rules of Istio `major.minor` (e.g. "1.14", "1.22.3").
-    pub fn for_version(version: &str) -> Result<Self, String> {
+    pub fn for_version(version: &str) -> Result<Self, VersionError> {
         let mut parts = version.trim().trim_start_matches('v').split('.');
         let number = |p: Option<&str>| p.and_then(|p| p.parse::<u32>().ok());
         match (number(parts.next()), number(parts.next())) {
@@ -33,12 +33,15 @@ impl IstioWeightRules {
             } else {
                 IstioWeightRules::Relative
             }),
-            _ => Err(format!(
-                "expected an Istio version such as \"1.14\" or \"1.22.3\", got {version:?}"
-            )),
+            _ => Err(VersionError(version.to_string())),
         }
     }
 }
+
+/// An Istio version canarysim cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("expected an Istio version such as \"1.14\" or \"1.22.3\", got {0:?}")]
+pub struct VersionError(pub String);
 
 /// A webhook's refusal: the message is what the webhook said.
 pub struct Denial {
@@ -204,7 +207,12 @@ mod tests {
         assert_eq!(rules("1.14.6"), Ok(IstioWeightRules::SumTo100));
         assert_eq!(rules("1.15"), Ok(IstioWeightRules::Relative));
         assert_eq!(rules("v1.22.3"), Ok(IstioWeightRules::Relative));
-        assert!(rules("latest").unwrap_err().contains("\"latest\""));
+        assert!(
+            rules("latest")
+                .unwrap_err()
+                .to_string()
+                .contains("\"latest\"")
+        );
     }
 
     #[test]

@@ -135,9 +135,16 @@ pub enum StrMatcher {
     Any,
 }
 
+/// A match condition Envoy would not accept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MatchError {
+    #[error("regex {pattern:?} does not compile: {reason}")]
+    Regex { pattern: String, reason: String },
+}
+
 impl StrMatcher {
-    /// Compiles a StringMatch; the error is the regex error, worded for a note.
-    pub fn compile(m: &StringMatch) -> Result<StrMatcher, String> {
+    /// Compiles a StringMatch; the error is worded for a route note.
+    pub fn compile(m: &StringMatch) -> Result<StrMatcher, MatchError> {
         if let Some(e) = &m.exact {
             Ok(StrMatcher::Exact(e.clone()))
         } else if let Some(p) = &m.prefix {
@@ -145,7 +152,10 @@ impl StrMatcher {
         } else if let Some(r) = &m.regex {
             Regex::new(&format!("^(?:{r})$"))
                 .map(StrMatcher::Regex)
-                .map_err(|e| format!("regex {r:?} does not compile: {e}"))
+                .map_err(|e| MatchError::Regex {
+                    pattern: r.clone(),
+                    reason: e.to_string(),
+                })
         } else {
             Ok(StrMatcher::Any)
         }

@@ -1105,7 +1105,7 @@ fn single_port(ports: impl Iterator<Item = Option<u32>>) -> Option<u32> {
     found
 }
 
-fn compile_match(m: &HttpMatchRequest) -> Result<HttpMatch, String> {
+fn compile_match(m: &HttpMatchRequest) -> Result<HttpMatch, super::matcher::MatchError> {
     let opt = |s: &Option<crate::model::rollout::StringMatch>| {
         s.as_ref().map(StrMatcher::compile).transpose()
     };

@@ -7,26 +7,37 @@ use super::rollout::IntOrString;
 
 /// A scenario's duration, written as Argo writes them (Go's `time.ParseDuration`: `100ms`,
 /// `30s`, `1m`, `1h30m`, `.5m`, `1.5s`), or a bare number of seconds. Negative: an error.
-pub fn parse(text: &str) -> Result<Duration, String> {
+pub fn parse(text: &str) -> Result<Duration, DurationError> {
     let t = text.trim();
     if let Ok(secs) = t.parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }
     match go_parse_duration(t) {
         Some(nanos) if nanos >= 0 => Ok(Duration::from_nanos(nanos as u64)),
-        Some(_) => Err(format!("invalid duration \"{text}\": must not be negative")),
-        None => Err(format!(
-            "invalid duration \"{text}\"; expected e.g. 100ms, 30s, 1m, 1h30m (Go's duration syntax) or a number of seconds"
-        )),
+        Some(_) => Err(DurationError::Negative(text.to_string())),
+        None => Err(DurationError::Syntax(text.to_string())),
     }
+}
+
+/// Why a duration was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("invalid duration \"{0}\": must not be negative")]
+    Negative(String),
+    #[error(
+        "invalid duration \"{0}\"; expected e.g. 100ms, 30s, 1m, 1h30m (Go's duration syntax) or a number of seconds"
+    )]
+    Syntax(String),
+    #[error("invalid pause duration {0}")]
+    Pause(String),
 }
 
 /// Argo's pause duration at run time: `DurationSeconds()` as whole seconds (what the
 /// controller waits; validation has rejected negative and unparsable values).
-pub fn from_int_or_string(v: &IntOrString) -> Result<Duration, String> {
+pub fn from_int_or_string(v: &IntOrString) -> Result<Duration, DurationError> {
     match pause_seconds(Some(v)) {
         s if s >= 0 => Ok(Duration::from_secs(s as u64)),
-        _ => Err(format!("invalid pause duration {v:?}")),
+        _ => Err(DurationError::Pause(format!("{v:?}"))),
     }
 }
 
@@ -130,7 +141,12 @@ mod tests {
             from_int_or_string(&IntOrString::Int(30)).unwrap(),
             Duration::from_secs(30)
         );
-        assert!(parse("soon").unwrap_err().contains("expected e.g. 100ms"));
+        assert!(
+            parse("soon")
+                .unwrap_err()
+                .to_string()
+                .contains("expected e.g. 100ms")
+        );
     }
 
     #[test]

@@ -300,14 +300,14 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let at = |pointer: &str| source.locate(pointer);
     let dur = |text: &str, pointer: &str| {
-        duration::parse(text).map_err(|e| ScenarioError::at(at(pointer), e))
+        duration::parse(text).map_err(|e| ScenarioError::at(at(pointer), e.to_string()))
     };
 
     let pod_ready_after = dur(&parsed.cluster.pod_ready_after, "/cluster/pod_ready_after")?;
     let push_delay = dur(&parsed.cluster.push_delay, "/cluster/push_delay")?;
     let istio_weight_rules = match &parsed.cluster.istio_version {
         Some(v) => crate::apiserver::admission::IstioWeightRules::for_version(v)
-            .map_err(|e| ScenarioError::at(at("/cluster/istio_version"), e))?,
+            .map_err(|e| ScenarioError::at(at("/cluster/istio_version"), e.to_string()))?,
         None => Default::default(),
     };
     let mut backends = crate::load::Backends::default();

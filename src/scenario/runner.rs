@@ -366,7 +366,10 @@ impl<'p> Runner<'p> {
             StepKind::Undo {
                 rollout,
                 to_revision,
-            } => self.world.undo(&ns, rollout, *to_revision),
+            } => self
+                .world
+                .undo(&ns, rollout, *to_revision)
+                .map_err(|e| e.to_string()),
             StepKind::Restart { rollout, delay } => self
                 .world
                 .restart(&ns, rollout, *delay)
