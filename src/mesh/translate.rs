@@ -76,6 +76,15 @@ fn source_match(
     }
 }
 
+/// One tls or tcp match entry, as the L4 translation reads it (tcp has no SNI).
+struct L4MatchEntry<'m> {
+    port: Option<u32>,
+    sni: &'m [String],
+    source_labels: &'m BTreeMap<String, String>,
+    source_namespace: &'m Option<String>,
+    gateways: &'m [String],
+}
+
 /// An L4 match entry and the listeners (gateways) it is narrowed to, if any.
 type L4MatchFor = (L4Match, Option<Vec<usize>>);
 
@@ -416,75 +425,44 @@ impl<'a> Builder<'a> {
                     .collect()
             })
             .collect();
-        let tls: Vec<CompiledL4> = spec
+        let tls_entries: Vec<(Vec<L4MatchEntry>, &[RouteDestination])> = spec
             .tls
             .iter()
-            .enumerate()
-            .filter_map(|(i, r)| {
-                let raw = &vs.spec()["tls"][i]["match"];
-                let matches = r
+            .map(|r| {
+                let entries = r
                     .matches
                     .iter()
-                    .enumerate()
-                    .filter(|(j, _)| evaluable(&raw[*j], TLS_MATCH_EVALUATED))
-                    .map(|(_, m)| {
-                        let sni = m
-                            .sni_hosts
-                            .iter()
-                            .map(|h| HostPattern::parse(h, &ns))
-                            .collect();
-                        let l4 = L4Match {
-                            port: m.port,
-                            source: source_match(&m.source_labels, &m.source_namespace),
-                            sni,
-                        };
-                        (l4, self.match_gateways(&m.gateways, &ns, &key))
+                    .map(|m| L4MatchEntry {
+                        port: m.port,
+                        sni: &m.sni_hosts,
+                        source_labels: &m.source_labels,
+                        source_namespace: &m.source_namespace,
+                        gateways: &m.gateways,
                     })
                     .collect();
-                let ports = r.matches.iter().map(|m| m.port);
-                let had_matches = !r.matches.is_empty();
-                self.l4_route(
-                    &key,
-                    &ns,
-                    &r.route,
-                    (matches, had_matches),
-                    ports,
-                    format!("tls/{i}"),
-                )
+                (entries, r.route.as_slice())
             })
             .collect();
-        let tcp: Vec<CompiledL4> = spec
+        let tcp_entries: Vec<(Vec<L4MatchEntry>, &[RouteDestination])> = spec
             .tcp
             .iter()
-            .enumerate()
-            .filter_map(|(i, r)| {
-                let raw = &vs.spec()["tcp"][i]["match"];
-                let matches = r
+            .map(|r| {
+                let entries = r
                     .matches
                     .iter()
-                    .enumerate()
-                    .filter(|(j, _)| evaluable(&raw[*j], TCP_MATCH_EVALUATED))
-                    .map(|(_, m)| {
-                        let l4 = L4Match {
-                            port: m.port,
-                            source: source_match(&m.source_labels, &m.source_namespace),
-                            sni: Box::new([]),
-                        };
-                        (l4, self.match_gateways(&m.gateways, &ns, &key))
+                    .map(|m| L4MatchEntry {
+                        port: m.port,
+                        sni: &[],
+                        source_labels: &m.source_labels,
+                        source_namespace: &m.source_namespace,
+                        gateways: &m.gateways,
                     })
                     .collect();
-                let ports = r.matches.iter().map(|m| m.port);
-                let had_matches = !r.matches.is_empty();
-                self.l4_route(
-                    &key,
-                    &ns,
-                    &r.route,
-                    (matches, had_matches),
-                    ports,
-                    format!("tcp/{i}"),
-                )
+                (entries, r.route.as_slice())
             })
             .collect();
+        let tls = self.l4_section(vs, &key, &ns, "tls", &tls_entries, TLS_MATCH_EVALUATED);
+        let tcp = self.l4_section(vs, &key, &ns, "tcp", &tcp_entries, TCP_MATCH_EVALUATED);
 
         for &l in &bound {
             let http_routes: Vec<HttpRouteEntry> = http
@@ -730,6 +708,47 @@ impl<'a> Builder<'a> {
             }
             compiled.source.virtual_service = Some(key.clone());
             out.push(compiled);
+        }
+        out
+    }
+
+    /// The tls or tcp routes of a VirtualService, each match entry compiled (or dropped when
+    /// it names a condition canarysim does not evaluate).
+    fn l4_section(
+        &mut self,
+        vs: &Object,
+        key: &ObjectKey,
+        ns: &str,
+        section: &str,
+        routes: &[(Vec<L4MatchEntry>, &[RouteDestination])],
+        evaluated: &[&str],
+    ) -> Vec<CompiledL4> {
+        let mut out = Vec::new();
+        for (i, (entries, destinations)) in routes.iter().enumerate() {
+            let raw = &vs.spec()[section][i]["match"];
+            let matches = entries
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| evaluable(&raw[*j], evaluated))
+                .map(|(_, m)| {
+                    let l4 = L4Match {
+                        port: m.port,
+                        source: source_match(m.source_labels, m.source_namespace),
+                        sni: m.sni.iter().map(|h| HostPattern::parse(h, ns)).collect(),
+                    };
+                    (l4, self.match_gateways(m.gateways, ns, key))
+                })
+                .collect();
+            let ports = entries.iter().map(|m| m.port);
+            let had_matches = !entries.is_empty();
+            out.extend(self.l4_route(
+                key,
+                ns,
+                destinations,
+                (matches, had_matches),
+                ports,
+                format!("{section}/{i}"),
+            ));
         }
         out
     }
