@@ -553,19 +553,7 @@ impl<'a> Builder<'a> {
         raw: &Value,
         label: String,
     ) -> Option<CompiledHttp> {
-        let mut matches = Vec::new();
-        for (j, m) in r.matches.iter().enumerate() {
-            if !evaluable(&raw["match"][j], HTTP_MATCH_EVALUATED) {
-                continue;
-            }
-            match compile_match(m) {
-                Ok(hm) => {
-                    let gws = self.match_gateways(&m.gateways, ns, key);
-                    matches.push((hm, gws));
-                }
-                Err(e) => self.note(key, format!("{label}: match[{j}] never matches: {e}")),
-            }
-        }
+        let matches = self.http_matches(key, ns, r, raw, &label);
         let port = single_port(r.matches.iter().map(|m| m.port));
         let clusters = self.split(key, ns, &r.route, port, &label)?;
         // Istio: no percentage means 100 %; Envoy gets a fraction per million.
@@ -610,6 +598,33 @@ impl<'a> Builder<'a> {
         })
     }
 
+    /// An http route's match entries, compiled, each with the listeners it is narrowed to;
+    /// an entry with a condition canarysim does not evaluate, or that does not compile (with
+    /// a note), is dropped — it never matches.
+    fn http_matches(
+        &mut self,
+        key: &ObjectKey,
+        ns: &str,
+        r: &crate::model::istio::HttpRoute,
+        raw: &Value,
+        label: &str,
+    ) -> Vec<(HttpMatch, Option<Vec<usize>>)> {
+        let mut matches = Vec::new();
+        for (j, m) in r.matches.iter().enumerate() {
+            if !evaluable(&raw["match"][j], HTTP_MATCH_EVALUATED) {
+                continue;
+            }
+            match compile_match(m) {
+                Ok(hm) => {
+                    let gws = self.match_gateways(&m.gateways, ns, key);
+                    matches.push((hm, gws));
+                }
+                Err(e) => self.note(key, format!("{label}: match[{j}] never matches: {e}")),
+            }
+        }
+        matches
+    }
+
     /// Istio's delegation: a root route's `delegate` names a VirtualService (without hosts)
     /// whose http routes take its place, each child match joined (AND) with each root match;
     /// the child's destinations, in its namespace, and its retries, timeout and fault apply.
@@ -646,19 +661,7 @@ impl<'a> Builder<'a> {
             }
         };
         // The root route's own match entries (with their gateway narrowing).
-        let mut root_matches = Vec::new();
-        for (j, m) in root.matches.iter().enumerate() {
-            if !evaluable(&raw["match"][j], HTTP_MATCH_EVALUATED) {
-                continue;
-            }
-            match compile_match(m) {
-                Ok(hm) => {
-                    let gws = self.match_gateways(&m.gateways, ns, key);
-                    root_matches.push((hm, gws));
-                }
-                Err(e) => self.note(key, format!("{label}: match[{j}] never matches: {e}")),
-            }
-        }
+        let root_matches = self.http_matches(key, ns, root, raw, label);
         let root_had = !root.matches.is_empty();
         let mut out = Vec::new();
         for (j, r) in child_spec.http.iter().enumerate() {
