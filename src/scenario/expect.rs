@@ -50,91 +50,19 @@ pub fn check(
     violations: usize,
 ) -> (Vec<String>, Vec<String>) {
     let mut out = Findings::default();
-
-    let status: RolloutStatus;
-    let vars;
-    match rollout {
+    let vars = match rollout {
         Some(name) => {
             let Ok(ro) = world.api.get(Kind::Rollout, ns, name) else {
                 out.failures
                     .push(format!("rollouts.argoproj.io \"{name}\" not found"));
                 return (out.failures, out.checked);
             };
-            status = ro.status_as().unwrap_or_default();
-            vars = variables(world, ns, name);
-            if let Some(p) = &e.phase {
-                out.compare("phase", p.clone(), status.phase.clone());
-            }
-            if let Some(m) = &e.message {
-                let m = expand(m, &vars);
-                if status.message.contains(&m) {
-                    out.checked.push(format!("message contains \"{m}\""));
-                } else {
-                    out.failures.push(format!(
-                        "message: expected to contain \"{m}\", got \"{}\"",
-                        status.message
-                    ));
-                }
-            }
-            if let Some(s) = e.step {
-                out.compare(
-                    "step",
-                    s.to_string(),
-                    status
-                        .current_step_index
-                        .map(|i| i.to_string())
-                        .unwrap_or_else(|| "none".into()),
-                );
-            }
-            if e.set_weight.is_some() || e.actual_weight.is_some() {
-                if let Ok(view) = rollout_info::view(&world.api, ns, name, world.now()) {
-                    if let Some(w) = e.set_weight {
-                        out.compare("set_weight", w.to_string(), view.set_weight.to_string());
-                    }
-                    if let Some(w) = e.actual_weight {
-                        out.compare(
-                            "actual_weight",
-                            w.to_string(),
-                            view.actual_weight.to_string(),
-                        );
-                    }
-                }
-            }
-            if let Some(r) = &e.replicas {
-                for (what, want, got) in replica_checks(world, ns, &status, r) {
-                    out.compare(
-                        &format!("replicas.{what}"),
-                        want.to_string(),
-                        got.to_string(),
-                    );
-                }
-            }
-            if let Some(err) = &e.error {
-                let key = ObjectKey::new(Kind::Rollout, ns, name);
-                let actual = world.errors.get(&key);
-                if err == "none" {
-                    match actual {
-                        None => out.checked.push("error none".into()),
-                        Some(a) => out
-                            .failures
-                            .push(format!("error: expected none, got \"{a}\"")),
-                    }
-                } else {
-                    let want = expand(err, &vars);
-                    match actual {
-                        Some(a) if a.contains(&want) => out.checked.push(format!("error \"{a}\"")),
-                        Some(a) => out.failures.push(format!(
-                            "error: expected to contain \"{want}\", got \"{a}\""
-                        )),
-                        None => out.failures.push(format!(
-                            "error: expected to contain \"{want}\", but the controller reports none"
-                        )),
-                    }
-                }
-            }
+            let status: RolloutStatus = ro.status_as().unwrap_or_default();
+            let vars = variables(world, ns, name);
+            check_rollout(&mut out, world, ns, name, &status, &vars, e);
+            vars
         }
         None => {
-            vars = BTreeMap::new();
             let needs_rollout = e.phase.is_some()
                 || e.message.is_some()
                 || e.step.is_some()
@@ -146,67 +74,179 @@ pub fn check(
                 out.failures
                     .push("no rollout to check (name one with `rollout:`)".into());
             }
+            BTreeMap::new()
         }
-    }
-
+    };
     if let Some(v) = e.violations {
         out.compare("violations", v.to_string(), violations.to_string());
     }
     if let Some(weights) = &e.weights {
-        for (vs_name, routes) in weights {
-            let Ok(vs) = world.api.get(Kind::VirtualService, ns, vs_name) else {
-                out.failures.push(format!(
-                    "weights: virtualservices.networking.istio.io \"{vs_name}\" not found"
-                ));
-                continue;
-            };
-            for (route_key, want) in routes {
-                match route_weights(vs.spec(), route_key) {
-                    None => out
-                        .failures
-                        .push(format!("weights: {vs_name} has no route {route_key}")),
-                    Some(got) => {
-                        let want: BTreeMap<String, i64> = want.clone().into_iter().collect();
-                        out.compare(
-                            &format!("weights {vs_name} {route_key}"),
-                            format_weights(&want),
-                            format_weights(&got),
-                        );
-                    }
-                }
-            }
-        }
+        check_weights(&mut out, world, ns, weights);
     }
     if let Some(objects) = &e.objects {
-        for (i, want) in objects.iter().enumerate() {
-            let want = expand_value(want, &vars);
-            let kind = want
-                .get("kind")
-                .and_then(Value::as_str)
-                .and_then(Kind::parse);
-            let name = want["metadata"]["name"].as_str().unwrap_or("");
-            let obj_ns = want["metadata"]["namespace"].as_str().unwrap_or(ns);
-            let Some(kind) = kind else {
-                out.failures
-                    .push(format!("objects[{i}]: unknown or missing kind"));
-                continue;
-            };
-            match world.api.get(kind, obj_ns, name) {
-                Err(err) => out.failures.push(format!("objects[{i}]: {err}")),
-                Ok(obj) => {
-                    let mut diffs = Vec::new();
-                    partial_match(&want, &obj.value, "", &mut diffs);
-                    if diffs.is_empty() {
-                        out.checked.push(format!("{kind}/{name} matches"));
-                    } else {
-                        out.failures
-                            .push(format!("{kind}/{name}: {}", diffs.join("; ")));
-                    }
+        check_objects(&mut out, world, ns, objects, &vars);
+    }
+    (out.failures, out.checked)
+}
+
+/// The rollout's phase, message, step, weights, replicas and controller error.
+fn check_rollout(
+    out: &mut Findings,
+    world: &World,
+    ns: &str,
+    name: &str,
+    status: &RolloutStatus,
+    vars: &BTreeMap<&'static str, String>,
+    e: &Expect,
+) {
+    if let Some(p) = &e.phase {
+        out.compare("phase", p.clone(), status.phase.clone());
+    }
+    if let Some(m) = &e.message {
+        let m = expand(m, vars);
+        if status.message.contains(&m) {
+            out.checked.push(format!("message contains \"{m}\""));
+        } else {
+            out.failures.push(format!(
+                "message: expected to contain \"{m}\", got \"{}\"",
+                status.message
+            ));
+        }
+    }
+    if let Some(s) = e.step {
+        out.compare(
+            "step",
+            s.to_string(),
+            status
+                .current_step_index
+                .map(|i| i.to_string())
+                .unwrap_or_else(|| "none".into()),
+        );
+    }
+    if e.set_weight.is_some() || e.actual_weight.is_some() {
+        if let Ok(view) = rollout_info::view(&world.api, ns, name, world.now()) {
+            if let Some(w) = e.set_weight {
+                out.compare("set_weight", w.to_string(), view.set_weight.to_string());
+            }
+            if let Some(w) = e.actual_weight {
+                out.compare(
+                    "actual_weight",
+                    w.to_string(),
+                    view.actual_weight.to_string(),
+                );
+            }
+        }
+    }
+    if let Some(r) = &e.replicas {
+        for (what, want, got) in replica_checks(world, ns, status, r) {
+            out.compare(
+                &format!("replicas.{what}"),
+                want.to_string(),
+                got.to_string(),
+            );
+        }
+    }
+    if let Some(err) = &e.error {
+        let actual = world.errors.get(&ObjectKey::new(Kind::Rollout, ns, name));
+        check_error(out, err, actual.map(String::as_str), vars);
+    }
+}
+
+/// The controller's error: `none`, or one containing the expected text.
+fn check_error(
+    out: &mut Findings,
+    expected: &str,
+    actual: Option<&str>,
+    vars: &BTreeMap<&'static str, String>,
+) {
+    if expected == "none" {
+        match actual {
+            None => out.checked.push("error none".into()),
+            Some(a) => out
+                .failures
+                .push(format!("error: expected none, got \"{a}\"")),
+        }
+        return;
+    }
+    let want = expand(expected, vars);
+    match actual {
+        Some(a) if a.contains(&want) => out.checked.push(format!("error \"{a}\"")),
+        Some(a) => out.failures.push(format!(
+            "error: expected to contain \"{want}\", got \"{a}\""
+        )),
+        None => out.failures.push(format!(
+            "error: expected to contain \"{want}\", but the controller reports none"
+        )),
+    }
+}
+
+/// Each VirtualService route's destinations and weights, exactly.
+fn check_weights(
+    out: &mut Findings,
+    world: &World,
+    ns: &str,
+    weights: &BTreeMap<String, super::format::RouteWeights>,
+) {
+    for (vs_name, routes) in weights {
+        let Ok(vs) = world.api.get(Kind::VirtualService, ns, vs_name) else {
+            out.failures.push(format!(
+                "weights: virtualservices.networking.istio.io \"{vs_name}\" not found"
+            ));
+            continue;
+        };
+        for (route_key, want) in routes {
+            match route_weights(vs.spec(), route_key) {
+                None => out
+                    .failures
+                    .push(format!("weights: {vs_name} has no route {route_key}")),
+                Some(got) => {
+                    let want: BTreeMap<String, i64> = want.clone().into_iter().collect();
+                    out.compare(
+                        &format!("weights {vs_name} {route_key}"),
+                        format_weights(&want),
+                        format_weights(&got),
+                    );
                 }
             }
         }
     }
-    (out.failures, out.checked)
+}
+
+/// Objects matched partially (with `$canary_hash` and the like expanded).
+fn check_objects(
+    out: &mut Findings,
+    world: &World,
+    ns: &str,
+    objects: &[Value],
+    vars: &BTreeMap<&'static str, String>,
+) {
+    for (i, want) in objects.iter().enumerate() {
+        let want = expand_value(want, vars);
+        let kind = want
+            .get("kind")
+            .and_then(Value::as_str)
+            .and_then(Kind::parse);
+        let name = want["metadata"]["name"].as_str().unwrap_or("");
+        let obj_ns = want["metadata"]["namespace"].as_str().unwrap_or(ns);
+        let Some(kind) = kind else {
+            out.failures
+                .push(format!("objects[{i}]: unknown or missing kind"));
+            continue;
+        };
+        match world.api.get(kind, obj_ns, name) {
+            Err(err) => out.failures.push(format!("objects[{i}]: {err}")),
+            Ok(obj) => {
+                let mut diffs = Vec::new();
+                partial_match(&want, &obj.value, "", &mut diffs);
+                if diffs.is_empty() {
+                    out.checked.push(format!("{kind}/{name} matches"));
+                } else {
+                    out.failures
+                        .push(format!("{kind}/{name}: {}", diffs.join("; ")));
+                }
+            }
+        }
+    }
 }
 
 /// What an expectation found: failures, and what held.
