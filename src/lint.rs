@@ -144,6 +144,160 @@ pub fn admission_denials(manifests: &[Manifest], rules: IstioWeightRules) -> Vec
     out
 }
 
+/// Whole percents: Istio weights are integers (and Argo rejects maxTrafficWeight with Istio),
+/// so 23.5 % cannot be set. Checked on the raw values; the spec returned has the whole part,
+/// so that the decode error does not bury this message and the other checks still run.
+fn whole_set_weights(m: &Manifest, out: &mut Vec<Diagnostic>) -> Value {
+    let mut spec_json = m.object.spec().clone();
+    let fractional: Vec<(usize, f64)> = spec_json["strategy"]["canary"]["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, step)| {
+            let w = step.get("setWeight").and_then(Value::as_f64)?;
+            (w.fract() != 0.0).then_some((i, w))
+        })
+        .collect();
+    for (i, w) in fractional {
+        let pointer = format!("/strategy/canary/steps/{i}/setWeight");
+        out.push(diag(
+            m,
+            &format!("/spec{pointer}"),
+            Severity::Error,
+            Check::Weights,
+            format!(
+                "setWeight {w} is not a whole percent: {}",
+                closest_weights(w)
+            ),
+        ));
+        floor_at(&mut spec_json, &pointer);
+    }
+    spec_json
+}
+
+/// The Services the canary strategy names (canary, stable, ping and pong) exist, as Argo's
+/// `getReferencedServices` requires.
+fn check_services(
+    m: &Manifest,
+    all: &[Manifest],
+    canary: &crate::model::rollout::CanaryStrategy,
+    out: &mut Vec<Diagnostic>,
+) {
+    let ns = m.object.namespace();
+    let ping_pong = canary.ping_pong.clone().unwrap_or_default();
+    for (field, svc) in [
+        ("stableService", &canary.stable_service),
+        ("canaryService", &canary.canary_service),
+        ("pingPong/pingService", &ping_pong.ping_service),
+        ("pingPong/pongService", &ping_pong.pong_service),
+    ] {
+        if !svc.is_empty() && find(all, Kind::Service, ns, svc).is_none() {
+            out.push(diag(
+                m,
+                &format!("/spec/strategy/canary/{field}"),
+                Severity::Error,
+                Check::Reference,
+                format!(
+                    "spec.strategy.canary.{}: Invalid value: \"{svc}\": service \"{svc}\" not found",
+                    field.replace('/', ".")
+                ),
+            ));
+        }
+    }
+}
+
+/// The VirtualServices (with Argo's route validation) and the DestinationRule the Istio
+/// traffic routing names; the VirtualServices found are recorded as managed.
+fn check_istio_references<'a>(
+    m: &Manifest,
+    all: &'a [Manifest],
+    canary: &crate::model::rollout::CanaryStrategy,
+    out: &mut Vec<Diagnostic>,
+    managed_vs: &mut Vec<&'a Manifest>,
+) {
+    let name = m.object.name();
+    let ns = m.object.namespace();
+    let Some(istio_cfg) = canary
+        .traffic_routing
+        .as_ref()
+        .and_then(|t| t.istio.as_ref())
+    else {
+        return;
+    };
+    let managed = crate::controller::rollout::managed_routes(canary);
+    // Before the first promotion (no status), pong is stable and ping the canary.
+    let services = crate::controller::rollout::stable_and_canary_services(canary, "", false);
+    let ctx =
+        crate::controller::rollout::istio_context(name, canary, &services, managed.as_deref());
+    let (list_ptr, single) = if istio_cfg.virtual_service.is_some() {
+        (
+            "/spec/strategy/canary/trafficRouting/istio/virtualService",
+            true,
+        )
+    } else {
+        (
+            "/spec/strategy/canary/trafficRouting/istio/virtualServices",
+            false,
+        )
+    };
+    for (i, vs_ref) in istio_cfg.virtual_service_list().into_iter().enumerate() {
+        let ref_ptr = if single {
+            list_ptr.to_string()
+        } else {
+            format!("{list_ptr}/{i}")
+        };
+        let (vs_ns, vs_name) = istio::virtual_service_namespace_name(&vs_ref.name, ns);
+        let vs = find(all, Kind::VirtualService, &vs_ns, &vs_name);
+        // Fractional weights are reported once per VirtualService (in `check`); validate
+        // the routes as if they were whole, so the report is that message and not also
+        // Argo's "Unable to get HTTP routes" for the same field.
+        let whole = vs.map(|v| {
+            let mut value = v.object.value.clone();
+            for (pointer, _) in fractional_weights(&v.object.value) {
+                floor_at(&mut value, &pointer);
+            }
+            value
+        });
+        let field = istio_cfg.virtual_service_field();
+        if let Err(e) = istio::validate_virtual_service(whole.as_ref(), vs_ref, field, &ctx) {
+            let check = if vs.is_none() {
+                Check::Reference
+            } else {
+                Check::Routes
+            };
+            // Argo names the VirtualService field; a route name the VirtualService lacks
+            // is shown where the user wrote it.
+            let pointer = vs_ref
+                .routes
+                .iter()
+                .position(|r| e.contains(&format!("HTTP Route '{r}' is not found")))
+                .map_or_else(
+                    || format!("{ref_ptr}/name"),
+                    |r| format!("{ref_ptr}/routes/{r}"),
+                );
+            out.push(diag(m, &pointer, Severity::Error, check, e));
+        }
+        if let Some(vs) = vs {
+            managed_vs.push(vs);
+        }
+    }
+    if let Some(dr) = &istio_cfg.destination_rule {
+        if find(all, Kind::DestinationRule, ns, &dr.name).is_none() {
+            out.push(diag(
+                m,
+                "/spec/strategy/canary/trafficRouting/istio/destinationRule/name",
+                Severity::Error,
+                Check::Reference,
+                format!(
+                    "spec.strategy.canary.trafficRouting.istio.destinationRule.name: Invalid value: \"{0}\": destinationrules.networking.istio.io \"{0}\" not found",
+                    dr.name
+                ),
+            ));
+        }
+    }
+}
+
 /// Why a fractional weight cannot be set, and what can.
 fn closest_weights(w: f64) -> String {
     format!(
@@ -237,37 +391,8 @@ fn check_rollout<'a>(
     managed_vs: &mut Vec<&'a Manifest>,
 ) {
     let name = m.object.name();
-    let ns = m.object.namespace();
 
-    // Whole percents: Istio weights are integers (and Argo rejects maxTrafficWeight with
-    // Istio), so 23.5 % cannot be set. Checked on the raw values; the typed view then reads
-    // the whole part, so that the decode error does not bury this message and the other
-    // checks still run.
-    let mut spec_json = m.object.spec().clone();
-    let fractional: Vec<(usize, f64)> = spec_json["strategy"]["canary"]["steps"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-        .filter_map(|(i, step)| {
-            let w = step.get("setWeight").and_then(Value::as_f64)?;
-            (w.fract() != 0.0).then_some((i, w))
-        })
-        .collect();
-    for (i, w) in fractional {
-        let pointer = format!("/strategy/canary/steps/{i}/setWeight");
-        out.push(diag(
-            m,
-            &format!("/spec{pointer}"),
-            Severity::Error,
-            Check::Weights,
-            format!(
-                "setWeight {w} is not a whole percent: {}",
-                closest_weights(w)
-            ),
-        ));
-        floor_at(&mut spec_json, &pointer);
-    }
+    let spec_json = whole_set_weights(m, out);
 
     let decoded = if spec_json.is_null() {
         Ok(RolloutSpec::default())
@@ -298,28 +423,16 @@ fn check_rollout<'a>(
     }
     let Some(canary) = spec.canary() else { return };
 
-    for (field, svc) in [
-        ("canaryService", &canary.canary_service),
-        ("stableService", &canary.stable_service),
-    ] {
-        if !svc.is_empty() && find(all, Kind::Service, ns, svc).is_none() {
-            out.push(diag(
-                m,
-                &format!("/spec/strategy/canary/{field}"),
-                Severity::Error,
-                Check::Reference,
-                format!("spec.strategy.canary.{field}: Invalid value: \"{svc}\": service \"{svc}\" not found"),
-            ));
-        }
-    }
+    check_services(m, all, canary, out);
 
-    let Some(istio_cfg) = canary
+    if canary
         .traffic_routing
         .as_ref()
         .and_then(|t| t.istio.as_ref())
-    else {
+        .is_none()
+    {
         return;
-    };
+    }
     if let Some(err) = validation::validate_virtual_services_config(&spec) {
         out.push(diag(
             m,
@@ -330,77 +443,7 @@ fn check_rollout<'a>(
         ));
         return;
     }
-    let managed = crate::controller::rollout::managed_routes(canary);
-    // Before the first promotion (no status), pong is stable and ping the canary.
-    let services = crate::controller::rollout::stable_and_canary_services(canary, "", false);
-    let ctx =
-        crate::controller::rollout::istio_context(name, canary, &services, managed.as_deref());
-    let (list_ptr, single) = if istio_cfg.virtual_service.is_some() {
-        (
-            "/spec/strategy/canary/trafficRouting/istio/virtualService",
-            true,
-        )
-    } else {
-        (
-            "/spec/strategy/canary/trafficRouting/istio/virtualServices",
-            false,
-        )
-    };
-    for (i, vs_ref) in istio_cfg.virtual_service_list().into_iter().enumerate() {
-        let ref_ptr = if single {
-            list_ptr.to_string()
-        } else {
-            format!("{list_ptr}/{i}")
-        };
-        let (vs_ns, vs_name) = istio::virtual_service_namespace_name(&vs_ref.name, ns);
-        let vs = find(all, Kind::VirtualService, &vs_ns, &vs_name);
-        // Fractional weights are reported once per VirtualService (in `check`); validate
-        // the routes as if they were whole, so the report is that message and not also
-        // Argo's "Unable to get HTTP routes" for the same field.
-        let whole = vs.map(|v| {
-            let mut value = v.object.value.clone();
-            for (pointer, _) in fractional_weights(&v.object.value) {
-                floor_at(&mut value, &pointer);
-            }
-            value
-        });
-        let field = istio_cfg.virtual_service_field();
-        if let Err(e) = istio::validate_virtual_service(whole.as_ref(), vs_ref, field, &ctx) {
-            let check = if vs.is_none() {
-                Check::Reference
-            } else {
-                Check::Routes
-            };
-            // Argo names the VirtualService field; a route name the VirtualService lacks
-            // is shown where the user wrote it.
-            let pointer = vs_ref
-                .routes
-                .iter()
-                .position(|r| e.contains(&format!("HTTP Route '{r}' is not found")))
-                .map_or_else(
-                    || format!("{ref_ptr}/name"),
-                    |r| format!("{ref_ptr}/routes/{r}"),
-                );
-            out.push(diag(m, &pointer, Severity::Error, check, e));
-        }
-        if let Some(vs) = vs {
-            managed_vs.push(vs);
-        }
-    }
-    if let Some(dr) = &istio_cfg.destination_rule {
-        if find(all, Kind::DestinationRule, ns, &dr.name).is_none() {
-            out.push(diag(
-                m,
-                "/spec/strategy/canary/trafficRouting/istio/destinationRule/name",
-                Severity::Error,
-                Check::Reference,
-                format!(
-                    "spec.strategy.canary.trafficRouting.istio.destinationRule.name: Invalid value: \"{0}\": destinationrules.networking.istio.io \"{0}\" not found",
-                    dr.name
-                ),
-            ));
-        }
-    }
+    check_istio_references(m, all, canary, out, managed_vs);
 }
 
 /// A finding at `pointer` in `m`.
