@@ -486,14 +486,12 @@ fn take_turns(free_at: &mut [u64], epoch_end_us: u64, mut request: impl FnMut() 
 fn deterministic_loop(
     d: &mut Driver,
     ctx: &Ctx,
-    choice: &crate::mesh::RouteChoice,
-    entries: &mut [(crate::mesh::ClusterId, &[crate::endpoints::EndpointId], u32)],
+    cursor: &mut crate::mesh::RoundRobinCursor,
     rng: &mut Streams,
     free_at: &mut [u64],
     epoch_end_us: u64,
     limit: u64,
 ) {
-    let single = entries.len() == 1;
     // (latency, answers) per endpoint, side by side: one bounds check, one cache line.
     let mut per_endpoint: Vec<(u64, u64)> = ctx
         .ep
@@ -507,17 +505,8 @@ fn deterministic_loop(
             return None;
         }
         sent += 1;
-        let i = if single {
-            0
-        } else {
-            choice.clusters.index_for(&mut rng.router)
-        };
-        let (_, eps, pos) = &mut entries[i];
-        let e = eps[*pos as usize].0 as usize;
-        *pos += 1;
-        if *pos as usize == eps.len() {
-            *pos = 0;
-        }
+        // Every cluster has endpoints here (checked by the caller).
+        let e = cursor.next(&mut rng.router).map_or(0, |e| e.0 as usize);
         let slot = &mut per_endpoint[e];
         slot.1 += 1;
         Some(slot.0)
@@ -566,68 +555,41 @@ fn fast_mesh_epoch(
     {
         return false;
     }
-    // Per split entry: its endpoints and round-robin position.
-    let mut entries: Vec<(crate::mesh::ClusterId, &[crate::endpoints::EndpointId], u32)> =
-        Vec::new();
     for (cluster, _) in choice.clusters.iter() {
-        let Some(c) = table.cluster(cluster) else {
-            return false;
-        };
-        if c.lb_override().is_some_and(|p| p != LbPolicy::RoundRobin) {
-            return false;
-        }
-        if c.outlier_detection().is_some() || c.consistent_hash().is_some() {
-            // Ejections depend on the order of answers: the general path keeps it.
+        if table.cluster(cluster).is_some_and(|c| {
+            // Ejections and hash keys depend on each request: the general path keeps them.
+            c.outlier_detection().is_some() || c.consistent_hash().is_some()
+        }) {
             return false;
         }
-        let eps = c.endpoints();
-        let n = eps.len() as u32;
-        let pos = if n == 0 {
-            0
-        } else {
-            lb_state.round_robin(cluster) % n
-        };
-        entries.push((cluster, eps, pos));
     }
+    let Some(mut cursor) = crate::mesh::RoundRobinCursor::new(table, choice, ctx.lb, lb_state)
+    else {
+        return false;
+    };
     // The route's retries, timeout or fault could change an outcome: the general path.
     let policy = choice.policy;
-    let can_fail_retriably = entries.iter().any(|(_, eps, _)| {
-        eps.iter().any(|e| {
-            let e = e.0 as usize;
-            let model = ctx.ep.model[e];
-            !ctx.ep.alive[e]
-                || (model.error_threshold > 0 && policy.retry.on.status(model.error_status))
-        })
+    let can_fail_retriably = cursor.endpoints().any(|e| {
+        let e = e.0 as usize;
+        let model = ctx.ep.model[e];
+        !ctx.ep.alive[e]
+            || (model.error_threshold > 0 && policy.retry.on.status(model.error_status))
     });
     if !policy.is_inert(can_fail_retriably) {
         return false;
     }
     // Every endpoint of the split alive and answering the same way every time: the leanest
     // loop (same draws, same results).
-    let simple = entries.iter().all(|(_, eps, _)| {
-        !eps.is_empty()
-            && eps.iter().all(|e| {
-                let e = e.0 as usize;
-                ctx.ep.alive[e] && ctx.ep.model[e].deterministic()
-            })
-    });
+    let simple = !cursor.has_empty_cluster()
+        && cursor.endpoints().all(|e| {
+            let e = e.0 as usize;
+            ctx.ep.alive[e] && ctx.ep.model[e].deterministic()
+        });
     if simple {
-        deterministic_loop(
-            d,
-            ctx,
-            choice,
-            &mut entries,
-            rng,
-            free_at,
-            epoch_end_us,
-            limit,
-        );
-        for (cluster, _, pos) in entries {
-            lb_state.set_round_robin(cluster, pos);
-        }
+        deterministic_loop(d, ctx, &mut cursor, rng, free_at, epoch_end_us, limit);
+        cursor.finish(lb_state);
         return true;
     }
-    let single = entries.len() == 1;
     let new_connection = !ctx.reuse;
     // Counts per endpoint in local arrays: consecutive requests go to different endpoints,
     // so the increments do not wait on each other; they are folded into the versions' stats
@@ -641,21 +603,11 @@ fn fast_mesh_epoch(
             return None;
         }
         sent += 1;
-        let i = if single {
-            0
-        } else {
-            choice.clusters.index_for(&mut rng.router)
-        };
-        let (_, eps, pos) = &mut entries[i];
-        if eps.is_empty() {
+        let Some(e) = cursor.next(&mut rng.router) else {
             failed += 1;
             return Some(FAILURE_US);
-        }
-        let e = eps[*pos as usize].0 as usize;
-        *pos += 1;
-        if *pos as usize == eps.len() {
-            *pos = 0;
-        }
+        };
+        let e = e.0 as usize;
         if !ctx.ep.alive[e] {
             dead += 1;
             return Some(FAILURE_US);
@@ -695,9 +647,7 @@ fn fast_mesh_epoch(
         d.ep_responses[e] += ep_responses[e];
         d.ep_errors[e] += ep_errors[e];
     }
-    for (cluster, _, pos) in entries {
-        lb_state.set_round_robin(cluster, pos);
-    }
+    cursor.finish(lb_state);
     true
 }
 

@@ -19,8 +19,8 @@ mod translate;
 
 pub use matcher::{HostPattern, StrMatcher};
 pub use table::{
-    Cluster, ClusterId, LbPolicy, LbState, Mirror, Origin, Protocol, RequestMeta, RouteChoice,
-    RouteError, RouteSource, RouteTable, Scope, Served, WeightedClusters,
+    Cluster, ClusterId, LbPolicy, LbState, Mirror, Origin, Protocol, RequestMeta, RoundRobinCursor,
+    RouteChoice, RouteError, RouteSource, RouteTable, Scope, Served, WeightedClusters,
 };
 pub use translate::translate;
 

@@ -675,6 +675,86 @@ pub(crate) struct Listener {
     pub defaults: Vec<VirtualHost<DefaultRoute>>,
 }
 
+/// A route's split with each cluster's round-robin position, for many requests in a row: the
+/// weighted pick of a cluster, then its next endpoint — exactly what
+/// [`WeightedClusters::pick`] and [`Cluster::pick_endpoint`] do under ROUND_ROBIN, without a
+/// lookup per request. [`RoundRobinCursor::finish`] hands the positions back to the
+/// [`LbState`], so the next pick continues where this one stopped.
+pub struct RoundRobinCursor<'t> {
+    clusters: &'t WeightedClusters,
+    entries: Vec<(ClusterId, &'t [EndpointId], u32)>,
+}
+
+impl<'t> RoundRobinCursor<'t> {
+    /// None when a cluster of the route is missing or balances by another policy than
+    /// round robin (`lb` is the proxy's default).
+    pub fn new(
+        table: &'t RouteTable,
+        choice: &RouteChoice<'t>,
+        lb: LbPolicy,
+        state: &LbState,
+    ) -> Option<RoundRobinCursor<'t>> {
+        let mut entries = Vec::new();
+        for (cluster, _) in choice.clusters.iter() {
+            let c = table.cluster(cluster)?;
+            if c.lb.unwrap_or(lb) != LbPolicy::RoundRobin {
+                return None;
+            }
+            let eps = c.endpoints();
+            let n = eps.len() as u32;
+            let pos = if n == 0 {
+                0
+            } else {
+                state.round_robin(cluster) % n
+            };
+            entries.push((cluster, eps, pos));
+        }
+        Some(RoundRobinCursor {
+            clusters: choice.clusters,
+            entries,
+        })
+    }
+
+    /// Every endpoint the split can reach.
+    pub fn endpoints(&self) -> impl Iterator<Item = EndpointId> + '_ {
+        self.entries
+            .iter()
+            .flat_map(|(_, eps, _)| eps.iter().copied())
+    }
+
+    /// Whether some cluster of the split has no endpoint (its picks are 503s).
+    pub fn has_empty_cluster(&self) -> bool {
+        self.entries.iter().any(|(_, eps, _)| eps.is_empty())
+    }
+
+    /// The next request's endpoint (None: the picked cluster has none).
+    #[inline(always)]
+    pub fn next<R: RngCore + ?Sized>(&mut self, rng: &mut R) -> Option<EndpointId> {
+        let i = if self.entries.len() == 1 {
+            0
+        } else {
+            self.clusters.index_for(rng)
+        };
+        let (_, eps, pos) = &mut self.entries[i];
+        if eps.is_empty() {
+            return None;
+        }
+        let e = eps[*pos as usize];
+        *pos += 1;
+        if *pos as usize == eps.len() {
+            *pos = 0;
+        }
+        Some(e)
+    }
+
+    /// Hands the positions back to the load balancer's state.
+    pub fn finish(self, state: &mut LbState) {
+        for (cluster, _, pos) in self.entries {
+            state.set_round_robin(cluster, pos);
+        }
+    }
+}
+
 /// The route chosen for a request: a split to pick from, and maybe a mirror.
 #[derive(Debug, Clone, Copy)]
 pub struct RouteChoice<'t> {
