@@ -451,7 +451,7 @@ fn sequential_check(d: &Driver, ctx: &mut Ctx) -> Option<u64> {
 /// time, each sending requests until its clock passes the slice end. `request` sends one and
 /// returns how long it kept the worker, or None once the load has sent all it may.
 #[inline(always)]
-fn take_turns(free_at: &mut [u64], epoch_end_us: u64, mut request: impl FnMut() -> Option<u64>) {
+fn take_turns(free_at: &mut [u64], epoch_end_us: u64, mut turn: impl FnMut(Turn) -> Option<u64>) {
     let mut slice_end = free_at
         .iter()
         .copied()
@@ -459,25 +459,37 @@ fn take_turns(free_at: &mut [u64], epoch_end_us: u64, mut request: impl FnMut() 
         .unwrap_or(0)
         .saturating_add(SLICE_US)
         .min(epoch_end_us);
-    'slices: loop {
-        for t in free_at.iter_mut() {
+    loop {
+        let mut stopped = false;
+        for (worker, t) in free_at.iter_mut().enumerate() {
             let mut now = *t;
             while now < slice_end {
-                match request() {
+                match turn(Turn::Request { worker, now }) {
                     Some(busy) => now += busy,
                     None => {
-                        *t = now;
-                        break 'slices;
+                        stopped = true;
+                        break;
                     }
                 }
             }
             *t = now;
+            if stopped {
+                break;
+            }
         }
-        if slice_end >= epoch_end_us {
-            break;
+        if turn(Turn::SliceEnd).is_none() || stopped || slice_end >= epoch_end_us {
+            return;
         }
         slice_end = slice_end.saturating_add(SLICE_US).min(epoch_end_us);
     }
+}
+
+/// What [`take_turns`] asks of its caller: one request of `worker`, whose clock is `now`
+/// (the answer: how long it kept the worker, or None to end the load), or the end of a
+/// slice (None ends the load).
+enum Turn {
+    Request { worker: usize, now: u64 },
+    SliceEnd,
 }
 
 /// [`fast_mesh_epoch`] when every endpoint of the split is alive and deterministic: per
@@ -500,7 +512,10 @@ fn deterministic_loop(
         .map(|m| (m.latency_us.max(1), 0))
         .collect();
     let mut sent = d.result_sent;
-    take_turns(free_at, epoch_end_us, || {
+    take_turns(free_at, epoch_end_us, |turn| {
+        if matches!(turn, Turn::SliceEnd) {
+            return Some(0);
+        }
         if sent >= limit {
             return None;
         }
@@ -598,7 +613,10 @@ fn fast_mesh_epoch(
     let mut ep_responses = vec![0u64; n_eps];
     let mut ep_errors = vec![0u64; n_eps];
     let (mut sent, mut answered, mut failed, mut dead) = (d.result_sent, 0u64, 0u64, 0u64);
-    take_turns(free_at, epoch_end_us, || {
+    take_turns(free_at, epoch_end_us, |turn| {
+        if matches!(turn, Turn::SliceEnd) {
+            return Some(0);
+        }
         if sent >= limit {
             return None;
         }
@@ -684,31 +702,24 @@ fn run_epoch(
     }
     match w.arrival {
         Arrival::Closed => {
-            // Connections take turns in short slices of virtual time.
-            let mut slice_end = free_at
-                .iter()
-                .copied()
-                .min()
-                .unwrap_or(0)
-                .saturating_add(SLICE_US)
-                .min(epoch_end_us);
-            loop {
-                for (worker, t) in free_at.iter_mut().enumerate() {
-                    let conn = worker / streams_per_conn;
-                    while *t < slice_end && d.result_sent < *limit_ref {
-                        d.now_us = *t;
-                        let latency = one_request(d, ctx, &mut mesh, &route, conn, rng);
-                        *t += latency;
+            // Connections take turns in short slices of virtual time; the sequential test
+            // looks after each slice.
+            take_turns(free_at, epoch_end_us, |turn| match turn {
+                Turn::Request { worker, now } => {
+                    if d.result_sent >= *limit_ref {
+                        return None;
                     }
+                    d.now_us = now;
+                    let conn = worker / streams_per_conn;
+                    Some(one_request(d, ctx, &mut mesh, &route, conn, rng))
                 }
-                if let Some(limit_now) = sequential_check(d, ctx) {
-                    *limit_ref = limit_now;
+                Turn::SliceEnd => {
+                    if let Some(limit_now) = sequential_check(d, ctx) {
+                        *limit_ref = limit_now;
+                    }
+                    (d.result_sent < *limit_ref).then_some(0)
                 }
-                if d.result_sent >= *limit_ref || slice_end >= epoch_end_us {
-                    return;
-                }
-                slice_end = slice_end.saturating_add(SLICE_US).min(epoch_end_us);
-            }
+            });
         }
         Arrival::Constant(rate) | Arrival::Poisson(rate) => {
             let mean_gap = 1e6 / rate.max(1e-9);
