@@ -448,11 +448,18 @@ fn sequential_check(d: &Driver, ctx: &mut Ctx) -> Option<u64> {
 }
 
 /// The closed loop's scaffold: the workers take turns in slices of [`SLICE_US`] of virtual
-/// time, each sending requests until its clock passes the slice end. `request` sends one and
-/// returns how long it kept the worker, or None once the load has sent all it may.
+/// time, each sending requests until its clock passes the slice end. `request(state, worker,
+/// now)` sends one and returns how long it kept the worker, or None once the load has sent
+/// all it may; `slice_end(state)` runs after each slice and ends the load with false.
 #[inline(always)]
-fn take_turns(free_at: &mut [u64], epoch_end_us: u64, mut turn: impl FnMut(Turn) -> Option<u64>) {
-    let mut slice_end = free_at
+fn take_turns<S>(
+    state: &mut S,
+    free_at: &mut [u64],
+    epoch_end_us: u64,
+    mut request: impl FnMut(&mut S, usize, u64) -> Option<u64>,
+    mut slice_end: impl FnMut(&mut S) -> bool,
+) {
+    let mut end = free_at
         .iter()
         .copied()
         .min()
@@ -460,36 +467,25 @@ fn take_turns(free_at: &mut [u64], epoch_end_us: u64, mut turn: impl FnMut(Turn)
         .saturating_add(SLICE_US)
         .min(epoch_end_us);
     loop {
-        let mut stopped = false;
         for (worker, t) in free_at.iter_mut().enumerate() {
             let mut now = *t;
-            while now < slice_end {
-                match turn(Turn::Request { worker, now }) {
+            while now < end {
+                match request(state, worker, now) {
                     Some(busy) => now += busy,
                     None => {
-                        stopped = true;
-                        break;
+                        *t = now;
+                        slice_end(state);
+                        return;
                     }
                 }
             }
             *t = now;
-            if stopped {
-                break;
-            }
         }
-        if turn(Turn::SliceEnd).is_none() || stopped || slice_end >= epoch_end_us {
+        if !slice_end(state) || end >= epoch_end_us {
             return;
         }
-        slice_end = slice_end.saturating_add(SLICE_US).min(epoch_end_us);
+        end = end.saturating_add(SLICE_US).min(epoch_end_us);
     }
-}
-
-/// What [`take_turns`] asks of its caller: one request of `worker`, whose clock is `now`
-/// (the answer: how long it kept the worker, or None to end the load), or the end of a
-/// slice (None ends the load).
-enum Turn {
-    Request { worker: usize, now: u64 },
-    SliceEnd,
 }
 
 /// [`fast_mesh_epoch`] when every endpoint of the split is alive and deterministic: per
@@ -512,20 +508,23 @@ fn deterministic_loop(
         .map(|m| (m.latency_us.max(1), 0))
         .collect();
     let mut sent = d.result_sent;
-    take_turns(free_at, epoch_end_us, |turn| {
-        if matches!(turn, Turn::SliceEnd) {
-            return Some(0);
-        }
-        if sent >= limit {
-            return None;
-        }
-        sent += 1;
-        // Every cluster has endpoints here (checked by the caller).
-        let e = cursor.next(&mut rng.router).map_or(0, |e| e.0 as usize);
-        let slot = &mut per_endpoint[e];
-        slot.1 += 1;
-        Some(slot.0)
-    });
+    take_turns(
+        &mut (),
+        free_at,
+        epoch_end_us,
+        |_, _, _| {
+            if sent >= limit {
+                return None;
+            }
+            sent += 1;
+            // Every cluster has endpoints here (checked by the caller).
+            let e = cursor.next(&mut rng.router).map_or(0, |e| e.0 as usize);
+            let slot = &mut per_endpoint[e];
+            slot.1 += 1;
+            Some(slot.0)
+        },
+        |_| true,
+    );
     let new = sent - d.result_sent;
     if !ctx.reuse {
         d.connections_opened += new;
@@ -613,35 +612,38 @@ fn fast_mesh_epoch(
     let mut ep_responses = vec![0u64; n_eps];
     let mut ep_errors = vec![0u64; n_eps];
     let (mut sent, mut answered, mut failed, mut dead) = (d.result_sent, 0u64, 0u64, 0u64);
-    take_turns(free_at, epoch_end_us, |turn| {
-        if matches!(turn, Turn::SliceEnd) {
-            return Some(0);
-        }
-        if sent >= limit {
-            return None;
-        }
-        sent += 1;
-        let Some(e) = cursor.next(&mut rng.router) else {
-            failed += 1;
-            return Some(FAILURE_US);
-        };
-        let e = e.0 as usize;
-        if !ctx.ep.alive[e] {
-            dead += 1;
-            return Some(FAILURE_US);
-        }
-        let model = ctx.ep.model[e];
-        answered += 1;
-        ep_responses[e] += 1;
-        Some(if model.deterministic() {
-            model.latency_us.max(1)
-        } else {
-            let (latency, error) = model.answer(rng.backends.next_u64());
-            ep_errors[e] += error as u64;
-            d.arms[ctx.ep.arm[e] as usize].record_latency(latency);
-            latency
-        })
-    });
+    take_turns(
+        &mut (),
+        free_at,
+        epoch_end_us,
+        |_, _, _| {
+            if sent >= limit {
+                return None;
+            }
+            sent += 1;
+            let Some(e) = cursor.next(&mut rng.router) else {
+                failed += 1;
+                return Some(FAILURE_US);
+            };
+            let e = e.0 as usize;
+            if !ctx.ep.alive[e] {
+                dead += 1;
+                return Some(FAILURE_US);
+            }
+            let model = ctx.ep.model[e];
+            answered += 1;
+            ep_responses[e] += 1;
+            Some(if model.deterministic() {
+                model.latency_us.max(1)
+            } else {
+                let (latency, error) = model.answer(rng.backends.next_u64());
+                ep_errors[e] += error as u64;
+                d.arms[ctx.ep.arm[e] as usize].record_latency(latency);
+                latency
+            })
+        },
+        |_| true,
+    );
     d.connections_opened += if new_connection {
         sent - d.result_sent
     } else {
@@ -704,22 +706,26 @@ fn run_epoch(
         Arrival::Closed => {
             // Connections take turns in short slices of virtual time; the sequential test
             // looks after each slice.
-            take_turns(free_at, epoch_end_us, |turn| match turn {
-                Turn::Request { worker, now } => {
-                    if d.result_sent >= *limit_ref {
+            let mut shared = (d, ctx, limit_ref);
+            take_turns(
+                &mut shared,
+                free_at,
+                epoch_end_us,
+                |(d, ctx, limit), worker, now| {
+                    if d.result_sent >= **limit {
                         return None;
                     }
                     d.now_us = now;
                     let conn = worker / streams_per_conn;
                     Some(one_request(d, ctx, &mut mesh, &route, conn, rng))
-                }
-                Turn::SliceEnd => {
+                },
+                |(d, ctx, limit)| {
                     if let Some(limit_now) = sequential_check(d, ctx) {
-                        *limit_ref = limit_now;
+                        **limit = limit_now;
                     }
-                    (d.result_sent < *limit_ref).then_some(0)
-                }
-            });
+                    d.result_sent < **limit
+                },
+            );
         }
         Arrival::Constant(rate) | Arrival::Poisson(rate) => {
             let mean_gap = 1e6 / rate.max(1e-9);
