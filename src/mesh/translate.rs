@@ -85,6 +85,28 @@ struct L4MatchEntry<'m> {
     gateways: &'m [String],
 }
 
+impl<'m> L4MatchEntry<'m> {
+    fn tls(m: &'m crate::model::istio::TlsMatchAttributes) -> Self {
+        L4MatchEntry {
+            port: m.port,
+            sni: &m.sni_hosts,
+            source_labels: &m.source_labels,
+            source_namespace: &m.source_namespace,
+            gateways: &m.gateways,
+        }
+    }
+
+    fn tcp(m: &'m crate::model::istio::L4MatchAttributes) -> Self {
+        L4MatchEntry {
+            port: m.port,
+            sni: &[],
+            source_labels: &m.source_labels,
+            source_namespace: &m.source_namespace,
+            gateways: &m.gateways,
+        }
+    }
+}
+
 /// An L4 match entry and the listeners (gateways) it is narrowed to, if any.
 type L4MatchFor = (L4Match, Option<Vec<usize>>);
 
@@ -429,36 +451,20 @@ impl<'a> Builder<'a> {
             .tls
             .iter()
             .map(|r| {
-                let entries = r
-                    .matches
-                    .iter()
-                    .map(|m| L4MatchEntry {
-                        port: m.port,
-                        sni: &m.sni_hosts,
-                        source_labels: &m.source_labels,
-                        source_namespace: &m.source_namespace,
-                        gateways: &m.gateways,
-                    })
-                    .collect();
-                (entries, r.route.as_slice())
+                (
+                    r.matches.iter().map(L4MatchEntry::tls).collect(),
+                    &r.route[..],
+                )
             })
             .collect();
         let tcp_entries: Vec<(Vec<L4MatchEntry>, &[RouteDestination])> = spec
             .tcp
             .iter()
             .map(|r| {
-                let entries = r
-                    .matches
-                    .iter()
-                    .map(|m| L4MatchEntry {
-                        port: m.port,
-                        sni: &[],
-                        source_labels: &m.source_labels,
-                        source_namespace: &m.source_namespace,
-                        gateways: &m.gateways,
-                    })
-                    .collect();
-                (entries, r.route.as_slice())
+                (
+                    r.matches.iter().map(L4MatchEntry::tcp).collect(),
+                    &r.route[..],
+                )
             })
             .collect();
         let tls = self.l4_section(vs, &key, &ns, "tls", &tls_entries, TLS_MATCH_EVALUATED);
