@@ -310,47 +310,7 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
             .map_err(|e| ScenarioError::at(at("/cluster/istio_version"), e.to_string()))?,
         None => Default::default(),
     };
-    let mut backends = crate::load::Backends::default();
-    let mut never_ready = std::collections::BTreeSet::new();
-    let mut crash_looping = std::collections::BTreeSet::new();
-    for (image, b) in &parsed.cluster.backends {
-        let p = format!("/cluster/backends/{}", yaml::escape_pointer(image));
-        let latency = match &b.latency {
-            Some(l) => dur(l, &format!("{p}/latency"))?,
-            None => Duration::from_millis(1),
-        };
-        let jitter = match &b.jitter {
-            Some(j) => dur(j, &format!("{p}/jitter"))?,
-            None => Duration::ZERO,
-        };
-        match b.ready {
-            Some(super::format::Readiness::Never) => {
-                never_ready.insert(image.clone());
-            }
-            Some(super::format::Readiness::CrashLoop) => {
-                crash_looping.insert(image.clone());
-            }
-            _ => {}
-        }
-        let error_rate = b.error_rate.map(|p| p.0 / 100.0).unwrap_or(0.0);
-        let error_status = match b.error_status {
-            None => 500,
-            Some(code @ 500..=599) => code,
-            Some(code) => {
-                return Err(ScenarioError::at(
-                    at(&format!("{p}/error_status")),
-                    format!("error_status {code}: expected a 5xx status (500 to 599)"),
-                ));
-            }
-        };
-        backends.by_image.insert(
-            image.clone(),
-            crate::load::BackendModel {
-                error_status,
-                ..crate::load::BackendModel::new(latency, jitter, error_rate)
-            },
-        );
-    }
+    let pods = plan_backends(&parsed.cluster, &at, &dur)?;
 
     let mut manifests = Vec::new();
     for (i, m) in parsed.manifests.iter().enumerate() {
@@ -502,44 +462,14 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
                     timeout,
                 }
             }
-            Step::Load(l) => {
-                let amount = match (l.requests, &l.duration) {
-                    (Some(n), None) => crate::load::Amount::Requests(n),
-                    (None, Some(d)) => {
-                        crate::load::Amount::Duration(dur(d, &format!("{inner}/duration"))?)
-                    }
-                    _ => {
-                        return Err(ScenarioError::at(
-                            at(&inner),
-                            "a load step needs exactly one of `requests: N` and `duration: D`",
-                        ));
-                    }
-                };
-                let mut w = workload(amount, l, &parsed.traffic, &parsed.namespace);
-                if let Some(u) = &l.until_decided {
-                    let mut shares = u.share.iter();
-                    let (Some((key, share)), None) = (shares.next(), shares.next()) else {
-                        return Err(ScenarioError::at(
-                            at(&format!("{inner}/until_decided")),
-                            "until_decided names exactly one version and its share, e.g. {canary: 20%, delta: 1%}",
-                        ));
-                    };
-                    w.stop = Some(crate::load::StopRule {
-                        key: key.clone(),
-                        share: share.0 / 100.0,
-                        delta: u.delta.map(|p| p.0 / 100.0).unwrap_or(0.01),
-                        alpha: u.alpha.map(|p| p.0 / 100.0).unwrap_or(0.01),
-                        beta: u.beta.map(|p| p.0 / 100.0).unwrap_or(0.01),
-                    });
-                }
-                if w.host.is_empty() {
-                    return Err(ScenarioError::at(
-                        at(&inner),
-                        "a load step needs a host: `host:` here or in `traffic:`",
-                    ));
-                }
-                StepKind::Load(Box::new(w))
-            }
+            Step::Load(l) => StepKind::Load(Box::new(plan_load(
+                l,
+                &inner,
+                &parsed.traffic,
+                &parsed.namespace,
+                &at,
+                &dur,
+            )?)),
             Step::Expect(e) => {
                 if let Some(r) = &e.rollout {
                     known_rollout(&rollouts, r, at(&format!("{inner}/rollout")))?;
@@ -574,14 +504,117 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
         push_delay,
         cluster: parsed.cluster,
         traffic: parsed.traffic,
-        backends,
-        never_ready,
-        crash_looping,
+        backends: pods.backends,
+        never_ready: pods.never_ready,
+        crash_looping: pods.crash_looping,
         istio_weight_rules,
         manifests,
         steps,
         warnings: Vec::new(),
     })
+}
+
+/// Where a pointer into the scenario file is, and a duration read at a pointer.
+type At<'a> = dyn Fn(&str) -> Location + 'a;
+type Dur<'a> = dyn Fn(&str, &str) -> Result<Duration, ScenarioError> + 'a;
+
+/// How the pods of each image answer and become ready (`cluster.backends`).
+struct PodBehaviour {
+    backends: crate::load::Backends,
+    never_ready: BTreeSet<String>,
+    crash_looping: BTreeSet<String>,
+}
+
+fn plan_backends(cluster: &ClusterSpec, at: &At, dur: &Dur) -> Result<PodBehaviour, ScenarioError> {
+    let mut out = PodBehaviour {
+        backends: crate::load::Backends::default(),
+        never_ready: BTreeSet::new(),
+        crash_looping: BTreeSet::new(),
+    };
+    for (image, b) in &cluster.backends {
+        let p = format!("/cluster/backends/{}", yaml::escape_pointer(image));
+        let latency = match &b.latency {
+            Some(l) => dur(l, &format!("{p}/latency"))?,
+            None => Duration::from_millis(1),
+        };
+        let jitter = match &b.jitter {
+            Some(j) => dur(j, &format!("{p}/jitter"))?,
+            None => Duration::ZERO,
+        };
+        match b.ready {
+            Some(Readiness::Never) => {
+                out.never_ready.insert(image.clone());
+            }
+            Some(Readiness::CrashLoop) => {
+                out.crash_looping.insert(image.clone());
+            }
+            _ => {}
+        }
+        let error_rate = b.error_rate.map(|p| p.0 / 100.0).unwrap_or(0.0);
+        let error_status = match b.error_status {
+            None => 500,
+            Some(code @ 500..=599) => code,
+            Some(code) => {
+                return Err(ScenarioError::at(
+                    at(&format!("{p}/error_status")),
+                    format!("error_status {code}: expected a 5xx status (500 to 599)"),
+                ));
+            }
+        };
+        out.backends.by_image.insert(
+            image.clone(),
+            crate::load::BackendModel {
+                error_status,
+                ..crate::load::BackendModel::new(latency, jitter, error_rate)
+            },
+        );
+    }
+    Ok(out)
+}
+
+/// A `load` step's workload: its amount, its keys over `traffic`, its stop rule.
+fn plan_load(
+    l: &LoadSpec,
+    inner: &str,
+    traffic: &TrafficSpec,
+    namespace: &str,
+    at: &At,
+    dur: &Dur,
+) -> Result<crate::load::Workload, ScenarioError> {
+    let amount = match (l.requests, &l.duration) {
+        (Some(n), None) => crate::load::Amount::Requests(n),
+        (None, Some(d)) => crate::load::Amount::Duration(dur(d, &format!("{inner}/duration"))?),
+        _ => {
+            return Err(ScenarioError::at(
+                at(inner),
+                "a load step needs exactly one of `requests: N` and `duration: D`",
+            ));
+        }
+    };
+    let mut w = workload(amount, l, traffic, namespace);
+    if let Some(u) = &l.until_decided {
+        let mut shares = u.share.iter();
+        let (Some((key, share)), None) = (shares.next(), shares.next()) else {
+            return Err(ScenarioError::at(
+                at(&format!("{inner}/until_decided")),
+                "until_decided names exactly one version and its share, e.g. {canary: 20%, delta: 1%}",
+            ));
+        };
+        w.stop = Some(crate::load::StopRule {
+            key: key.clone(),
+            share: share.0 / 100.0,
+            delta: u.delta.map(|p| p.0 / 100.0).unwrap_or(0.01),
+            alpha: u.alpha.map(|p| p.0 / 100.0).unwrap_or(0.01),
+            beta: u.beta.map(|p| p.0 / 100.0).unwrap_or(0.01),
+        });
+    }
+    if w.host.is_empty() {
+        return Err(ScenarioError::at(
+            at(inner),
+            "a load step needs a host: `host:` here or in `traffic:`",
+        ));
+    }
+    Ok(w)
 }
 
 /// A load step's workload: its own keys, else the scenario's `traffic`, else the defaults.
