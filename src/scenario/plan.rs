@@ -360,108 +360,6 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
                 );
                 StepKind::Apply(m)
             }
-            Step::SetImage(s) => {
-                known_rollout(&rollouts, &s.rollout, at(&format!("{inner}/rollout")))?;
-                StepKind::SetImage(s.clone())
-            }
-            Step::Promote(p) => {
-                let (rollout, full, ptr) = match p {
-                    PromoteSpec::Name(n) => (n.clone(), false, inner.clone()),
-                    PromoteSpec::Full(f) => (f.rollout.clone(), f.full, format!("{inner}/rollout")),
-                };
-                known_rollout(&rollouts, &rollout, at(&ptr))?;
-                StepKind::Promote { rollout, full }
-            }
-            Step::Abort(r) => {
-                known_rollout(&rollouts, r, at(&inner))?;
-                StepKind::Abort(r.clone())
-            }
-            Step::Retry(r) => {
-                known_rollout(&rollouts, r, at(&inner))?;
-                StepKind::Retry(r.clone())
-            }
-            Step::Pause(r) => {
-                known_rollout(&rollouts, r, at(&inner))?;
-                StepKind::Pause(r.clone())
-            }
-            Step::Undo(u) => {
-                let (rollout, to_revision, ptr) = match u {
-                    UndoSpec::Name(n) => (n.clone(), 0, inner.clone()),
-                    UndoSpec::Full {
-                        rollout,
-                        to_revision,
-                    } => (rollout.clone(), *to_revision, format!("{inner}/rollout")),
-                };
-                known_rollout(&rollouts, &rollout, at(&ptr))?;
-                StepKind::Undo {
-                    rollout,
-                    to_revision,
-                }
-            }
-            Step::Restart(r) => {
-                let (rollout, delay, ptr) = match r {
-                    RestartSpec::Name(n) => (n.clone(), Duration::ZERO, inner.clone()),
-                    RestartSpec::Full { rollout, delay } => (
-                        rollout.clone(),
-                        match delay {
-                            Some(d) => dur(d, &format!("{inner}/in"))?,
-                            None => Duration::ZERO,
-                        },
-                        format!("{inner}/rollout"),
-                    ),
-                };
-                known_rollout(&rollouts, &rollout, at(&ptr))?;
-                StepKind::Restart { rollout, delay }
-            }
-            Step::Status(s) => {
-                let options = match s {
-                    StatusSpec::Name(n) => StatusOptions {
-                        rollout: n.clone(),
-                        watch: None,
-                        timeout: None,
-                        exit: None,
-                    },
-                    StatusSpec::Full(o) => o.clone(),
-                };
-                let ptr = match s {
-                    StatusSpec::Name(_) => inner.clone(),
-                    StatusSpec::Full(_) => format!("{inner}/rollout"),
-                };
-                known_rollout(&rollouts, &options.rollout, at(&ptr))?;
-                StepKind::Status {
-                    rollout: options.rollout,
-                    watch: options.watch.unwrap_or(true),
-                    timeout: match &options.timeout {
-                        Some(t) => dur(t, &format!("{inner}/timeout"))?,
-                        None => Duration::from_secs(600),
-                    },
-                    exit: options.exit.unwrap_or(0),
-                }
-            }
-            Step::FailPods(f) => {
-                known_rollout(&rollouts, &f.rollout, at(&format!("{inner}/rollout")))?;
-                StepKind::FailPods(f.clone())
-            }
-            Step::Wait(WaitSpec::For(d)) => StepKind::Wait(dur(d, &inner)?),
-            Step::Wait(WaitSpec::Until(u)) => {
-                if let Some(r) = &u.rollout {
-                    known_rollout(&rollouts, r, at(&format!("{inner}/rollout")))?;
-                } else if rollouts.len() > 1 {
-                    return Err(ScenarioError::at(
-                        at(&inner),
-                        "several rollouts exist: name the one to wait for with `rollout:`",
-                    ));
-                }
-                let timeout = match &u.timeout {
-                    Some(t) => dur(t, &format!("{inner}/timeout"))?,
-                    None => Duration::from_secs(30 * 60),
-                };
-                StepKind::WaitUntil {
-                    phase: u.until,
-                    rollout: u.rollout.clone(),
-                    timeout,
-                }
-            }
             Step::Load(l) => StepKind::Load(Box::new(plan_load(
                 l,
                 &inner,
@@ -485,6 +383,7 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
                 }
                 StepKind::ExpectSplit(e.clone())
             }
+            command => plan_command(command, &inner, &rollouts, &at, &dur)?,
         };
         steps.push(PlannedStep {
             index: i + 1,
@@ -511,6 +410,125 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
         manifests,
         steps,
         warnings: Vec::new(),
+    })
+}
+
+/// A command step (set_image, promote, abort, retry, pause, undo, restart, status,
+/// fail_pods, wait): the rollout it names must exist by then.
+fn plan_command(
+    step: &Step,
+    inner: &str,
+    rollouts: &BTreeSet<String>,
+    at: &At,
+    dur: &Dur,
+) -> Result<StepKind, ScenarioError> {
+    let inner = inner.to_string();
+    Ok(match step {
+        Step::SetImage(s) => {
+            known_rollout(rollouts, &s.rollout, at(&format!("{inner}/rollout")))?;
+            StepKind::SetImage(s.clone())
+        }
+        Step::Promote(p) => {
+            let (rollout, full, ptr) = match p {
+                PromoteSpec::Name(n) => (n.clone(), false, inner.clone()),
+                PromoteSpec::Full(f) => (f.rollout.clone(), f.full, format!("{inner}/rollout")),
+            };
+            known_rollout(rollouts, &rollout, at(&ptr))?;
+            StepKind::Promote { rollout, full }
+        }
+        Step::Abort(r) => {
+            known_rollout(rollouts, r, at(&inner))?;
+            StepKind::Abort(r.clone())
+        }
+        Step::Retry(r) => {
+            known_rollout(rollouts, r, at(&inner))?;
+            StepKind::Retry(r.clone())
+        }
+        Step::Pause(r) => {
+            known_rollout(rollouts, r, at(&inner))?;
+            StepKind::Pause(r.clone())
+        }
+        Step::Undo(u) => {
+            let (rollout, to_revision, ptr) = match u {
+                UndoSpec::Name(n) => (n.clone(), 0, inner.clone()),
+                UndoSpec::Full {
+                    rollout,
+                    to_revision,
+                } => (rollout.clone(), *to_revision, format!("{inner}/rollout")),
+            };
+            known_rollout(rollouts, &rollout, at(&ptr))?;
+            StepKind::Undo {
+                rollout,
+                to_revision,
+            }
+        }
+        Step::Restart(r) => {
+            let (rollout, delay, ptr) = match r {
+                RestartSpec::Name(n) => (n.clone(), Duration::ZERO, inner.clone()),
+                RestartSpec::Full { rollout, delay } => (
+                    rollout.clone(),
+                    match delay {
+                        Some(d) => dur(d, &format!("{inner}/in"))?,
+                        None => Duration::ZERO,
+                    },
+                    format!("{inner}/rollout"),
+                ),
+            };
+            known_rollout(rollouts, &rollout, at(&ptr))?;
+            StepKind::Restart { rollout, delay }
+        }
+        Step::Status(s) => {
+            let options = match s {
+                StatusSpec::Name(n) => StatusOptions {
+                    rollout: n.clone(),
+                    watch: None,
+                    timeout: None,
+                    exit: None,
+                },
+                StatusSpec::Full(o) => o.clone(),
+            };
+            let ptr = match s {
+                StatusSpec::Name(_) => inner.clone(),
+                StatusSpec::Full(_) => format!("{inner}/rollout"),
+            };
+            known_rollout(rollouts, &options.rollout, at(&ptr))?;
+            StepKind::Status {
+                rollout: options.rollout,
+                watch: options.watch.unwrap_or(true),
+                timeout: match &options.timeout {
+                    Some(t) => dur(t, &format!("{inner}/timeout"))?,
+                    None => Duration::from_secs(600),
+                },
+                exit: options.exit.unwrap_or(0),
+            }
+        }
+        Step::FailPods(f) => {
+            known_rollout(rollouts, &f.rollout, at(&format!("{inner}/rollout")))?;
+            StepKind::FailPods(f.clone())
+        }
+        Step::Wait(WaitSpec::For(d)) => StepKind::Wait(dur(d, &inner)?),
+        Step::Wait(WaitSpec::Until(u)) => {
+            if let Some(r) = &u.rollout {
+                known_rollout(rollouts, r, at(&format!("{inner}/rollout")))?;
+            } else if rollouts.len() > 1 {
+                return Err(ScenarioError::at(
+                    at(&inner),
+                    "several rollouts exist: name the one to wait for with `rollout:`",
+                ));
+            }
+            let timeout = match &u.timeout {
+                Some(t) => dur(t, &format!("{inner}/timeout"))?,
+                None => Duration::from_secs(30 * 60),
+            };
+            StepKind::WaitUntil {
+                phase: u.until,
+                rollout: u.rollout.clone(),
+                timeout,
+            }
+        }
+        Step::Apply(_) | Step::Load(_) | Step::Expect(_) | Step::ExpectSplit(_) => {
+            unreachable!("planned by parse")
+        }
     })
 }
 
