@@ -334,46 +334,12 @@ impl Reconciler<'_> {
 
         // A new template (or the first reconcile): restart the steps.
         if self.status.current_pod_hash != new_hash {
-            self.status.current_pod_hash = new_hash.clone();
-            self.status.current_step_hash =
-                hash::steps_hash(&self.rollout.spec()["strategy"]["canary"]["steps"]);
-            self.status.current_step_index = if steps.is_empty() {
-                None
-            } else if new_hash == self.status.stable_r_s {
-                Some(steps.len() as i32) // rolling back to stable skips the steps
-            } else {
-                Some(0)
-            };
-            self.status.pause_conditions.clear();
-            self.status.controller_pause = false;
-            self.status.abort = false;
-            self.status.aborted_at = None;
-            self.status.promote_full = false;
-            remove_condition(&mut self.status.conditions, "Paused");
+            self.restart_steps(&new_hash, steps.len());
             return self.write_status();
         }
-
         let fully_promoted =
             !self.status.stable_r_s.is_empty() && self.status.stable_r_s == new_hash;
-        if self.status.abort && fully_promoted {
-            self.status.abort = false; // an abort on a promoted rollout clears itself
-            self.status.aborted_at = None;
-        }
-        if self.status.abort {
-            self.status.current_step_index = if steps.is_empty() { None } else { Some(0) };
-            self.status.pause_conditions.clear();
-            self.status.controller_pause = false;
-            if self.status.aborted_at.is_none() {
-                self.status.aborted_at = Some(self.now.rfc3339());
-            }
-        }
-        if self.status.promote_full {
-            self.status.pause_conditions.clear();
-            self.status.controller_pause = false;
-            if !steps.is_empty() {
-                self.status.current_step_index = Some(steps.len() as i32);
-            }
-        }
+        self.apply_abort_and_promote_full(fully_promoted, steps.len());
 
         let new_rs = all.iter().find(|r| r.hash == new_hash).cloned();
         let stable_rs = all
@@ -507,34 +473,84 @@ impl Reconciler<'_> {
         }
 
         // Full promotion.
-        let new_available = new_rs.available;
-        let steps_done = self.status.current_step_index.unwrap_or(0) as usize >= steps.len();
-        if !fully_promoted
-            && !self.status.abort
-            && (new_available >= n
-                || replicas::replica_progress_threshold_met(threshold, Some(new_rs.counts()), n))
-            && (self.status.promote_full || steps_done)
-        {
-            let message = if self.status.promote_full {
-                "Rollout promoted to full".to_string()
-            } else {
-                format!("Completed all {} canary steps", steps.len())
-            };
-            self.promote_stable(canary, &new_hash, steps.len());
-            self.status.pause_conditions.clear();
-            self.status.controller_pause = false;
-            self.status.abort = false;
-            self.status.promote_full = false;
-            self.event(
-                false,
-                "RolloutCompleted",
-                format!(
-                    "Rollout completed update to revision {}: {message}",
-                    new_rs.revision
-                ),
-            );
+        let ready = new_rs.available >= n
+            || replicas::replica_progress_threshold_met(threshold, Some(new_rs.counts()), n);
+        if !fully_promoted && !self.status.abort && ready {
+            self.complete_update(canary, &new_rs, &new_hash);
         }
         self.write_status()
+    }
+
+    /// A new pod template: the steps start again (or are skipped when it is the stable one's,
+    /// a rollback), and pauses, abort and promote-full are cleared.
+    fn restart_steps(&mut self, new_hash: &str, step_count: usize) {
+        self.status.current_pod_hash = new_hash.to_string();
+        self.status.current_step_hash =
+            hash::steps_hash(&self.rollout.spec()["strategy"]["canary"]["steps"]);
+        self.status.current_step_index = if step_count == 0 {
+            None
+        } else if new_hash == self.status.stable_r_s {
+            Some(step_count as i32) // rolling back to stable skips the steps
+        } else {
+            Some(0)
+        };
+        self.status.pause_conditions.clear();
+        self.status.controller_pause = false;
+        self.status.abort = false;
+        self.status.aborted_at = None;
+        self.status.promote_full = false;
+        remove_condition(&mut self.status.conditions, "Paused");
+    }
+
+    /// An abort goes back to step 0 (and clears itself once promoted); promote-full jumps
+    /// past the last step; both clear the pauses.
+    fn apply_abort_and_promote_full(&mut self, fully_promoted: bool, step_count: usize) {
+        if self.status.abort && fully_promoted {
+            self.status.abort = false; // an abort on a promoted rollout clears itself
+            self.status.aborted_at = None;
+        }
+        if self.status.abort {
+            self.status.current_step_index = (step_count > 0).then_some(0);
+            self.status.pause_conditions.clear();
+            self.status.controller_pause = false;
+            if self.status.aborted_at.is_none() {
+                self.status.aborted_at = Some(self.now.rfc3339());
+            }
+        }
+        if self.status.promote_full {
+            self.status.pause_conditions.clear();
+            self.status.controller_pause = false;
+            if step_count > 0 {
+                self.status.current_step_index = Some(step_count as i32);
+            }
+        }
+    }
+
+    /// All steps done (or promote-full): the new ReplicaSet becomes stable (`promoteStable`).
+    fn complete_update(&mut self, canary: &CanaryStrategy, new_rs: &Rs, new_hash: &str) {
+        let steps = canary.steps.len();
+        let steps_done = self.status.current_step_index.unwrap_or(0) as usize >= steps;
+        if !(self.status.promote_full || steps_done) {
+            return;
+        }
+        let message = if self.status.promote_full {
+            "Rollout promoted to full".to_string()
+        } else {
+            format!("Completed all {steps} canary steps")
+        };
+        self.promote_stable(canary, new_hash, steps);
+        self.status.pause_conditions.clear();
+        self.status.controller_pause = false;
+        self.status.abort = false;
+        self.status.promote_full = false;
+        self.event(
+            false,
+            "RolloutCompleted",
+            format!(
+                "Rollout completed update to revision {}: {message}",
+                new_rs.revision
+            ),
+        );
     }
 
     fn owned_replica_sets(&self) -> Vec<Rs> {
