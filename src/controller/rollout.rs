@@ -754,52 +754,9 @@ impl Reconciler<'_> {
         let ctx = istio_context(&name, canary, &services, managed.as_deref());
         let index = self.status.current_step_index.unwrap_or(0) as usize;
 
-        // The weight to write (first match wins).
-        let last_weight = self
-            .status
-            .canary
-            .weights
-            .as_ref()
-            .map(|w| w.canary.weight)
-            .unwrap_or(0);
-        let (weight, remove_routes) = if fully_promoted {
-            (0, true)
-        } else if self.status.abort {
-            if canary.dynamic_stable_scale {
-                let set_weights: Vec<i32> = steps.iter().filter_map(|s| s.set_weight).collect();
-                let w = replicas::dynamic_abort_weight(
-                    n,
-                    100,
-                    &set_weights,
-                    new_rs.available,
-                    stable_rs.map(|s| s.available).unwrap_or(0),
-                    replicas::has_explicit_abort_scale_down_delay(
-                        true,
-                        canary.abort_scale_down_delay_seconds,
-                    ),
-                );
-                (w.min(last_weight), true)
-            } else {
-                (0, true)
-            }
-        } else if new_rs.available == 0 {
-            (0, true)
-        } else if self.status.promote_full {
-            if canary.dynamic_stable_scale && n > 0 {
-                // Unclamped, as Argo computes it: above 100 when the canary has more pods
-                // than spec.replicas (setCanaryScale), argo-rollouts#4424; the Istio
-                // module then writes stable 0, which istiod before 1.15 rejects.
-                (100 * new_rs.available / n, true)
-            } else {
-                (last_weight, true)
-            }
-        } else if !at_desired {
-            (previous_set_weight(steps, index), false)
-        } else if index < steps.len() {
-            (current_set_weight(steps, index), false)
-        } else {
-            (100, false)
-        };
+        // The weight to write, and whether managed routes go.
+        let (weight, remove_routes) =
+            self.desired_weight(canary, n, new_rs, stable_rs, at_desired, fully_promoted);
 
         if remove_routes {
             self.remove_managed_routes(istio_cfg, &ctx)?;
@@ -922,6 +879,69 @@ impl Reconciler<'_> {
         };
         self.status.canary.weights = Some(weights);
         Ok(true)
+    }
+
+    /// Argo's `desiredWeight` in `reconcileTrafficRouting` (first match wins), and whether the
+    /// managed routes are removed: 0 once promoted or when nothing of the canary is up;
+    /// on abort 0 (or, with dynamicStableScale, the step-down weight); on promote-full the
+    /// canary's share of pods (dynamicStableScale, unclamped as Argo has it) or the last
+    /// weight; else the step's weight, the previous one until the replicas are in place.
+    fn desired_weight(
+        &self,
+        canary: &CanaryStrategy,
+        n: i32,
+        new_rs: &Rs,
+        stable_rs: Option<&Rs>,
+        at_desired: bool,
+        fully_promoted: bool,
+    ) -> (i32, bool) {
+        let steps = &canary.steps;
+        let index = self.status.current_step_index.unwrap_or(0) as usize;
+        let last_weight = self
+            .status
+            .canary
+            .weights
+            .as_ref()
+            .map(|w| w.canary.weight)
+            .unwrap_or(0);
+        if fully_promoted {
+            (0, true)
+        } else if self.status.abort {
+            if canary.dynamic_stable_scale {
+                let set_weights: Vec<i32> = steps.iter().filter_map(|s| s.set_weight).collect();
+                let w = replicas::dynamic_abort_weight(
+                    n,
+                    100,
+                    &set_weights,
+                    new_rs.available,
+                    stable_rs.map(|s| s.available).unwrap_or(0),
+                    replicas::has_explicit_abort_scale_down_delay(
+                        true,
+                        canary.abort_scale_down_delay_seconds,
+                    ),
+                );
+                (w.min(last_weight), true)
+            } else {
+                (0, true)
+            }
+        } else if new_rs.available == 0 {
+            (0, true)
+        } else if self.status.promote_full {
+            if canary.dynamic_stable_scale && n > 0 {
+                // Unclamped, as Argo computes it: above 100 when the canary has more pods
+                // than spec.replicas (setCanaryScale), argo-rollouts#4424; the Istio
+                // module then writes stable 0, which istiod before 1.15 rejects.
+                (100 * new_rs.available / n, true)
+            } else {
+                (last_weight, true)
+            }
+        } else if !at_desired {
+            (previous_set_weight(steps, index), false)
+        } else if index < steps.len() {
+            (current_set_weight(steps, index), false)
+        } else {
+            (100, false)
+        }
     }
 
     /// Reports a traffic routing error the way Argo does (Warning event, reconcile stops).
