@@ -800,67 +800,12 @@ impl Reconciler<'_> {
         // Subset-level split: label the DestinationRule's subsets (after the "delaying
         // destination rule switch" check, which the Istio module makes).
         if let Some(dr) = &istio_cfg.destination_rule {
-            let availability: Vec<istio::ReplicaSetAvailability> = all
-                .iter()
-                .map(|r| istio::ReplicaSetAvailability {
-                    name: r.name(),
-                    pod_template_hash: &r.hash,
-                    spec_replicas: r.spec,
-                    available_replicas: r.available,
-                })
-                .collect();
-            let delay = istio::DestinationRuleDelayCheck {
-                services_in_spec: !canary.canary_service.is_empty()
-                    || !canary.stable_service.is_empty(),
-                skip_canary: self.status.abort,
-                replica_sets: &availability,
-            };
-            let stable_hash = self.status.stable_r_s.clone();
-            match istio::update_destination_rule(
-                dr_object.as_ref(),
-                &ctx,
-                &new_rs.hash,
-                &stable_hash,
-                &[],
-                &delay,
-            ) {
-                Ok(Some(next)) => {
-                    if let Err(e) = self.api.update(Object::new(Kind::DestinationRule, next)) {
-                        return self.traffic_error(e.to_string());
-                    }
-                    self.outcome.changed = true;
-                    self.istio_event(istio::destination_rule_updated_event(
-                        dr,
-                        &new_rs.hash,
-                        &stable_hash,
-                    ));
-                }
-                Ok(None) => {}
-                Err(e) => return self.traffic_error(e.to_string()),
+            if let Err(e) = self.update_subsets(canary, dr, dr_object.as_ref(), &ctx, new_rs, all) {
+                return self.traffic_error(e);
             }
         }
-
-        // VirtualService weights.
-        for vs_ref in istio_cfg.virtual_service_list() {
-            let (vs_ns, vs_name) = istio::virtual_service_namespace_name(&vs_ref.name, &self.ns());
-            let vs = match self.api.get(Kind::VirtualService, &vs_ns, &vs_name) {
-                Ok(o) => o.clone(),
-                Err(e) => {
-                    self.istio_event(istio::virtual_service_not_found_event(&vs_name));
-                    return self.traffic_error(e.to_string());
-                }
-            };
-            match istio::set_weight(&vs.value, vs_ref, &ctx, weight, &[]) {
-                Ok(Some(next)) => {
-                    if let Err(e) = self.api.update(Object::new(Kind::VirtualService, next)) {
-                        return self.traffic_error(e.to_string());
-                    }
-                    self.outcome.changed = true;
-                    self.istio_event(istio::set_weight_event(&vs_name, weight));
-                }
-                Ok(None) => {}
-                Err(e) => return self.traffic_error(e.to_string()),
-            }
+        if let Err(e) = self.set_virtual_service_weights(istio_cfg, &ctx, weight) {
+            return self.traffic_error(e);
         }
 
         let weights = TrafficWeights {
@@ -942,6 +887,80 @@ impl Reconciler<'_> {
         } else {
             (100, false)
         }
+    }
+
+    /// The DestinationRule's canary and stable subsets select the new and stable
+    /// ReplicaSets' hashes; an error is the traffic routing error to report.
+    fn update_subsets(
+        &mut self,
+        canary: &CanaryStrategy,
+        dr: &crate::model::rollout::IstioDestinationRule,
+        dr_object: Option<&Value>,
+        ctx: &IstioContext,
+        new_rs: &Rs,
+        all: &[Rs],
+    ) -> Result<(), String> {
+        let availability: Vec<istio::ReplicaSetAvailability> = all
+            .iter()
+            .map(|r| istio::ReplicaSetAvailability {
+                name: r.name(),
+                pod_template_hash: &r.hash,
+                spec_replicas: r.spec,
+                available_replicas: r.available,
+            })
+            .collect();
+        let delay = istio::DestinationRuleDelayCheck {
+            services_in_spec: !canary.canary_service.is_empty()
+                || !canary.stable_service.is_empty(),
+            skip_canary: self.status.abort,
+            replica_sets: &availability,
+        };
+        let stable_hash = self.status.stable_r_s.clone();
+        let next =
+            istio::update_destination_rule(dr_object, ctx, &new_rs.hash, &stable_hash, &[], &delay)
+                .map_err(|e| e.to_string())?;
+        if let Some(next) = next {
+            self.api
+                .update(Object::new(Kind::DestinationRule, next))
+                .map_err(|e| e.to_string())?;
+            self.outcome.changed = true;
+            self.istio_event(istio::destination_rule_updated_event(
+                dr,
+                &new_rs.hash,
+                &stable_hash,
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every referenced VirtualService's routes get `weight` for the canary (Argo's
+    /// `SetWeight`); an error is the traffic routing error to report.
+    fn set_virtual_service_weights(
+        &mut self,
+        istio_cfg: &crate::model::rollout::IstioTrafficRouting,
+        ctx: &IstioContext,
+        weight: i32,
+    ) -> Result<(), String> {
+        for vs_ref in istio_cfg.virtual_service_list() {
+            let (vs_ns, vs_name) = istio::virtual_service_namespace_name(&vs_ref.name, &self.ns());
+            let vs = match self.api.get(Kind::VirtualService, &vs_ns, &vs_name) {
+                Ok(o) => o.clone(),
+                Err(e) => {
+                    self.istio_event(istio::virtual_service_not_found_event(&vs_name));
+                    return Err(e.to_string());
+                }
+            };
+            let next = istio::set_weight(&vs.value, vs_ref, ctx, weight, &[])
+                .map_err(|e| e.to_string())?;
+            if let Some(next) = next {
+                self.api
+                    .update(Object::new(Kind::VirtualService, next))
+                    .map_err(|e| e.to_string())?;
+                self.outcome.changed = true;
+                self.istio_event(istio::set_weight_event(&vs_name, weight));
+            }
+        }
+        Ok(())
     }
 
     /// Reports a traffic routing error the way Argo does (Warning event, reconcile stops).
