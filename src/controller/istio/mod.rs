@@ -1984,53 +1984,40 @@ fn output_subset(ns: &NewSubset) -> Value {
     Value::Object(m)
 }
 
-/// §8 `UpdateHash` for the rollout's DestinationRule.
-///
-/// `dr` is the DestinationRule object (`None` = not found). Returns `Ok(None)` without a
-/// destinationRule or when Argo's merge patch is empty, else the object to write (record
-/// [`destination_rule_updated_event`]). Argo compares its typed view of the old object with
-/// the new one, so a DestinationRule without `spec.host`, or with a kept subset carrying
-/// fields besides name/labels (e.g. `trafficPolicy`), is rewritten on every call, as in Argo.
-/// Subsets other than canary, stable and the additional destinations' are dropped; additional
-/// destinations without a subset get one appended (in `additional` order; Argo uses Go map
-/// order).
-pub fn update_destination_rule(
-    dr: Option<&Value>,
-    ctx: &IstioContext,
+/// Argo's delay before switching the subsets: the ReplicaSets they will select (the stable
+/// one, and the canary unless aborted) must be fully available.
+fn check_switch_delay(
+    delay: &DestinationRuleDelayCheck,
+    canary_hash: &str,
+    stable_hash: &str,
+) -> Result<(), TrafficRoutingError> {
+    for rs in delay.replica_sets {
+        let target = rs.pod_template_hash == stable_hash
+            || (!delay.skip_canary && rs.pod_template_hash == canary_hash);
+        if rs.spec_replicas <= 0 || !target {
+            continue;
+        }
+        let available = rs.available_replicas != 0 && rs.spec_replicas <= rs.available_replicas;
+        if !available {
+            return Err(format!(
+                "delaying destination rule switch: ReplicaSet {} not fully available",
+                rs.name
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// The subsets as Argo's `UpdateHash` rewrites them: canary and stable select their hashes,
+/// additional destinations (experiments) theirs, others are dropped from the comparison.
+fn subsets_for<'t, 'v>(
+    typed: &'t TypedDestinationRule<'v>,
+    spec: &IstioDestinationRule,
     canary_hash: &str,
     stable_hash: &str,
     additional: &[WeightDestination],
-    delay: &DestinationRuleDelayCheck,
-) -> Result<Option<Value>, TrafficRoutingError> {
-    let Some(spec) = ctx.destination_rule else {
-        return Ok(None);
-    };
-    if !delay.services_in_spec {
-        for rs in delay.replica_sets {
-            let target = rs.pod_template_hash == stable_hash
-                || (!delay.skip_canary && rs.pod_template_hash == canary_hash);
-            if rs.spec_replicas <= 0 || !target {
-                continue;
-            }
-            let available = rs.available_replicas != 0 && rs.spec_replicas <= rs.available_replicas;
-            if !available {
-                return Err(format!(
-                    "delaying destination rule switch: ReplicaSet {} not fully available",
-                    rs.name
-                )
-                .into());
-            }
-        }
-    }
-    let Some(dr) = dr else {
-        return Err(destination_rule_not_found_message(&spec.name).into());
-    };
-    let typed = decode_destination_rule(dr)?;
-
-    let mut new_annotations = typed.annotations.clone().unwrap_or_default();
-    new_annotations.insert(MANAGED_BY.into(), ctx.rollout_name.into());
-    let annotations_changed = typed.annotations.as_ref() != Some(&new_annotations);
-
+) -> Vec<NewSubset<'t, 'v>> {
     // Service name → additional destination (later entries win), in first-seen order.
     let mut pending: Vec<&WeightDestination> = Vec::new();
     for d in additional {
@@ -2082,8 +2069,13 @@ pub fn update_destination_rule(
         });
     }
 
-    // json.Marshal of the typed old object (omitempty; unknown subset keys under "Extra")
-    // versus destinationRuleReplaceExtraMarshal of the new one.
+    new_subsets
+}
+
+/// Whether the rewritten subsets differ from the old ones, compared as Argo compares them:
+/// json.Marshal of the typed old object (omitempty; unknown subset keys under "Extra")
+/// versus destinationRuleReplaceExtraMarshal of the new one.
+fn subsets_differ(typed: &TypedDestinationRule, new_subsets: &[NewSubset]) -> bool {
     let old_subsets: Vec<Value> = typed
         .subsets
         .iter()
@@ -2111,8 +2103,46 @@ pub fn update_destination_rule(
             Value::Object(m)
         })
         .collect();
+    old_subsets.is_empty() || old_subsets != new_subsets_go
+}
+
+/// §8 `UpdateHash` for the rollout's DestinationRule.
+///
+/// `dr` is the DestinationRule object (`None` = not found). Returns `Ok(None)` without a
+/// destinationRule or when Argo's merge patch is empty, else the object to write (record
+/// [`destination_rule_updated_event`]). Argo compares its typed view of the old object with
+/// the new one, so a DestinationRule without `spec.host`, or with a kept subset carrying
+/// fields besides name/labels (e.g. `trafficPolicy`), is rewritten on every call, as in Argo.
+/// Subsets other than canary, stable and the additional destinations' are dropped; additional
+/// destinations without a subset get one appended (in `additional` order; Argo uses Go map
+/// order).
+pub fn update_destination_rule(
+    dr: Option<&Value>,
+    ctx: &IstioContext,
+    canary_hash: &str,
+    stable_hash: &str,
+    additional: &[WeightDestination],
+    delay: &DestinationRuleDelayCheck,
+) -> Result<Option<Value>, TrafficRoutingError> {
+    let Some(spec) = ctx.destination_rule else {
+        return Ok(None);
+    };
+    if !delay.services_in_spec {
+        check_switch_delay(delay, canary_hash, stable_hash)?;
+    }
+    let Some(dr) = dr else {
+        return Err(destination_rule_not_found_message(&spec.name).into());
+    };
+    let typed = decode_destination_rule(dr)?;
+
+    let mut new_annotations = typed.annotations.clone().unwrap_or_default();
+    new_annotations.insert(MANAGED_BY.into(), ctx.rollout_name.into());
+    let annotations_changed = typed.annotations.as_ref() != Some(&new_annotations);
+
+    let new_subsets = subsets_for(&typed, spec, canary_hash, stable_hash, additional);
+
+    let subsets_changed = subsets_differ(&typed, &new_subsets);
     let host_changed = typed.host.is_empty();
-    let subsets_changed = old_subsets.is_empty() || old_subsets != new_subsets_go;
     if !annotations_changed && !host_changed && !subsets_changed {
         return Ok(None);
     }
