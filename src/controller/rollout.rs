@@ -351,56 +351,15 @@ impl Reconciler<'_> {
             .filter(|r| r.hash != new_hash && Some(&r.hash) != stable_rs.as_ref().map(|s| &s.hash))
             .cloned()
             .collect();
-        let older_counts: Vec<RsCounts> = older.iter().map(Rs::counts).collect();
         let stable_is_new = fully_promoted;
-        let step_infos: Vec<StepInfo> = steps.iter().map(step_info).collect();
-        let max_surge = canary.max_surge.as_ref().map(to_int_or_percent);
-        let max_unavailable = canary.max_unavailable.as_ref().map(to_int_or_percent);
         let threshold = progress_threshold(canary);
-        let plan = replicas::CanaryState {
-            replicas: n,
-            max_surge: max_surge.as_ref(),
-            max_unavailable: max_unavailable.as_ref(),
-            steps: &step_infos,
-            current_step_index: self.status.current_step_index,
-            traffic_routing: traffic_routed,
-            max_traffic_weight: canary
-                .traffic_routing
-                .as_ref()
-                .and_then(|t| t.max_traffic_weight),
-            dynamic_stable_scale: canary.dynamic_stable_scale,
-            min_pods_per_replica_set: canary.min_pods_per_replica_set,
-            abort_scale_down_delay_seconds: canary.abort_scale_down_delay_seconds,
-            replica_progress_threshold: threshold,
-            aborted: self.status.abort,
-            promote_full: self.status.promote_full,
-            stable_rs: &self.status.stable_r_s,
-            current_pod_hash: &self.status.current_pod_hash,
-        };
-        let canary_counts = new_rs.as_ref().map(Rs::counts);
-        let stable_counts = stable_rs.as_ref().map(Rs::counts);
-        let actual_weights =
-            self.status
-                .canary
-                .weights
-                .as_ref()
-                .map(|w| replicas::TrafficWeights {
-                    canary: w.canary.weight,
-                    stable: w.stable.weight,
-                });
-        let (want_canary, want_stable) = plan.desired_counts(
-            canary_counts,
-            stable_counts,
-            &older_counts,
+        let (want_canary, want_stable, at_desired) = self.desired_replica_counts(
+            canary,
+            n,
+            new_rs.as_ref(),
+            stable_rs.as_ref(),
+            &older,
             stable_is_new,
-            actual_weights,
-        );
-        let at_desired = plan.at_desired_replica_counts(
-            canary_counts,
-            stable_counts,
-            &older_counts,
-            stable_is_new,
-            actual_weights,
         );
 
         // Create the ReplicaSet of the current template.
@@ -479,6 +438,73 @@ impl Reconciler<'_> {
             self.complete_update(canary, &new_rs, &new_hash);
         }
         self.write_status()
+    }
+
+    /// Argo's replica arithmetic for this reconcile: the canary and stable sizes wanted, and
+    /// whether every ReplicaSet is at them (`AtDesiredReplicaCountsForCanary`).
+    fn desired_replica_counts(
+        &self,
+        canary: &CanaryStrategy,
+        n: i32,
+        new_rs: Option<&Rs>,
+        stable_rs: Option<&Rs>,
+        older: &[Rs],
+        stable_is_new: bool,
+    ) -> (i32, i32, bool) {
+        let steps = &canary.steps;
+        let traffic_routed = canary.traffic_routing.is_some();
+        let threshold = progress_threshold(canary);
+        let older_counts: Vec<RsCounts> = older.iter().map(Rs::counts).collect();
+        let step_infos: Vec<StepInfo> = steps.iter().map(step_info).collect();
+        let max_surge = canary.max_surge.as_ref().map(to_int_or_percent);
+        let max_unavailable = canary.max_unavailable.as_ref().map(to_int_or_percent);
+        let plan = replicas::CanaryState {
+            replicas: n,
+            max_surge: max_surge.as_ref(),
+            max_unavailable: max_unavailable.as_ref(),
+            steps: &step_infos,
+            current_step_index: self.status.current_step_index,
+            traffic_routing: traffic_routed,
+            max_traffic_weight: canary
+                .traffic_routing
+                .as_ref()
+                .and_then(|t| t.max_traffic_weight),
+            dynamic_stable_scale: canary.dynamic_stable_scale,
+            min_pods_per_replica_set: canary.min_pods_per_replica_set,
+            abort_scale_down_delay_seconds: canary.abort_scale_down_delay_seconds,
+            replica_progress_threshold: threshold,
+            aborted: self.status.abort,
+            promote_full: self.status.promote_full,
+            stable_rs: &self.status.stable_r_s,
+            current_pod_hash: &self.status.current_pod_hash,
+        };
+        let canary_counts = new_rs.map(Rs::counts);
+        let stable_counts = stable_rs.map(Rs::counts);
+        let actual_weights =
+            self.status
+                .canary
+                .weights
+                .as_ref()
+                .map(|w| replicas::TrafficWeights {
+                    canary: w.canary.weight,
+                    stable: w.stable.weight,
+                });
+        let (want_canary, want_stable) = plan.desired_counts(
+            canary_counts,
+            stable_counts,
+            &older_counts,
+            stable_is_new,
+            actual_weights,
+        );
+        let at_desired = plan.at_desired_replica_counts(
+            canary_counts,
+            stable_counts,
+            &older_counts,
+            stable_is_new,
+            actual_weights,
+        );
+
+        (want_canary, want_stable, at_desired)
     }
 
     /// A new pod template: the steps start again (or are skipped when it is the stable one's,
