@@ -2,6 +2,7 @@
 //! exit codes (`run`: 0 passed, 1 an expectation failed, 2 invalid input; `lint`: 0 no
 //! errors, 1 errors, 2 a file cannot be read).
 
+use crate::apiserver::admission::IstioWeightRules;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -93,12 +94,13 @@ fn lint_files(paths: &[PathBuf]) -> (u8, String, String) {
     // Plain manifest files form one set; a scenario is its own world, so its manifests are
     // checked apart from everything else (two scenarios may define the same objects).
     let mut pooled: Vec<Manifest> = Vec::new();
-    let mut sets: Vec<Vec<Manifest>> = Vec::new();
+    // Each set with the istiod that checks its VirtualServices (a scenario's `istio_version`).
+    let mut sets: Vec<(Vec<Manifest>, IstioWeightRules)> = Vec::new();
     let mut err = String::new();
     for path in paths {
         let loaded = if is_scenario(path) {
             scenario::parse(path, &Disk)
-                .map(|plan| sets.push(plan.all_manifests()))
+                .map(|plan| sets.push((plan.all_manifests(), plan.istio_weight_rules)))
                 .map_err(|e| e.to_string())
         } else {
             yaml::load_file(path, LINT_NAMESPACE)
@@ -114,8 +116,11 @@ fn lint_files(paths: &[PathBuf]) -> (u8, String, String) {
     if !err.is_empty() {
         return (2, String::new(), err);
     }
-    sets.push(pooled);
-    let mut diagnostics: Vec<Diagnostic> = sets.iter().flat_map(|s| lint::check(s)).collect();
+    sets.push((pooled, IstioWeightRules::default()));
+    let mut diagnostics: Vec<Diagnostic> = sets
+        .iter()
+        .flat_map(|(manifests, istio)| lint::check(manifests, *istio))
+        .collect();
     diagnostics.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     diagnostics.dedup_by(|a, b| a.sort_key() == b.sort_key());
     let errors = diagnostics

@@ -45,6 +45,8 @@ pub enum Check {
     MeshBinding,
     /// A weight Istio cannot express.
     Weights,
+    /// A VirtualService istiod's admission webhook would refuse.
+    Admission,
     /// A field canarysim keeps but does not simulate, an unknown field, or one it refuses
     /// (`model::support`).
     Support,
@@ -70,7 +72,7 @@ impl Diagnostic {
 /// Every check, over one set of manifests (objects refer to each other within the set).
 /// Findings come in discovery order (rollout by rollout), each reported once even when
 /// several rollouts (or two versions of one rollout) lead to it.
-pub fn check(manifests: &[Manifest]) -> Vec<Diagnostic> {
+pub fn check(manifests: &[Manifest], istio: IstioWeightRules) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let mut managed: Vec<&Manifest> = Vec::new();
     for m in manifests.iter().filter(|m| m.object.kind == Kind::Rollout) {
@@ -96,7 +98,7 @@ pub fn check(manifests: &[Manifest]) -> Vec<Diagnostic> {
             });
         }
     }
-    out.extend(admission_denials(manifests, IstioWeightRules::default()));
+    out.extend(admission_denials(manifests, istio));
     let review = crate::model::support::review_all(manifests);
     for r in review.rejections {
         out.push(Diagnostic {
@@ -121,7 +123,7 @@ pub fn check(manifests: &[Manifest]) -> Vec<Diagnostic> {
 
 /// VirtualServices that istiod's admission webhook (with `rules`) would refuse: the cluster
 /// never stores them, so nothing the scenario shows could happen.
-pub fn admission_denials(manifests: &[Manifest], rules: IstioWeightRules) -> Vec<Diagnostic> {
+fn admission_denials(manifests: &[Manifest], rules: IstioWeightRules) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for vs in manifests
         .iter()
@@ -132,7 +134,7 @@ pub fn admission_denials(manifests: &[Manifest], rules: IstioWeightRules) -> Vec
                 vs,
                 &format!("/spec{pointer}"),
                 Severity::Error,
-                Check::Weights,
+                Check::Admission,
                 format!(
                     "VirtualService {:?}: istiod's admission webhook ({}) would deny it: {error}",
                     vs.object.name(),

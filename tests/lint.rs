@@ -291,3 +291,17 @@ fn an_unparsable_manifest_exits_2_with_path_line_column() {
         "{err}"
     );
 }
+
+/// A scenario's `cluster.istio_version` decides which istiod checks its VirtualServices,
+/// in `lint` as in `run`: 80/10 is refused by Istio 1.14 (weights must sum to 100).
+#[test]
+fn lint_checks_a_scenario_with_its_istio_version() {
+    at_crate_root();
+    let path = "tests/fixtures/invalid/vs-weights-istio-denies.yaml";
+    let (code, out, _) = lint(&[path]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("would deny it: total destination weight 90 != 100"),
+        "{out}"
+    );
+}
