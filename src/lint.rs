@@ -187,23 +187,15 @@ fn check_services(
     out: &mut Vec<Diagnostic>,
 ) {
     let ns = m.object.namespace();
-    let ping_pong = canary.ping_pong.clone().unwrap_or_default();
-    for (field, svc) in [
-        ("stableService", &canary.stable_service),
-        ("canaryService", &canary.canary_service),
-        ("pingPong/pingService", &ping_pong.ping_service),
-        ("pingPong/pongService", &ping_pong.pong_service),
-    ] {
-        if !svc.is_empty() && find(all, Kind::Service, ns, svc).is_none() {
+    for (field, svc) in crate::controller::rollout::referenced_services(canary) {
+        if find(all, Kind::Service, ns, svc).is_none() {
+            let pointer = format!("/{}", field.replace('.', "/"));
             out.push(diag(
                 m,
-                &format!("/spec/strategy/canary/{field}"),
+                &pointer,
                 Severity::Error,
                 Check::Reference,
-                format!(
-                    "spec.strategy.canary.{}: Invalid value: \"{svc}\": service \"{svc}\" not found",
-                    field.replace('/', ".")
-                ),
+                crate::controller::rollout::service_not_found(field, svc),
             ));
         }
     }

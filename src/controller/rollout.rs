@@ -266,23 +266,9 @@ impl Reconciler<'_> {
         canary: &CanaryStrategy,
     ) -> Option<String> {
         let ns = self.rollout.namespace();
-        let ping_pong = canary.ping_pong.clone().unwrap_or_default();
-        for (field, svc) in [
-            ("spec.strategy.canary.stableService", &canary.stable_service),
-            ("spec.strategy.canary.canaryService", &canary.canary_service),
-            (
-                "spec.strategy.canary.pingPong.pingService",
-                &ping_pong.ping_service,
-            ),
-            (
-                "spec.strategy.canary.pingPong.pongService",
-                &ping_pong.pong_service,
-            ),
-        ] {
-            if !svc.is_empty() && self.api.get(Kind::Service, ns, svc).is_err() {
-                return Some(format!(
-                    "{field}: Invalid value: \"{svc}\": service \"{svc}\" not found"
-                ));
+        for (field, svc) in referenced_services(canary) {
+            if self.api.get(Kind::Service, ns, svc).is_err() {
+                return Some(service_not_found(field, svc));
             }
         }
         // `ValidateRolloutVirtualServicesConfig`, before the VirtualServices are looked up:
@@ -1800,6 +1786,38 @@ fn phase(spec: &SpecSummary, s: &RolloutStatus) -> (&'static str, String) {
         return ("Progressing", "waiting for all steps to complete".into());
     }
     ("Healthy", String::new())
+}
+
+/// The Services a canary strategy names, in the order Argo's `getReferencedServices` checks
+/// them, each with its field path (`spec.strategy.canary.stableService`…); unset ones left out.
+pub fn referenced_services(canary: &CanaryStrategy) -> Vec<(&'static str, &str)> {
+    let mut out = vec![
+        (
+            "spec.strategy.canary.stableService",
+            canary.stable_service.as_str(),
+        ),
+        (
+            "spec.strategy.canary.canaryService",
+            canary.canary_service.as_str(),
+        ),
+    ];
+    if let Some(pp) = &canary.ping_pong {
+        out.push((
+            "spec.strategy.canary.pingPong.pingService",
+            pp.ping_service.as_str(),
+        ));
+        out.push((
+            "spec.strategy.canary.pingPong.pongService",
+            pp.pong_service.as_str(),
+        ));
+    }
+    out.retain(|(_, svc)| !svc.is_empty());
+    out
+}
+
+/// Argo's error for a referenced Service that does not exist.
+pub fn service_not_found(field: &str, svc: &str) -> String {
+    format!("{field}: Invalid value: \"{svc}\": service \"{svc}\" not found")
 }
 
 /// The managed route names, `None` when `managedRoutes` is absent (Argo re-orders routes only
