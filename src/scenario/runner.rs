@@ -244,7 +244,8 @@ impl<'p> Runner<'p> {
         timeout: std::time::Duration,
         expected_exit: i32,
     ) -> Result<String, String> {
-        let line = |w: &World| -> (String, String) {
+        // What the plugin reads at one instant: (status, message, the line it prints).
+        let observe = |w: &World| -> (String, String, String) {
             match rollout_info::view(&w.api, ns, rollout, w.now()) {
                 Ok(v) => {
                     let text = if v.message.is_empty()
@@ -254,36 +255,29 @@ impl<'p> Runner<'p> {
                     } else {
                         format!("{} - {}", v.status, v.message)
                     };
-                    (v.status, text)
+                    (v.status, v.message, text)
                 }
-                Err(e) => (String::new(), format!("Error: {e}")),
+                Err(e) => (String::new(), String::new(), format!("Error: {e}")),
             }
         };
-        let mut printed: Vec<String> = Vec::new();
-        let (mut status, first) = line(&self.world);
-        printed.push(first);
-        let mut message = rollout_info::view(&self.world.api, ns, rollout, self.world.now())
-            .map(|v| v.message)
-            .unwrap_or_default();
         let settled = |s: &str| s == "Healthy" || s == "Degraded";
+        let (mut status, mut message, first) = observe(&self.world);
+        let mut printed = vec![first];
         if watch && !settled(&status) {
             let end = self.world.now().after(timeout);
-            let mut seen: Vec<(String, String)> = Vec::new();
+            let mut seen = Vec::new();
             self.advance(end, |w| {
-                let (s, text) = line(w);
-                let done = settled(&s);
-                seen.push((s, text));
+                let observed = observe(w);
+                let done = settled(&observed.0);
+                seen.push(observed);
                 done
             })?;
-            for (s, text) in seen {
+            for (s, m, text) in seen {
                 if printed.last() != Some(&text) {
                     printed.push(text);
                 }
-                status = s;
+                (status, message) = (s, m);
             }
-            message = rollout_info::view(&self.world.api, ns, rollout, self.world.now())
-                .map(|v| v.message)
-                .unwrap_or_default();
         }
         let error = if status == "Degraded" {
             Some(format!(
