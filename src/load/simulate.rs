@@ -396,6 +396,8 @@ struct Driver {
     now_us: u64,
     /// The proxy's outlier-detection record per pod.
     health: HashMap<String, crate::mesh::policy::HostHealth>,
+    /// Scratch space for the hosts one request tried (see [`http_request`]).
+    tried: Vec<u32>,
     /// This epoch's answers and 5xx per endpoint, folded into `pods` when it ends.
     ep_responses: Vec<u64>,
     ep_errors: Vec<u64>,
@@ -905,7 +907,9 @@ fn http_request(
 ) -> u64 {
     use crate::mesh::policy::{Attempt, ClientOutcome};
     let cluster = choice.clusters.pick(&mut rng.router);
-    let mut tried: Vec<u32> = Vec::new();
+    // The hosts this request tried, in a buffer kept across requests (no allocation each).
+    let mut tried = std::mem::take(&mut d.tried);
+    tried.clear();
     let outlier = table
         .cluster(cluster)
         .and_then(|c| c.outlier_detection())
@@ -935,42 +939,17 @@ fn http_request(
             // Every host ejected: no healthy upstream (Istio's minHealthPercent 0: no panic).
             return Attempt::NoEndpoint;
         }
-        // Envoy's previous_hosts predicate: a retry re-picks (up to 5 times) to avoid the
-        // hosts already tried; ejected hosts are not in the load-balancing set at all.
-        let mut picked = None;
-        let tries = if n == 0 { 1 } else { 5 } + if outlier.is_some() { hosts.len() } else { 0 };
-        // Consistent hash: the key's host by rendezvous over the pods' names, among hosts
-        // neither ejected nor (on a retry, where there is another) already tried.
-        if let Some(key) = hash_key {
-            let eligible = |avoid_tried: bool| {
-                hosts
-                    .iter()
-                    .map(|h| h.0)
-                    .filter(|&h| !(ejected(d, h) || (avoid_tried && tried.contains(&h))))
-                    .max_by_key(|&h| {
-                        crate::mesh::policy::rendezvous_score(key, &ctx.ep.pod[h as usize])
-                    })
-            };
-            picked = eligible(true).or_else(|| eligible(false));
-        }
-        for _ in 0..if picked.is_some() { 0 } else { tries } {
-            match table
-                .cluster(cluster)
-                .and_then(|c| c.pick_endpoint(ctx.lb, balancer, lb_state))
-            {
-                None => break,
-                Some(e) => {
-                    if ejected(d, e.0) {
-                        continue;
-                    }
-                    picked = Some(e.0);
-                    if !tried.contains(&e.0) {
-                        break;
-                    }
-                }
-            }
-        }
-        let Some(e) = picked.or_else(|| hosts.iter().map(|h| h.0).find(|&h| !ejected(d, h))) else {
+        let is_ejected = |e: u32| ejected(d, e);
+        let Some(e) = pick_host(
+            table.cluster(cluster),
+            ctx,
+            balancer,
+            lb_state,
+            &tried,
+            &is_ejected,
+            hash_key,
+            n > 0,
+        ) else {
             return Attempt::NoEndpoint;
         };
         if n == 0 {
@@ -1023,6 +1002,7 @@ fn http_request(
     });
     d.retries += u64::from(counts.retries);
     let last_arm = tried.last().map(|&e| ctx.ep.arm[e as usize] as usize);
+    d.tried = tried;
     let (status, latency) = match outcome {
         ClientOutcome::Answered { status, latency_us } => (status, latency_us),
         ClientOutcome::TimedOut { latency_us } => {
@@ -1052,6 +1032,53 @@ fn http_request(
     arm.record_latency(latency + queued_us);
     d.answered += 1;
     latency
+}
+
+/// One attempt's host in `cluster`, as Envoy picks it: with a consistent hash, the key's host
+/// by rendezvous over the pods' names among hosts not ejected (and, on a retry where there is
+/// another, not tried yet); otherwise the load balancer's pick, re-picked to skip ejected
+/// hosts and (on a retry, up to 5 times: the previous_hosts predicate) tried ones, else any
+/// host not ejected. None: no host is left.
+#[allow(clippy::too_many_arguments)]
+fn pick_host(
+    cluster: Option<&crate::mesh::Cluster>,
+    ctx: &Ctx,
+    balancer: &mut Pcg64Mcg,
+    lb_state: &mut crate::mesh::LbState,
+    tried: &[u32],
+    ejected: &dyn Fn(u32) -> bool,
+    hash_key: Option<u64>,
+    retry: bool,
+) -> Option<u32> {
+    let hosts = cluster.map_or(&[][..], |c| c.endpoints());
+    if let Some(key) = hash_key {
+        let best = |avoid_tried: bool| {
+            hosts
+                .iter()
+                .map(|h| h.0)
+                .filter(|&h| !(ejected(h) || (avoid_tried && tried.contains(&h))))
+                .max_by_key(|&h| {
+                    crate::mesh::policy::rendezvous_score(key, &ctx.ep.pod[h as usize])
+                })
+        };
+        return best(true).or_else(|| best(false));
+    }
+    let outlier = cluster.is_some_and(|c| c.outlier_detection().is_some());
+    let tries = if retry { 5 } else { 1 } + if outlier { hosts.len() } else { 0 };
+    let mut picked = None;
+    for _ in 0..tries {
+        let Some(e) = cluster.and_then(|c| c.pick_endpoint(ctx.lb, balancer, lb_state)) else {
+            break;
+        };
+        if ejected(e.0) {
+            continue;
+        }
+        picked = Some(e.0);
+        if !tried.contains(&e.0) {
+            break;
+        }
+    }
+    picked.or_else(|| hosts.iter().map(|h| h.0).find(|&h| !ejected(h)))
 }
 
 /// Arm index, backend model and pod name for every endpoint of an epoch's table.
