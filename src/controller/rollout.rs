@@ -1123,20 +1123,18 @@ impl Reconciler<'_> {
                 continue;
             };
             let mut next = current.clone();
-            let existing = super::ephemeral::injected(&current.value);
+            let existing = super::ephemeral::injected(&next.value);
+            // A scaled-down ReplicaSet's template is synced; it has no pods to sync.
+            let pods = if rs.spec == 0 {
+                Vec::new()
+            } else {
+                super::replicaset::owned_pods(self.api, &next)
+            };
             if super::ephemeral::sync_replica_set(&mut next.value, desired) {
                 self.api.update(next)?;
                 self.outcome.changed = true;
             }
-            if rs.spec == 0 {
-                continue;
-            }
-            let rs_object = self
-                .api
-                .get(Kind::ReplicaSet, &rs.namespace, rs.name())?
-                .clone();
-            for pod in super::replicaset::owned_pods(self.api, &rs_object) {
-                let mut p = pod.clone();
+            for mut p in pods {
                 let meta = crate::model::object::object_entry(&mut p.value, "metadata");
                 if super::ephemeral::sync(meta, existing.as_ref(), desired) {
                     self.api.update(p)?;
