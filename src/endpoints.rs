@@ -15,7 +15,7 @@ use std::fmt;
 use crate::model::Objects;
 use crate::model::istio::{ServicePort, ServiceSpec};
 use crate::model::object::{selector_matches, string_map};
-use crate::model::vocabulary::{HASH_LABEL, pod_is_ready as is_ready};
+use crate::model::vocabulary::{HASH_LABEL, pod_is_ready};
 use crate::model::{Kind, Object, ObjectKey};
 
 /// Kubernetes' cluster domain: Services are `<name>.<namespace>.svc.cluster.local`.
@@ -225,7 +225,7 @@ fn select(
 
 /// Whether a Pod receives Service traffic: Ready and not being deleted.
 pub fn is_serving(pod: &Object) -> bool {
-    is_ready(pod)
+    pod_is_ready(pod)
         && pod
             .metadata()
             .and_then(|m| m.get("deletionTimestamp"))

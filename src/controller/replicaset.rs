@@ -136,8 +136,8 @@ fn reconcile_one(
     // Scale down: not-ready first, then the youngest (as the ReplicaSet controller ranks).
     if pods.len() > want {
         pods.sort_by(|a, b| {
-            is_ready(a)
-                .cmp(&is_ready(b))
+            pod_is_ready(a)
+                .cmp(&pod_is_ready(b))
                 .then_with(|| b.creation_timestamp().cmp(a.creation_timestamp()))
                 .then_with(|| b.name().cmp(a.name()))
         });
@@ -173,7 +173,7 @@ fn reconcile_one(
         }
         let created = SimTime::parse_rfc3339(pod.creation_timestamp()).unwrap_or(now);
         let ready_at = created.after(lifecycle.ready_after);
-        if !is_ready(pod) {
+        if !pod_is_ready(pod) {
             if now >= ready_at {
                 let mut p = pod.clone();
                 mark_ready(&mut p, ready_at);
@@ -247,7 +247,7 @@ pub fn is_available(pod: &Object, min_ready: Duration, now: SimTime) -> bool {
         })
 }
 
-pub use crate::model::vocabulary::pod_is_ready as is_ready;
+use crate::model::vocabulary::pod_is_ready;
 
 fn new_pod(rs: &Object, lifecycle: &PodLifecycle, rng: &mut Pcg64Mcg, api: &ApiServer) -> Object {
     let ns = rs.namespace();

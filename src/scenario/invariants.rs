@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use crate::apiserver::ApiServer;
 use crate::model::object::string_map;
-use crate::model::vocabulary::pod_is_ready as is_ready;
+use crate::model::vocabulary::pod_is_ready;
 use crate::model::{Kind, Object};
 
 /// The invariants that do not hold right now, one message each.
@@ -104,7 +104,7 @@ fn ready_endpoints(api: &ApiServer, vs: &Object, host: &str, subset: &str) -> Op
     Some(
         api.list(Kind::Pod, Some(ns), Some(&selector))
             .into_iter()
-            .filter(|p| is_ready(p))
+            .filter(|p| pod_is_ready(p))
             .count(),
     )
 }
