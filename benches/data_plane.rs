@@ -6,7 +6,7 @@
 //! Target: ≥ 50 million requests/s and ≥ 30 % of the bare loop.
 
 use canarysim::kubeproxy::ProxyMode;
-use canarysim::load::{self, Amount, Backends, OriginChoice, Workload};
+use canarysim::load::{Amount, Backends, OriginChoice, Workload};
 use canarysim::mesh::LbPolicy;
 use canarysim::random::stream;
 use canarysim::seed;
@@ -62,15 +62,15 @@ fn data_plane(c: &mut Criterion) {
                 || world.clone(),
                 |mut w| {
                     let mut rng = canarysim::load::Streams::new(1, "load");
-                    let r = load::simulate(
-                        &mut w,
-                        &workload,
-                        &Backends::default(),
-                        LbPolicy::RoundRobin,
-                        ProxyMode::Iptables,
-                        &mut rng,
-                    )
-                    .unwrap();
+                    let r = w
+                        .run_load(
+                            &workload,
+                            &Backends::default(),
+                            LbPolicy::RoundRobin,
+                            ProxyMode::Iptables,
+                            &mut rng,
+                        )
+                        .unwrap();
                     assert_eq!(r.sent, REQUESTS);
                     black_box(r)
                 },

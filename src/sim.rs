@@ -52,6 +52,8 @@ pub enum SimError {
     Unsettled(SimTime),
     #[error("{0}")]
     Action(String),
+    #[error(transparent)]
+    Load(#[from] crate::load::LoadError),
 }
 
 /// The whole simulated cluster.
@@ -125,6 +127,44 @@ impl World {
             }
         }
         Ok(())
+    }
+
+    /// Runs a load through the simulated data plane while the world moves on: the load
+    /// sends an epoch's requests, the world advances to the next instant something changes
+    /// (a pod turning ready, a pause ending, a route table taking effect), and so on until
+    /// the load's last answer.
+    pub fn run_load(
+        &mut self,
+        workload: &crate::load::Workload,
+        backends: &crate::load::Backends,
+        lb: mesh::LbPolicy,
+        proxy_mode: crate::kubeproxy::ProxyMode,
+        streams: &mut crate::load::Streams,
+    ) -> Result<crate::load::LoadResult, SimError> {
+        self.settle()?;
+        let run = crate::load::LoadRun::start(self, workload, backends, lb, proxy_mode)?;
+        self.drive_load(run, streams)
+    }
+
+    /// Drives a started load to its end (see [`World::run_load`]).
+    pub(crate) fn drive_load(
+        &mut self,
+        mut run: crate::load::LoadRun,
+        streams: &mut crate::load::Streams,
+    ) -> Result<crate::load::LoadResult, SimError> {
+        loop {
+            match run.epoch(self, streams)? {
+                crate::load::Progress::AdvanceTo(t) => {
+                    self.advance_until(t, |_| false)?;
+                }
+                crate::load::Progress::Finished(last_answer) => {
+                    if last_answer > self.now {
+                        self.advance_until(last_answer, |_| false)?;
+                    }
+                    return Ok(run.finish(self.now));
+                }
+            }
+        }
     }
 
     /// Reconciles every controller until nothing changes at the current instant.
@@ -349,8 +389,6 @@ impl World {
 }
 
 impl crate::load::Cluster for World {
-    type Error = SimError;
-
     fn now(&self) -> SimTime {
         World::now(self)
     }
@@ -369,13 +407,5 @@ impl crate::load::Cluster for World {
 
     fn mesh_mut(&mut self) -> &mut Mesh {
         &mut self.mesh
-    }
-
-    fn settle(&mut self) -> Result<(), SimError> {
-        World::settle(self)
-    }
-
-    fn advance_to(&mut self, t: SimTime) -> Result<(), SimError> {
-        self.advance_until(t, |_| false).map(|_| ())
     }
 }

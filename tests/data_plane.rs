@@ -30,15 +30,15 @@ fn gateway_load(requests: u64) -> Workload {
 
 fn run(world: &mut World, w: &Workload, seed: u64) -> LoadResult {
     let mut rng = canarysim::load::Streams::new(seed, "load");
-    load::simulate(
-        world,
-        w,
-        &Backends::default(),
-        LbPolicy::RoundRobin,
-        ProxyMode::Iptables,
-        &mut rng,
-    )
-    .unwrap()
+    world
+        .run_load(
+            w,
+            &Backends::default(),
+            LbPolicy::RoundRobin,
+            ProxyMode::Iptables,
+            &mut rng,
+        )
+        .unwrap()
 }
 
 fn canary(r: &LoadResult) -> u64 {
@@ -231,15 +231,15 @@ fn without_keepalive_each_request_is_a_connection_and_the_share_converges_to_the
 
 fn run_with(world: &mut World, w: &Workload, backends: &Backends, seed: u64) -> LoadResult {
     let mut rng = canarysim::load::Streams::new(seed, "load");
-    load::simulate(
-        world,
-        w,
-        backends,
-        LbPolicy::RoundRobin,
-        ProxyMode::Iptables,
-        &mut rng,
-    )
-    .unwrap()
+    world
+        .run_load(
+            w,
+            backends,
+            LbPolicy::RoundRobin,
+            ProxyMode::Iptables,
+            &mut rng,
+        )
+        .unwrap()
 }
 
 /// A slow canary (5 ms) beside a fast stable (1 ms), 200 keep-alive connections through

@@ -8,13 +8,14 @@
 //! role (stable/canary) and its version; the [`LoadResult`] holds the counts the verdict is
 //! computed from. The load generator decides nothing: `verify` judges.
 //!
-//! [`simulate`] drives a workload through the simulated data plane on the virtual clock.
+//! [`LoadRun`] drives a workload through the simulated data plane on the virtual clock; the
+//! caller moves the clock between its epochs.
 
 mod backend;
 mod simulate;
 
 pub use backend::{BackendModel, Backends};
-pub use simulate::{Streams, simulate};
+pub use simulate::{LoadRun, Progress, Streams};
 
 use std::time::Duration;
 
@@ -25,10 +26,7 @@ pub use crate::verify::SplitUnit;
 
 /// Why a simulated load could not run.
 #[derive(Debug, thiserror::Error)]
-pub enum LoadError<E: std::error::Error> {
-    /// The cluster failed while the load moved its clock.
-    #[error(transparent)]
-    Cluster(E),
+pub enum LoadError {
     #[error("sequential test: {0}")]
     SequentialTest(String),
     #[error("no route table has reached the proxies yet")]
@@ -36,22 +34,19 @@ pub enum LoadError<E: std::error::Error> {
 }
 
 /// The cluster a simulated load runs against: its objects, its proxies' route tables (with
-/// the instant each took effect) and its clock. The load moves the clock forward as virtual
-/// time passes, so that the rollout and its push delays play out while requests flow; the
-/// simulation's `World` is one, and the load knows nothing else of it.
+/// the instant each took effect) and its clock. The load reads it; whoever drives the load
+/// moves the clock between epochs ([`Progress`]), so that the rollout and its push delays
+/// play out while requests flow. The simulation's `World` is one, and the load knows
+/// nothing else of it.
 pub trait Cluster {
-    type Error: std::error::Error;
     fn now(&self) -> crate::clock::SimTime;
     /// When something will next change by itself (a pod turning ready, a pause ending, a
     /// table push), if anything will.
     fn next_wake(&self) -> Option<crate::clock::SimTime>;
     fn api(&self) -> &crate::apiserver::ApiServer;
     fn mesh(&self) -> &crate::mesh::Mesh;
+    /// The proxies' tables with their load-balancer state (round-robin positions).
     fn mesh_mut(&mut self) -> &mut crate::mesh::Mesh;
-    /// Lets every controller reconcile the present state.
-    fn settle(&mut self) -> Result<(), Self::Error>;
-    /// Moves the clock to `t`, with whatever happens on the way.
-    fn advance_to(&mut self, t: crate::clock::SimTime) -> Result<(), Self::Error>;
 }
 
 /// How much to send.

@@ -21,6 +21,7 @@ use super::{
     Amount, ArmStats, Arrival, Backends, LoadResult, OriginChoice, Sequential, SplitUnit, Workload,
 };
 use super::{Cluster, LoadError};
+use crate::clock::SimTime;
 use crate::endpoints::{Endpoint, Role};
 use crate::kubeproxy::{ProxyMode, ProxyState, ServiceProxy};
 use crate::mesh::{LbPolicy, Origin, Protocol, RequestMeta, RouteError};
@@ -92,236 +93,309 @@ struct Conn {
     pinned: Option<(String, u32)>,
 }
 
-/// Runs `workload` against the world, advancing the world's clock as virtual time passes.
-pub fn simulate<C: Cluster>(
-    world: &mut C,
-    workload: &Workload,
-    backends: &Backends,
-    lb: LbPolicy,
-    proxy_mode: ProxyMode,
-    rng: &mut Streams,
-) -> Result<LoadResult, LoadError<C::Error>> {
-    simulate_with(world, workload, backends, lb, proxy_mode, rng, true)
+/// What a load asks of whoever drives it after an epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Progress {
+    /// Move the cluster's clock to this instant (with whatever happens on the way), then
+    /// call [`LoadRun::epoch`] again.
+    AdvanceTo(SimTime),
+    /// Everything is sent: the last answer arrives at this instant. Move the clock there if
+    /// it is later than now, then call [`LoadRun::finish`].
+    Finished(SimTime),
 }
 
-/// [`simulate`], optionally without the specialised loop (to check they agree).
-pub(crate) fn simulate_with<C: Cluster>(
-    world: &mut C,
-    workload: &Workload,
-    backends: &Backends,
+/// One load in progress. The load only reads the cluster and sends requests through the
+/// data plane in force; whoever drives it (the simulation's runner, later the live one)
+/// moves the clock between epochs:
+///
+/// ```text
+/// let mut run = LoadRun::start(&cluster, &workload, &backends, lb, mode)?;
+/// loop {
+///     match run.epoch(&mut cluster, &mut streams)? {
+///         Progress::AdvanceTo(t) => cluster.advance_to(t),
+///         Progress::Finished(t) => { cluster.advance_to(t.max(now)); break }
+///     }
+/// }
+/// let result = run.finish(cluster.now());
+/// ```
+pub struct LoadRun<'w> {
+    workload: &'w Workload,
+    backends: &'w Backends,
     lb: LbPolicy,
     proxy_mode: ProxyMode,
-    rng: &mut Streams,
     allow_fast: bool,
-) -> Result<LoadResult, LoadError<C::Error>> {
-    world.settle().map_err(LoadError::Cluster)?;
-    let started = world.now();
-    let path = choose_path(world, workload);
-    let end = match workload.amount {
-        Amount::Duration(d) => started.after(d),
-        Amount::Requests(_) => started.after(MAX_LOAD_TIME),
-    };
-    let limit = match workload.amount {
-        Amount::Requests(n) => n,
-        Amount::Duration(_) => u64::MAX,
-    };
-    let unit = match (&path, workload.protocol) {
-        (Path::KubeProxy, _) | (_, Protocol::Tls | Protocol::Tcp) => SplitUnit::Connection,
-        _ => SplitUnit::Request,
-    };
-    let per_connection = unit == SplitUnit::Connection;
-    // Without keep-alive (and without HTTP/2, which multiplexes) every request opens a
-    // connection of its own.
-    let reuse = workload.keepalive || workload.http2;
+    path: Path,
+    started: SimTime,
+    end_us: u64,
+    /// The most requests to send (lowered when the sequential test decides).
+    limit: u64,
+    unit: SplitUnit,
+    /// Without keep-alive (and without HTTP/2, which multiplexes) every request opens a
+    /// connection of its own.
+    reuse: bool,
+    state: Driver,
+    /// Closed loop: when each worker is free next (µs since the load started).
+    free_at: Vec<u64>,
+    streams_per_conn: usize,
+    /// Open loop: the next arrival and the running arrival count.
+    next_arrival_us: u64,
+    arrivals: u64,
+    proxy_state: ProxyState,
+    /// The sequential test: it sees each slice's answers and may end the load early.
+    sprt: Option<(crate::verify::TwoSidedSprt, String, (u64, u64))>,
+    decided: Option<(String, u64)>,
+    /// The split the tables in force imply, weighted by the draws (requests, or connections
+    /// opened) each epoch carried.
+    configured: Vec<(Role, f64)>,
+    /// The calling pod's labels (sourceLabels matches).
+    caller_labels: Vec<(String, String)>,
+}
 
-    let mut state = Driver {
-        conns: vec![Conn::default(); workload.connections.max(1) as usize],
-        ..Driver::default()
-    };
-    let workers = match (workload.arrival, workload.http2) {
-        (Arrival::Closed, true) => workload.connections.max(1) * H2_STREAMS,
-        _ => workload.connections.max(1),
-    } as usize;
-    let streams_per_conn = (workers / state.conns.len()).max(1);
-    // Closed loop: when each worker is free next (µs since the load started).
-    let mut free_at = vec![0u64; workers];
-    // Open loop: the next arrival and the running arrival count.
-    let mut next_arrival_us = 0u64;
-    let mut arrivals: u64 = 0;
-    let end_us = end.since(started).as_micros() as u64;
-    let mut proxy_state = ProxyState::default();
-    // The sequential test: it sees each slice's answers and may end the load early.
-    let mut sprt = match (&workload.stop, per_connection) {
-        (Some(rule), false) => Some((
-            crate::verify::TwoSidedSprt::new(rule.share, rule.delta, rule.alpha, rule.beta)
-                .map_err(|e| LoadError::SequentialTest(e.to_string()))?,
-            rule.key.clone(),
-            (0u64, 0u64),
-        )),
-        _ => None,
-    };
-    let mut decided: Option<(String, u64)> = None;
-    let mut limit = limit;
-    // The split the tables in force imply, weighted by the draws (requests, or connections
-    // opened) each epoch carried.
-    let mut configured: Vec<(Role, f64)> = Vec::new();
+impl<'w> LoadRun<'w> {
+    /// Plans `workload` against the cluster as it is now (settle it first).
+    pub fn start(
+        cluster: &impl Cluster,
+        workload: &'w Workload,
+        backends: &'w Backends,
+        lb: LbPolicy,
+        proxy_mode: ProxyMode,
+    ) -> Result<LoadRun<'w>, LoadError> {
+        let started = cluster.now();
+        let path = choose_path(cluster, workload);
+        let end = match workload.amount {
+            Amount::Duration(d) => started.after(d),
+            Amount::Requests(_) => started.after(MAX_LOAD_TIME),
+        };
+        let limit = match workload.amount {
+            Amount::Requests(n) => n,
+            Amount::Duration(_) => u64::MAX,
+        };
+        let unit = match (&path, workload.protocol) {
+            (Path::KubeProxy, _) | (_, Protocol::Tls | Protocol::Tcp) => SplitUnit::Connection,
+            _ => SplitUnit::Request,
+        };
+        let state = Driver {
+            conns: vec![Conn::default(); workload.connections.max(1) as usize],
+            ..Driver::default()
+        };
+        let workers = match (workload.arrival, workload.http2) {
+            (Arrival::Closed, true) => workload.connections.max(1) * H2_STREAMS,
+            _ => workload.connections.max(1),
+        } as usize;
+        let streams_per_conn = (workers / state.conns.len()).max(1);
+        let sprt = match (&workload.stop, unit) {
+            (Some(rule), SplitUnit::Request) => Some((
+                crate::verify::TwoSidedSprt::new(rule.share, rule.delta, rule.alpha, rule.beta)
+                    .map_err(|e| LoadError::SequentialTest(e.to_string()))?,
+                rule.key.clone(),
+                (0u64, 0u64),
+            )),
+            _ => None,
+        };
+        Ok(LoadRun {
+            workload,
+            backends,
+            lb,
+            proxy_mode,
+            allow_fast: true,
+            caller_labels: caller_labels(cluster, &path, workload),
+            path,
+            started,
+            end_us: end.since(started).as_micros() as u64,
+            limit,
+            unit,
+            reuse: workload.keepalive || workload.http2,
+            state,
+            free_at: vec![0u64; workers],
+            streams_per_conn,
+            next_arrival_us: 0,
+            arrivals: 0,
+            proxy_state: ProxyState::default(),
+            sprt,
+            decided: None,
+            configured: Vec::new(),
+        })
+    }
 
-    // The request every worker sends (its shape does not change during the load).
-    let headers: Vec<(&str, &str)> = workload
-        .headers
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let caller_labels = caller_labels(world, &path, workload);
-    let source_labels: Vec<(&str, &str)> = caller_labels
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let meta = RequestMeta {
-        source_labels: &source_labels,
-        origin: match &path {
-            Path::Gateway(g) => Origin::Gateway(g.as_str()),
-            Path::Mesh => Origin::Mesh,
-            Path::KubeProxy => Origin::Plain,
-        },
-        protocol: workload.protocol,
-        namespace: &workload.namespace,
-        host: &workload.host,
-        port: workload.port,
-        path: &workload.path,
-        method: &workload.method,
-        headers: &headers,
-        sni: workload.sni.as_deref(),
-    };
+    /// Sends every request through the general path only (to check the fast loops agree).
+    #[cfg(test)]
+    fn without_fast_loops(mut self) -> Self {
+        self.allow_fast = false;
+        self
+    }
 
-    loop {
-        let now = world.now();
-        let epoch_end_us = world
+    /// Sends the requests of one epoch (until the cluster's next change by itself, or the
+    /// load's end) through the data plane in force now.
+    pub fn epoch(
+        &mut self,
+        cluster: &mut impl Cluster,
+        rng: &mut Streams,
+    ) -> Result<Progress, LoadError> {
+        let now = cluster.now();
+        let epoch_end_us = cluster
             .next_wake()
-            .map(|t| t.since(started).as_micros() as u64)
+            .map(|t| t.since(self.started).as_micros() as u64)
             .unwrap_or(u64::MAX)
-            .min(end_us);
+            .min(self.end_us);
+        let workload = self.workload;
+        let per_connection = self.unit == SplitUnit::Connection;
+        // The request every worker sends (its shape does not change during the load).
+        let headers: Vec<(&str, &str)> = workload
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let source_labels: Vec<(&str, &str)> = self
+            .caller_labels
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let meta = RequestMeta {
+            source_labels: &source_labels,
+            origin: match &self.path {
+                Path::Gateway(g) => Origin::Gateway(g.as_str()),
+                Path::Mesh => Origin::Mesh,
+                Path::KubeProxy => Origin::Plain,
+            },
+            protocol: workload.protocol,
+            namespace: &workload.namespace,
+            host: &workload.host,
+            port: workload.port,
+            path: &workload.path,
+            method: &workload.method,
+            headers: &headers,
+            sni: workload.sni.as_deref(),
+        };
         // The data plane in force for this epoch.
         let proxy;
         let mut service = None;
         let ep_info;
-        match &path {
+        match &self.path {
             Path::KubeProxy => {
-                proxy = ServiceProxy::from_objects(world.api());
-                ep_info = endpoint_facts(world, backends, &mut state.arms, |i| {
+                proxy = ServiceProxy::from_objects(cluster.api());
+                ep_info = endpoint_facts(cluster, self.backends, &mut self.state.arms, |i| {
                     proxy.endpoint(crate::endpoints::EndpointId(i))
                 });
                 service = proxy.resolve(&workload.host, &workload.namespace);
             }
             Path::Gateway(_) | Path::Mesh => {
                 proxy = ServiceProxy::default();
-                let Some(table) = world.mesh().table_at(now) else {
+                let Some(table) = cluster.mesh().table_at(now) else {
                     return Err(LoadError::NoRouteTable);
                 };
-                ep_info = endpoint_facts(world, backends, &mut state.arms, |i| {
+                ep_info = endpoint_facts(cluster, self.backends, &mut self.state.arms, |i| {
                     table.endpoint(crate::endpoints::EndpointId(i))
                 });
             }
         }
-        reattach_connections(&mut state.conns, &ep_info);
-        state.ep_responses = vec![0; ep_info.model.len()];
-        state.ep_errors = vec![0; ep_info.model.len()];
+        reattach_connections(&mut self.state.conns, &ep_info);
+        self.state.ep_responses = vec![0; ep_info.model.len()];
+        self.state.ep_errors = vec![0; ep_info.model.len()];
+        let epoch_shares = match &self.path {
+            Path::KubeProxy => kube_proxy_shares(&proxy, service),
+            Path::Gateway(_) | Path::Mesh => {
+                route_shares(cluster.mesh().table_at(now).expect("checked above"), &meta)
+            }
+        };
         let mut ctx = Ctx {
             unit_per_connection: per_connection,
-            reuse,
+            reuse: self.reuse,
             ep: &ep_info,
             proxy: &proxy,
-            proxy_mode,
-            proxy_state: &mut proxy_state,
+            proxy_mode: self.proxy_mode,
+            proxy_state: &mut self.proxy_state,
             service,
-            lb,
-            allow_fast,
-            sprt: sprt.as_mut(),
-            decided: &mut decided,
+            lb: self.lb,
+            allow_fast: self.allow_fast,
+            sprt: self.sprt.as_mut(),
+            decided: &mut self.decided,
             headers: &headers,
             path: &workload.path,
         };
-        let sent_before = state.result_sent;
-        let opened_before = state.connections_opened;
-        let epoch_shares = match &path {
-            Path::KubeProxy => kube_proxy_shares(&proxy, service),
-            Path::Gateway(_) | Path::Mesh => {
-                route_shares(world.mesh().table_at(now).expect("checked above"), &meta)
-            }
-        };
+        let sent_before = self.state.result_sent;
+        let opened_before = self.state.connections_opened;
         // The in-mesh router's table and its route for this request shape (none for kube-proxy).
-        let (mesh_state, route) = match &path {
+        let (mesh_state, route) = match &self.path {
             Path::KubeProxy => (None, None),
             Path::Gateway(_) | Path::Mesh => {
-                let (table, lb_state) = world.mesh_mut().at_mut(now).expect("checked above");
+                let (table, lb_state) = cluster.mesh_mut().at_mut(now).expect("checked above");
                 let route = table.route(&meta);
                 (Some((table, lb_state)), Some(route))
             }
         };
         run_epoch(
-            &mut state,
+            &mut self.state,
             &mut ctx,
             mesh_state,
             route,
             workload,
             rng,
-            &mut free_at,
-            streams_per_conn,
-            &mut next_arrival_us,
-            &mut arrivals,
+            &mut self.free_at,
+            self.streams_per_conn,
+            &mut self.next_arrival_us,
+            &mut self.arrivals,
             epoch_end_us,
-            &mut limit,
+            &mut self.limit,
         );
-        fold_pods(&mut state, &ep_info);
+        fold_pods(&mut self.state, &ep_info);
         // Per request, each request drew from this epoch's tables; per connection, only the
         // connections opened in it did (a kept-alive one stays where it was sent before).
         let carried = if per_connection {
-            (state.connections_opened - opened_before) as f64
+            (self.state.connections_opened - opened_before) as f64
         } else {
-            (state.result_sent - sent_before) as f64
+            (self.state.result_sent - sent_before) as f64
         };
-        add_weighted(&mut configured, epoch_shares, carried);
-        if state.result_sent >= limit || epoch_end_us >= end_us {
-            break;
+        add_weighted(&mut self.configured, epoch_shares, carried);
+        if self.state.result_sent < self.limit && epoch_end_us < self.end_us {
+            return Ok(Progress::AdvanceTo(
+                self.started.after(Duration::from_micros(epoch_end_us)),
+            ));
         }
-        world
-            .advance_to(started.after(Duration::from_micros(epoch_end_us)))
-            .map_err(LoadError::Cluster)?;
+        // The load ends when its last answer arrives (closed loop) or at its duration.
+        let last_us = match workload.arrival {
+            Arrival::Closed => self.free_at.iter().copied().max().unwrap_or(0),
+            _ => self.next_arrival_us,
+        };
+        Ok(Progress::Finished(
+            self.started
+                .after(Duration::from_micros(last_us.min(self.end_us))),
+        ))
     }
 
-    // The load ends when its last answer arrives (closed loop) or at its duration.
-    let last_us = match workload.arrival {
-        Arrival::Closed => free_at.iter().copied().max().unwrap_or(0),
-        _ => next_arrival_us,
-    };
-    let ended = started.after(Duration::from_micros(last_us.min(end_us)));
-    if ended > world.now() {
-        world.advance_to(ended).map_err(LoadError::Cluster)?;
+    /// What the load observed, once [`Progress::Finished`] came and the clock was moved to
+    /// its instant; `now` is the cluster's clock.
+    pub fn finish(self, now: SimTime) -> LoadResult {
+        let per_connection = self.unit == SplitUnit::Connection;
+        let state = self.state;
+        let sequential = self.workload.stop.as_ref().map(|_| {
+            sequential_outcome(
+                self.workload,
+                self.decided.as_ref(),
+                per_connection,
+                state.answered,
+            )
+        });
+        LoadResult {
+            sent: state.result_sent,
+            answered: state.answered,
+            not_found: state.not_found,
+            no_healthy_upstream: state.no_healthy_upstream,
+            refused: state.refused,
+            upstream_failed: state.upstream_failed,
+            fault_aborted: state.fault_aborted,
+            timed_out: state.timed_out,
+            retries: state.retries,
+            pods: state.pods.into_values().collect(),
+            arms: reported_arms(state.arms),
+            unit: self.unit,
+            connections_opened: state.connections_opened,
+            configured: shares_by_role(self.configured.into_iter()),
+            sequential,
+            path: path_name(&self.path, self.proxy_mode),
+            started: self.started,
+            ended: now.max(self.started),
+        }
     }
-    let sequential = workload
-        .stop
-        .as_ref()
-        .map(|_| sequential_outcome(workload, decided.as_ref(), per_connection, state.answered));
-    Ok(LoadResult {
-        sent: state.result_sent,
-        answered: state.answered,
-        not_found: state.not_found,
-        no_healthy_upstream: state.no_healthy_upstream,
-        refused: state.refused,
-        upstream_failed: state.upstream_failed,
-        fault_aborted: state.fault_aborted,
-        timed_out: state.timed_out,
-        retries: state.retries,
-        pods: state.pods.into_values().collect(),
-        arms: reported_arms(state.arms),
-        unit,
-        connections_opened: state.connections_opened,
-        configured: shares_by_role(configured.into_iter()),
-        sequential,
-        path: path_name(&path, proxy_mode),
-        started,
-        ended: world.now().max(started),
-    })
 }
 
 /// The versions that took part, stable first, then canary, then the rest.
@@ -1338,19 +1412,22 @@ mod tests {
                 keepalive,
                 ..Workload::default()
             };
-            let run = |fast| {
+            let run = |fast: bool| {
                 let mut world = paused_world();
                 let mut rng = Streams::new(9, "load");
-                let r = simulate_with(
-                    &mut world,
+                world.settle().unwrap();
+                let mut run = LoadRun::start(
+                    &world,
                     &w,
                     backends,
                     LbPolicy::RoundRobin,
                     ProxyMode::Iptables,
-                    &mut rng,
-                    fast,
                 )
                 .unwrap();
+                if !fast {
+                    run = run.without_fast_loops();
+                }
+                let r = world.drive_load(run, &mut rng).unwrap();
                 (
                     summary(&r),
                     r.sent,
@@ -1401,15 +1478,15 @@ spec:
                 ..Workload::default()
             };
             let mut rng = Streams::new(5, "load");
-            simulate(
-                world,
-                &w,
-                &Backends::default(),
-                LbPolicy::RoundRobin,
-                ProxyMode::Iptables,
-                &mut rng,
-            )
-            .unwrap()
+            world
+                .run_load(
+                    &w,
+                    &Backends::default(),
+                    LbPolicy::RoundRobin,
+                    ProxyMode::Iptables,
+                    &mut rng,
+                )
+                .unwrap()
         };
         let stable_pods = |r: &LoadResult| {
             r.pods

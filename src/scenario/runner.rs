@@ -472,7 +472,9 @@ impl<'p> Runner<'p> {
         };
         // Each load step has its own stream: adding a step does not shift the others.
         let mut rng = load::Streams::new(self.seed, &format!("load/{index}"));
-        let result = load::simulate(&mut self.world, w, &plan.backends, lb, mode, &mut rng)
+        let result = self
+            .world
+            .run_load(w, &plan.backends, lb, mode, &mut rng)
             .map_err(|e| e.to_string())?;
         let now = self.world.now();
         let mut found = Vec::new();
