@@ -653,8 +653,7 @@ fn fast_mesh_epoch(
             return false;
         }
     }
-    let Some(mut cursor) = crate::mesh::RoundRobinCursor::new(table, choice, ctx.lb, lb_state)
-    else {
+    let Some(mut cursor) = choice.round_robin_cursor(table, ctx.lb, lb_state) else {
         return false;
     };
     // The route's retries, timeout or fault could change an outcome: the general path.
@@ -889,13 +888,9 @@ fn one_request_timed(
                     })
                     .map(|e| e.0),
                 Some((table, lb_state)) => match route {
-                    Some(Ok(choice)) => {
-                        let cluster = choice.clusters.pick(&mut rng.router);
-                        table
-                            .cluster(cluster)
-                            .and_then(|c| c.pick_endpoint(ctx.lb, &mut rng.balancer, lb_state))
-                            .map(|e| e.0)
-                    }
+                    Some(Ok(choice)) => choice
+                        .pick_upstream(table, ctx.lb, &mut rng.router, &mut rng.balancer, lb_state)
+                        .map(|e| e.0),
                     _ => None,
                 },
             };
@@ -980,18 +975,13 @@ fn http_request(
     queued_us: u64,
 ) -> u64 {
     use crate::mesh::policy::{Attempt, ClientOutcome};
-    let cluster = choice.clusters.pick(&mut rng.router);
+    let (_, cluster) = choice.pick_cluster(table, &mut rng.router);
     // The hosts this request tried, in a buffer kept across requests (no allocation each).
     let mut tried = std::mem::take(&mut d.tried);
     tried.clear();
-    let outlier = table
-        .cluster(cluster)
-        .and_then(|c| c.outlier_detection())
-        .copied();
-    let hosts: &[crate::endpoints::EndpointId] =
-        table.cluster(cluster).map_or(&[], |c| c.endpoints());
-    let hash_key = table
-        .cluster(cluster)
+    let outlier = cluster.and_then(|c| c.outlier_detection()).copied();
+    let hosts: &[crate::endpoints::EndpointId] = cluster.map_or(&[], |c| c.endpoints());
+    let hash_key = cluster
         .and_then(|c| c.consistent_hash())
         .and_then(|h| h.key(ctx.headers, ctx.path));
     let Streams {
@@ -1015,7 +1005,7 @@ fn http_request(
         }
         let is_ejected = |e: u32| ejected(d, e);
         let Some(e) = pick_host(
-            table.cluster(cluster),
+            cluster,
             ctx,
             balancer,
             lb_state,
@@ -1027,17 +1017,11 @@ fn http_request(
             return Attempt::NoEndpoint;
         };
         if n == 0 {
-            for m in choice.mirrors {
-                if m.sample(router) {
-                    if let Some(me) = table
-                        .cluster(m.cluster)
-                        .and_then(|c| c.pick_endpoint(ctx.lb, balancer, lb_state))
-                    {
-                        let arm = ctx.ep.arm[me.0 as usize] as usize;
-                        d.arms[arm].mirrored += 1;
-                    }
+            choice.shadows(table, ctx.lb, router, balancer, lb_state, |_, shadow| {
+                if let Some(me) = shadow {
+                    d.arms[ctx.ep.arm[me.0 as usize] as usize].mirrored += 1;
                 }
-            }
+            });
         }
         tried.push(e);
         let e = e as usize;

@@ -687,8 +687,8 @@ pub struct RoundRobinCursor<'t> {
 
 impl<'t> RoundRobinCursor<'t> {
     /// None when a cluster of the route is missing or balances by another policy than
-    /// round robin (`lb` is the proxy's default).
-    pub fn new(
+    /// round robin (`lb` is the proxy's default). Made by [`RouteChoice::round_robin_cursor`].
+    fn new(
         table: &'t RouteTable,
         choice: &RouteChoice<'t>,
         lb: LbPolicy,
@@ -765,6 +765,70 @@ pub struct RouteChoice<'t> {
     pub policy: &'t super::policy::HttpPolicy,
     pub scope: Scope,
     pub source: &'t RouteSource,
+}
+
+/// The data plane's interface to a matched route: the single picks a request or a
+/// connection makes, and the batch form for many requests in a row. Every caller (the
+/// router's [`RouteTable::serve`], the simulated load's general and fast paths) picks
+/// through these, so they draw alike.
+impl<'t> RouteChoice<'t> {
+    /// The weighted pick of a cluster (one draw for a split of two or more), with the
+    /// cluster itself (None: not in the table; no upstream).
+    pub fn pick_cluster<R: RngCore + ?Sized>(
+        &self,
+        table: &'t RouteTable,
+        router: &mut R,
+    ) -> (ClusterId, Option<&'t Cluster>) {
+        let id = self.clusters.pick(router);
+        (id, table.cluster(id))
+    }
+
+    /// The upstream of a request or connection: the weighted pick of a cluster (from
+    /// `router`), then its load balancer's pick (from `balancer`). None: no healthy upstream.
+    pub fn pick_upstream<R: RngCore + ?Sized, B: RngCore + ?Sized>(
+        &self,
+        table: &'t RouteTable,
+        lb: LbPolicy,
+        router: &mut R,
+        balancer: &mut B,
+        state: &mut LbState,
+    ) -> Option<EndpointId> {
+        let (_, cluster) = self.pick_cluster(table, router);
+        cluster.and_then(|c| c.pick_endpoint(lb, balancer, state))
+    }
+
+    /// The shadow copies of a request that has an upstream (Envoy sends none otherwise):
+    /// each mirror sampled on its own (from `router`), its endpoint picked (from
+    /// `balancer`; None: the shadow found no healthy upstream and is dropped).
+    pub fn shadows<R: RngCore + ?Sized, B: RngCore + ?Sized>(
+        &self,
+        table: &'t RouteTable,
+        lb: LbPolicy,
+        router: &mut R,
+        balancer: &mut B,
+        state: &mut LbState,
+        mut shadow: impl FnMut(ClusterId, Option<EndpointId>),
+    ) {
+        for m in self.mirrors {
+            if m.sample(router) {
+                let endpoint = table
+                    .cluster(m.cluster)
+                    .and_then(|c| c.pick_endpoint(lb, balancer, state));
+                shadow(m.cluster, endpoint);
+            }
+        }
+    }
+
+    /// The batch form of [`RouteChoice::pick_upstream`] under round robin (None when a
+    /// cluster is missing or balances otherwise).
+    pub fn round_robin_cursor(
+        &self,
+        table: &'t RouteTable,
+        lb: LbPolicy,
+        state: &LbState,
+    ) -> Option<RoundRobinCursor<'t>> {
+        RoundRobinCursor::new(table, self, lb, state)
+    }
 }
 
 /// The whole outcome of one request (or connection) through the router.
@@ -900,9 +964,8 @@ impl RouteTable {
         state: &mut LbState,
     ) -> Result<Served, RouteError> {
         let choice = self.route(req)?;
-        let cluster = choice.clusters.pick(rng);
-        let endpoint = self
-            .cluster(cluster)
+        let (cluster, c) = choice.pick_cluster(self, rng);
+        let endpoint = c
             .and_then(|c| c.pick_endpoint(lb, rng, state))
             .ok_or(RouteError::NoHealthyUpstream { cluster })?;
         // Envoy sends the shadow only once the primary request has an upstream.
