@@ -73,6 +73,17 @@ impl Diagnostic {
 /// Findings come in discovery order (rollout by rollout), each reported once even when
 /// several rollouts (or two versions of one rollout) lead to it.
 pub fn check(manifests: &[Manifest], istio: IstioWeightRules) -> Vec<Diagnostic> {
+    let review = crate::model::support::review_all(manifests);
+    check_reviewed(manifests, istio, &review)
+}
+
+/// [`check`], with what canarysim supports of each field already reviewed (the scenario
+/// loader has the review in hand for its own use).
+pub fn check_reviewed(
+    manifests: &[Manifest],
+    istio: IstioWeightRules,
+    review: &crate::model::support::Review,
+) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let mut managed: Vec<&Manifest> = Vec::new();
     for m in manifests.iter().filter(|m| m.object.kind == Kind::Rollout) {
@@ -99,16 +110,15 @@ pub fn check(manifests: &[Manifest], istio: IstioWeightRules) -> Vec<Diagnostic>
         }
     }
     out.extend(admission_denials(manifests, istio));
-    let review = crate::model::support::review_all(manifests);
-    for r in review.rejections {
+    for r in &review.rejections {
         out.push(Diagnostic {
-            location: r.location,
+            location: r.location.clone(),
             severity: Severity::Error,
             check: Check::Support,
-            message: r.message,
+            message: r.message.clone(),
         });
     }
-    for w in review.warnings {
+    for w in &review.warnings {
         out.push(Diagnostic {
             location: w.location(),
             severity: Severity::Warning,

@@ -239,11 +239,11 @@ pub fn load(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
     let mut plan = parse(path, files)?;
     let all = plan.all_manifests();
     let review = support::review_all(&all);
-    if let Some(r) = review.rejections.into_iter().next() {
-        return Err(ScenarioError::at(r.location, r.message));
+    if let Some(r) = review.rejections.first() {
+        return Err(ScenarioError::at(r.location.clone(), r.message.clone()));
     }
+    let diagnostics = crate::lint::check_reviewed(&all, plan.istio_weight_rules, &review);
     plan.warnings = review.warnings;
-    let diagnostics = crate::lint::check(&all, plan.istio_weight_rules);
     // istiod would never store such a VirtualService: nothing the scenario shows could happen.
     if let Some(d) = diagnostics
         .iter()
