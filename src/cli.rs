@@ -1,6 +1,7 @@
 //! The command line (clap). Thin: it parses, calls the library, prints, and maps results to
 //! exit codes (`run`: 0 passed, 1 an expectation failed, 2 invalid input; `lint`: 0 no
-//! errors, 1 errors, 2 a file cannot be read).
+//! errors, 1 errors, 2 a file cannot be read; `load`: 0 the verdict passes or none was
+//! asked, 1 it fails, 2 bad arguments or the target cannot be reached).
 
 use crate::apiserver::admission::IstioWeightRules;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -59,6 +60,118 @@ pub enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Send real HTTP load to a URL (a gateway, an nginx, an Envoy) and judge the split
+    /// between the versions that answer. Flags as in oha where they mean the same.
+    Load(Box<LoadArgs>),
+    /// Serve as a real pod on loopback: every answer carries the version (header
+    /// `x-version` and JSON body `{"version", "pod"}`). Stops on Ctrl-C.
+    Backend {
+        /// The version this pod reports.
+        #[arg(long = "version")]
+        version_name: String,
+        /// Port (0: one the system picks; the address is printed).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// Address to listen on (loopback by default).
+        #[arg(long, default_value = "127.0.0.1")]
+        address: std::net::IpAddr,
+        /// Time before each answer, e.g. `5ms`.
+        #[arg(long)]
+        latency: Option<String>,
+        /// Share of answers that are errors (0..1).
+        #[arg(long, default_value_t = 0.0)]
+        error_rate: f64,
+        /// The status of an error answer.
+        #[arg(long, default_value_t = 500)]
+        error_status: u16,
+        /// The pod name in the body (default `backend-VERSION`).
+        #[arg(long)]
+        pod: Option<String>,
+        /// Seed of the error draws.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+}
+
+/// `canarysim load`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct LoadArgs {
+    /// The URL to load (http:// or https://).
+    pub url: String,
+    /// Number of requests to send (with -z, whichever ends first).
+    #[arg(short = 'n', long)]
+    pub requests: Option<u64>,
+    /// Duration to send for, e.g. `10s` (with -n, whichever ends first).
+    #[arg(short = 'z', long)]
+    pub duration: Option<String>,
+    /// Concurrent connections.
+    #[arg(short = 'c', long, default_value_t = 50)]
+    pub connections: u32,
+    /// Open loop: requests per second over all connections (latency counted from the
+    /// intended send time).
+    #[arg(short = 'q', long, allow_negative_numbers = true)]
+    pub rate: Option<f64>,
+    /// HTTP/2: h2 over TLS by ALPN, h2c (prior knowledge) on plain HTTP.
+    #[arg(long)]
+    pub http2: bool,
+    /// A new connection for every request.
+    #[arg(long)]
+    pub disable_keepalive: bool,
+    /// Request method.
+    #[arg(short = 'm', long, default_value = "GET")]
+    pub method: String,
+    /// A request header `Name: value` (repeatable).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// The Host header (default: the URL's host).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Timeout per request, connecting included, e.g. `2s`.
+    #[arg(short = 't', long, default_value = "20s")]
+    pub timeout: String,
+    /// Accept any TLS certificate.
+    #[arg(long)]
+    pub insecure: bool,
+    /// Trust the CA certificates of this PEM file (instead of the system's).
+    #[arg(long)]
+    pub cacert: Option<PathBuf>,
+    /// TLS server name (default: the URL's host).
+    #[arg(long)]
+    pub sni: Option<String>,
+    /// `HOST:PORT:ADDR:PORT`: connect to ADDR:PORT for HOST:PORT, keeping the URL's Host
+    /// and SNI (curl's meaning; repeatable).
+    #[arg(long)]
+    pub connect_to: Vec<String>,
+    /// How a response names its version: `header:NAME`, `json:FIELD` or `regex:PATTERN`
+    /// (default: header x-version, else JSON field version).
+    #[arg(long)]
+    pub classify: Option<String>,
+    /// Expected share of a version, `VALUE=SHARE` (e.g. `yellow=20%`; repeatable).
+    #[arg(long)]
+    pub expect: Vec<String>,
+    /// Points either side of each expected share.
+    #[arg(long, default_value = "1")]
+    pub within: String,
+    /// Confidence of the verdict, e.g. `99.9%`.
+    #[arg(long, default_value = "99%")]
+    pub confidence: String,
+    /// Stop as soon as a sequential test on the first --expect decides.
+    #[arg(long)]
+    pub until_decided: bool,
+    /// Judge per request or per connection instead of the unit measured.
+    #[arg(long, value_enum)]
+    pub unit: Option<UnitArg>,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UnitArg {
+    Request,
+    Connection,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -83,7 +196,229 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
         Command::Run { path, seed, format } => run(path.as_deref(), seed, format),
         Command::Compare { path, seed, format } => compare(path.as_deref(), seed, format),
         Command::Lint { files } => lint_files(&files),
+        Command::Load(args) => load_command(&args),
+        Command::Backend {
+            version_name,
+            port,
+            address,
+            latency,
+            error_rate,
+            error_status,
+            pod,
+            seed,
+        } => {
+            let latency = match latency.as_deref().map(humantime::parse_duration) {
+                None => std::time::Duration::ZERO,
+                Some(Ok(d)) => d,
+                Some(Err(e)) => {
+                    return (2, String::new(), format!("--latency: {e} (e.g. 5ms)\n"));
+                }
+            };
+            if !(0.0..=1.0).contains(&error_rate) {
+                return (
+                    2,
+                    String::new(),
+                    "--error-rate: a share between 0 and 1\n".into(),
+                );
+            }
+            let mut spec = crate::pod_server::PodSpec::new(&version_name);
+            spec.latency = latency;
+            spec.error_rate = error_rate;
+            spec.error_status = error_status;
+            spec.seed = seed;
+            if let Some(pod) = pod {
+                spec.pod = pod;
+            }
+            match crate::pod_server::serve_until_interrupted(spec, (address, port).into()) {
+                Ok(()) => (0, String::new(), String::new()),
+                Err(e) => (
+                    2,
+                    String::new(),
+                    format!("cannot serve on {address}:{port}: {e}\n"),
+                ),
+            }
+        }
     }
+}
+
+/// A share or confidence as `99%`, `99` or `0.99`, as a fraction.
+fn fraction(flag: &str, s: &str) -> Result<f64, String> {
+    let number: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("{flag} {s:?}: expected a percentage, e.g. 99%"))?;
+    let f = if s.trim().ends_with('%') || number > 1.0 {
+        number / 100.0
+    } else {
+        number
+    };
+    if (0.0..1.0).contains(&f) && f > 0.0 {
+        Ok(f)
+    } else {
+        Err(format!(
+            "{flag} {s:?}: expected a percentage between 0 and 100 %"
+        ))
+    }
+}
+
+/// `canarysim load URL …`.
+fn load_command(a: &LoadArgs) -> (u8, String, String) {
+    let bad = |e: String| (2, String::new(), format!("{e}\n"));
+    let load = match http_load(a) {
+        Ok(l) => l,
+        Err(e) => return bad(e),
+    };
+    let expectations = if a.expect.is_empty() {
+        None
+    } else {
+        let shares: Result<Vec<_>, _> = a
+            .expect
+            .iter()
+            .map(|e| crate::gateway::parse_expect(e))
+            .collect();
+        let within: Result<f64, _> = a.within.trim().trim_end_matches('%').parse();
+        match (shares, within, fraction("--confidence", &a.confidence)) {
+            (Ok(shares), Ok(within), Ok(confidence)) if within >= 0.0 => {
+                Some(crate::gateway::Expectations {
+                    shares,
+                    within,
+                    confidence,
+                })
+            }
+            (Err(e), _, _) | (_, _, Err(e)) => return bad(e),
+            _ => return bad(format!("--within {:?}: expected points, e.g. 1", a.within)),
+        }
+    };
+    let mut load = load;
+    if a.until_decided {
+        let Some(e) = &expectations else {
+            return bad("--until-decided needs an --expect to test".into());
+        };
+        let (key, share) = e.shares[0].clone();
+        load.stop = Some(crate::load::StopRule {
+            key,
+            share,
+            delta: e.within / 100.0,
+            alpha: 1.0 - e.confidence,
+            beta: 1.0 - e.confidence,
+        });
+    }
+    let progress = crate::progress::LoadProgress::new(
+        a.quiet || a.format == Format::Json,
+        a.requests,
+        load.duration,
+    );
+    let outcome = crate::load::http::run(&load, &|s| progress.update(s));
+    progress.finish();
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(e) => return bad(format!("canarysim load: {e}")),
+    };
+    let forced = a.unit.map(|u| match u {
+        UnitArg::Request => crate::verify::SplitUnit::Request,
+        UnitArg::Connection => crate::verify::SplitUnit::Connection,
+    });
+    let report = crate::gateway::judge(&a.url, &load, &outcome, expectations.as_ref(), forced);
+    let out = match a.format {
+        Format::Text => report::text::http_load(&report),
+        Format::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
+    };
+    let code = match &report.verdict {
+        Some(v) if !v.passes => 1,
+        _ => 0,
+    };
+    (code, out, String::new())
+}
+
+/// The load the flags describe (without its stop rule).
+fn http_load(a: &LoadArgs) -> Result<crate::load::http::HttpLoad, String> {
+    use crate::load::http::{ConnectTo, HttpLoad, Target};
+    let target: Target = a.url.parse()?;
+    let duration = a
+        .duration
+        .as_deref()
+        .map(|d| {
+            humantime::parse_duration(d).map_err(|e| format!("-z/--duration {d:?}: {e} (e.g. 10s)"))
+        })
+        .transpose()?;
+    if a.requests.is_none() && duration.is_none() {
+        return Err(
+            "canarysim load needs -n/--requests N or -z/--duration D (it never runs unbounded)"
+                .into(),
+        );
+    }
+    if a.requests == Some(0) || duration.is_some_and(|d| d.is_zero()) {
+        return Err("-n and -z must be above 0".into());
+    }
+    if a.connections == 0 || a.connections > 100_000 {
+        return Err(format!(
+            "-c/--connections {}: expected 1 to 100000",
+            a.connections
+        ));
+    }
+    if let Some(q) = a.rate {
+        if !(q.is_finite() && q > 0.0) {
+            return Err(format!(
+                "-q/--rate {q}: expected requests per second above 0"
+            ));
+        }
+    }
+    let timeout = humantime::parse_duration(&a.timeout)
+        .map_err(|e| format!("-t/--timeout {:?}: {e} (e.g. 2s)", a.timeout))?;
+    if timeout.is_zero() {
+        return Err("-t/--timeout must be above 0".into());
+    }
+    let method: hyper::Method = a
+        .method
+        .parse()
+        .map_err(|_| format!("-m/--method {:?}: not an HTTP method", a.method))?;
+    let mut headers = Vec::new();
+    for h in &a.headers {
+        let (name, value) = h
+            .split_once(':')
+            .ok_or_else(|| format!("-H {h:?}: expected 'Name: value'"))?;
+        let (name, value) = (name.trim(), value.trim());
+        hyper::header::HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("-H {h:?}: {name:?} is not a header name"))?;
+        hyper::header::HeaderValue::from_str(value)
+            .map_err(|_| format!("-H {h:?}: the value is not a valid header value"))?;
+        headers.push((name.to_string(), value.to_string()));
+    }
+    if let Some(host) = &a.host {
+        hyper::header::HeaderValue::from_str(host)
+            .map_err(|_| format!("--host {host:?}: not a valid Host header"))?;
+    }
+    let connect_to = a
+        .connect_to
+        .iter()
+        .map(|c| c.parse::<ConnectTo>())
+        .collect::<Result<Vec<_>, _>>()?;
+    let classifier = match &a.classify {
+        None => crate::load::classify::Classifier::Default,
+        Some(c) => c
+            .parse()
+            .map_err(|e: crate::load::classify::ClassifyError| e.to_string())?,
+    };
+    Ok(HttpLoad {
+        target,
+        requests: a.requests,
+        duration,
+        connections: a.connections,
+        rate: a.rate,
+        http2: a.http2,
+        keepalive: !a.disable_keepalive,
+        method,
+        headers,
+        host: a.host.clone(),
+        timeout,
+        insecure: a.insecure,
+        cacert: a.cacert.clone(),
+        sni: a.sni.clone(),
+        connect_to,
+        classifier,
+        stop: None,
+    })
 }
 
 /// The namespace of manifest objects that name none (as `kubectl apply` without `-n`).

@@ -20,14 +20,20 @@
 //! * [`kubeproxy`] — the no-mesh path: a Service's endpoint chosen once per connection
 //!   (iptables: random; ipvs: round robin).
 //! * [`load`] — workloads (closed/open loop, connections, keep-alive, HTTP/2, origin) and
-//!   the simulated driver that sends them through the data plane, attributing every answer.
+//!   the simulated driver that sends them through the data plane, attributing every answer;
+//!   the real HTTP client of `canarysim load` (`load::http`, tokio + hyper) with response
+//!   classification and accounting.
+//! * [`pod_server`] — a real pod on loopback (`canarysim backend`).
 //! * [`verify`] — statistics: intervals, goodness of fit, sequential tests, sample sizes,
 //!   latency comparison; the verdict on an observed split.
+//! * [`gateway`] — `canarysim load`'s verdict on a real gateway: the unit of randomisation
+//!   measured from the connections, the split judged by `verify`.
 //! * [`scenario`] — the scenario file format, its checked plan, and the runner.
 //! * [`lint`] — static checks of manifests (Argo's validation, references, routes).
 //! * [`report`] — renderings (the `kubectl argo rollouts get rollout` view, text, JSON).
 //! * [`testing`] — scenario suites in users' own `cargo test`: one test per scenario file.
-//! * [`cli`] — the clap command line; `main.rs` only calls it.
+//! * [`cli`] — the clap command line; `main.rs` only calls it. [`progress`] — progress bars
+//!   on a terminal.
 //! * [`seed`] — the bundled seed 004 cluster (embedded), for the default run, tests and
 //!   benchmarks.
 //! * [`random`] — named seeded random streams; [`clock`] — virtual time.
@@ -37,6 +43,7 @@ pub mod cli;
 pub mod clock;
 pub mod controller;
 pub mod endpoints;
+pub mod gateway;
 pub mod go;
 pub mod kubeproxy;
 pub mod lint;
@@ -44,6 +51,8 @@ pub mod load;
 pub mod mesh;
 pub mod model;
 pub mod outcome;
+pub mod pod_server;
+pub mod progress;
 pub mod random;
 pub mod report;
 pub mod rollout_info;

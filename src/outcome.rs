@@ -164,3 +164,87 @@ pub struct CompareReport {
     /// never comes), for the reader's information.
     pub notes: Vec<String>,
 }
+
+/// What `canarysim load` observed against a real endpoint, and its verdict.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HttpLoadReport {
+    pub url: String,
+    /// Where the connections went (the `--connect-to` address, or the URL's).
+    pub address: String,
+    /// `HTTP/1.1` or `HTTP/2`.
+    pub protocol: String,
+    pub connections: u32,
+    pub keepalive: bool,
+    /// The open-loop rate asked for (requests per second), if any.
+    pub rate: Option<f64>,
+    /// How responses were assigned a version.
+    pub classify: String,
+    pub elapsed_seconds: f64,
+    /// Requests per second achieved.
+    pub throughput: f64,
+    /// Every request ends in exactly one class; their sum is `sent`.
+    pub sent: u64,
+    pub classes: crate::load::tally::Classes,
+    /// Responses that carried no version the classifier could read.
+    pub unclassified: u64,
+    pub connections_opened: u64,
+    /// The unit of randomisation the verdict used, and what the connections showed.
+    pub unit: SplitUnit,
+    pub unit_evidence: UnitReport,
+    /// Independent draws behind the shares (classified answers, or connections).
+    pub effective_n: u64,
+    pub versions: Vec<HttpVersionReport>,
+    /// Latency of every response.
+    pub latency: LatencySummary,
+    /// The `--expect` verdict, when expectations were given.
+    pub verdict: Option<HttpVerdict>,
+    pub sequential: Option<crate::load::Sequential>,
+}
+
+/// What the connections showed about the unit of randomisation.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct UnitReport {
+    /// `per request`, `per connection` or `undetermined`.
+    pub finding: String,
+    /// The unit was set with `--unit` rather than measured.
+    pub forced: bool,
+    pub multi_request_connections: u64,
+    pub single_version_connections: u64,
+    /// The chance of what was seen if each request were routed on its own.
+    pub chance_if_per_request: f64,
+    pub explanation: String,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HttpVersionReport {
+    pub version: String,
+    pub responses: u64,
+    /// Connections whose first answer came from this version.
+    pub connections: u64,
+    /// Share of the classified answers.
+    pub share: f64,
+    /// Share of the units of randomisation (answers, or connections).
+    pub unit_share: f64,
+    /// Interval of `unit_share` at 99 %.
+    pub interval: Interval,
+    /// 5xx answers.
+    pub errors: u64,
+    pub error_rate: f64,
+    /// Requests lost (reset, timeout) on a connection this version had answered on last.
+    pub lost: u64,
+    pub latency: LatencySummary,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HttpVerdict {
+    pub passes: bool,
+    /// The expectations, in order (`(rest)` for versions not listed).
+    pub expected: Vec<ExpectedShare>,
+    pub split: crate::verify::SplitVerdict,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ExpectedShare {
+    pub version: String,
+    pub share: f64,
+}

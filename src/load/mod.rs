@@ -12,7 +12,10 @@
 //! caller moves the clock between its epochs.
 
 mod backend;
+pub mod classify;
+pub mod http;
 mod simulate;
+pub mod tally;
 
 pub use backend::{BackendModel, Backends};
 pub use simulate::{LoadRun, Progress, Streams};

@@ -270,3 +270,152 @@ pub fn compare(r: &crate::outcome::CompareReport) -> String {
     }
     out
 }
+
+/// `canarysim load`: what was sent and how each request ended, the unit of randomisation as
+/// measured (prominent: it changes what the shares mean), the shares with their intervals,
+/// errors and latency per version, and the verdict.
+pub fn http_load(r: &crate::outcome::HttpLoadReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} → {} ({}, {} connection(s), {}{})",
+        r.url,
+        r.address,
+        r.protocol,
+        r.connections,
+        if r.keepalive {
+            "keep-alive"
+        } else {
+            "a connection per request"
+        },
+        r.rate
+            .map(|q| format!(", open loop at {q} req/s"))
+            .unwrap_or_default()
+    );
+    let c = &r.classes;
+    let failed = [
+        ("refused", c.refused),
+        ("reset", c.reset),
+        ("timeout", c.timeout),
+        ("protocol error", c.protocol_error),
+        ("other status", c.other_status),
+    ];
+    let mut endings = format!(
+        "2xx {}, 3xx {}, 4xx {}, 5xx {}, 502 {}, 503 {}, 504 {}",
+        c.s2xx, c.s3xx, c.s4xx, c.s5xx, c.s502, c.s503, c.s504
+    );
+    for (name, n) in failed {
+        endings.push_str(&format!(", {name} {n}"));
+    }
+    let _ = writeln!(
+        out,
+        "sent {} in {:.2} s ({:.0} req/s) = {endings}; {} connection(s) opened",
+        r.sent, r.elapsed_seconds, r.throughput, r.connections_opened
+    );
+    if r.unclassified > 0 {
+        let _ = writeln!(
+            out,
+            "{} response(s) carried no version ({}): not counted in the shares",
+            r.unclassified, r.classify
+        );
+    }
+    let u = &r.unit_evidence;
+    let heading = match (r.unit, u.forced) {
+        (_, true) => format!(
+            "unit of randomisation: per {} (set with --unit; measured: {})",
+            unit_word(r.unit),
+            u.finding
+        ),
+        (crate::verify::SplitUnit::Connection, false) => {
+            "UNIT OF RANDOMISATION: PER CONNECTION".to_string()
+        }
+        (crate::verify::SplitUnit::Request, false) => {
+            format!("unit of randomisation: {}", u.finding)
+        }
+    };
+    let _ = writeln!(out, "{heading}: {}", u.explanation);
+    let _ = writeln!(
+        out,
+        "{:<12} {:>9} {:>8}  {:<20} {:>6} {:>7} {:>5}  {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "VERSION",
+        "ANSWERS",
+        "SHARE",
+        "99 % INTERVAL",
+        "CONNS",
+        "ERRORS",
+        "LOST",
+        "P50",
+        "P90",
+        "P99",
+        "P99.9",
+        "MAX"
+    );
+    for v in &r.versions {
+        let _ = writeln!(
+            out,
+            "{:<12} {:>9} {:>6.2} %  [{:>6.2}, {:>6.2}] %   {:>6} {:>7} {:>5}  {:>9} {:>9} {:>9} {:>9} {:>9}",
+            v.version,
+            v.responses,
+            v.unit_share * 100.0,
+            v.interval.lo * 100.0,
+            v.interval.hi * 100.0,
+            v.connections,
+            v.errors,
+            v.lost,
+            millis(v.latency.p50),
+            millis(v.latency.p90),
+            millis(v.latency.p99),
+            millis(v.latency.p999),
+            millis(v.latency.max),
+        );
+    }
+    if let Some(q) = &r.sequential {
+        let planned = q
+            .planned
+            .map(|n| format!(" of at most {n}"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "sequential test: {} after {} answers{planned}",
+            q.decision, q.after
+        );
+    }
+    match &r.verdict {
+        None => {
+            let _ = writeln!(out, "no --expect given: no verdict");
+        }
+        Some(v) => {
+            let s = &v.split;
+            let _ = writeln!(
+                out,
+                "verdict: {} — {}",
+                if v.passes { "PASS" } else { "FAIL" },
+                s.explanation
+            );
+            for (e, arm) in v.expected.iter().zip(&s.arms) {
+                let _ = writeln!(
+                    out,
+                    "  {}: observed {:.2} % of {}s, {:.1} % interval [{:.2}, {:.2}] %, expected {:.2} ± {} %: {}",
+                    e.version,
+                    arm.observed_share * 100.0,
+                    unit_word(r.unit),
+                    s.per_arm_confidence * 100.0,
+                    arm.interval.lo * 100.0,
+                    arm.interval.hi * 100.0,
+                    arm.expected_share * 100.0,
+                    s.within_points,
+                    if arm.inside { "inside" } else { "NOT inside" }
+                );
+            }
+            let _ = writeln!(out, "  goodness of fit: p = {:.4}", s.gof.p_value);
+        }
+    }
+    out
+}
+
+fn unit_word(unit: crate::verify::SplitUnit) -> &'static str {
+    match unit {
+        crate::verify::SplitUnit::Request => "request",
+        crate::verify::SplitUnit::Connection => "connection",
+    }
+}

@@ -1,0 +1,211 @@
+//! `canarysim load` against a real gateway: what the real load observed (`load::http`),
+//! judged by `verify` as a scenario's `expect_split` is judged, as report data (`outcome`).
+//! The unit of randomisation is measured from the connections, not assumed.
+
+use crate::load::http::{HttpLoad, HttpOutcome};
+use crate::load::tally::UnitFinding;
+use crate::outcome::{ExpectedShare, HttpLoadReport, HttpVerdict, HttpVersionReport, UnitReport};
+use crate::verify::{self, SplitUnit};
+
+/// Confidence of the intervals shown per version.
+pub const REPORT_CONFIDENCE: f64 = 0.99;
+
+/// `--expect VALUE=SHARE` (repeatable), `--within` and `--confidence`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expectations {
+    /// Version and expected share (0..1), in the order given.
+    pub shares: Vec<(String, f64)>,
+    /// Points either side of each expected share.
+    pub within: f64,
+    /// 0..1.
+    pub confidence: f64,
+}
+
+/// `VALUE=SHARE` with SHARE as `20%`, `20` or `0.2`.
+pub fn parse_expect(s: &str) -> Result<(String, f64), String> {
+    let expected = || format!("--expect {s:?}: expected VALUE=SHARE, e.g. yellow=20%");
+    let (value, share) = s.rsplit_once('=').ok_or_else(expected)?;
+    if value.is_empty() {
+        return Err(expected());
+    }
+    let share = share.trim();
+    let number: f64 = share
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| expected())?;
+    let fraction = if share.ends_with('%') || number > 1.0 {
+        number / 100.0
+    } else {
+        number
+    };
+    if !(0.0..=1.0).contains(&fraction) {
+        return Err(format!(
+            "--expect {s:?}: a share lies between 0 % and 100 %"
+        ));
+    }
+    Ok((value.to_string(), fraction))
+}
+
+/// The report of a finished real load, with the verdict when expectations were given.
+pub fn judge(
+    url: &str,
+    load: &HttpLoad,
+    outcome: &HttpOutcome,
+    expect: Option<&Expectations>,
+    forced_unit: Option<SplitUnit>,
+) -> HttpLoadReport {
+    let t = &outcome.tally;
+    let evidence = t.unit_evidence();
+    let unit = evidence.unit(forced_unit);
+    let draws = |responses: u64, connections: u64| match unit {
+        SplitUnit::Request => responses,
+        SplitUnit::Connection => connections,
+    };
+    let classified = t.classified();
+    let effective_n: u64 = t
+        .versions
+        .iter()
+        .map(|v| draws(v.responses, v.connections))
+        .sum();
+    let ratio = |k: u64, n: u64| if n == 0 { 0.0 } else { k as f64 / n as f64 };
+    let mut versions: Vec<HttpVersionReport> = t
+        .versions
+        .iter()
+        .map(|v| {
+            let k = draws(v.responses, v.connections);
+            HttpVersionReport {
+                version: v.version.clone(),
+                responses: v.responses,
+                connections: v.connections,
+                share: ratio(v.responses, classified),
+                unit_share: ratio(k, effective_n),
+                interval: verify::proportion_interval(k, effective_n, REPORT_CONFIDENCE).interval,
+                errors: v.errors,
+                error_rate: verify::error_rate(v.errors, v.responses).0,
+                lost: v.lost,
+                latency: v.latency.summary(),
+            }
+        })
+        .collect();
+    versions.sort_by(|a, b| {
+        b.responses
+            .cmp(&a.responses)
+            .then(a.version.cmp(&b.version))
+    });
+    let verdict = expect.map(|e| {
+        let mut names = Vec::new();
+        let mut arm_draws = Vec::new();
+        let mut requests = Vec::new();
+        let mut shares = Vec::new();
+        for (name, share) in &e.shares {
+            let v = t.versions.iter().find(|v| &v.version == name);
+            names.push(name.clone());
+            arm_draws.push(v.map_or(0, |v| draws(v.responses, v.connections)));
+            requests.push(v.map_or(0, |v| v.responses));
+            shares.push(*share);
+        }
+        let listed: u64 = arm_draws.iter().sum();
+        let listed_share: f64 = shares.iter().sum();
+        if listed < effective_n || listed_share < 1.0 - 1e-9 {
+            names.push("(rest)".to_string());
+            arm_draws.push(effective_n.saturating_sub(listed));
+            requests.push(classified.saturating_sub(requests.iter().sum()));
+            shares.push((1.0 - listed_share).max(0.0));
+        }
+        let split =
+            verify::split_verdict(&arm_draws, unit, &requests, &shares, e.within, e.confidence);
+        HttpVerdict {
+            passes: split.passes,
+            expected: names
+                .into_iter()
+                .zip(shares)
+                .map(|(version, share)| ExpectedShare { version, share })
+                .collect(),
+            split,
+        }
+    });
+    let finding = match evidence.finding {
+        UnitFinding::PerRequest => "per request",
+        UnitFinding::PerConnection => "per connection",
+        UnitFinding::Undetermined => "undetermined",
+    };
+    let explanation = match evidence.finding {
+        UnitFinding::PerConnection => format!(
+            "every one of the {} connections that carried two or more answers was answered by one version only (chance if each request were routed on its own: {:.1e}): the gateway chooses per connection (an L4 balancer, HAProxy in TCP mode, kube-proxy), so each connection is one draw",
+            evidence.multi_request_connections, evidence.chance_if_per_request
+        ),
+        UnitFinding::Undetermined => format!(
+            "the {} connection(s) that carried two or more answers each saw one version, but that is likely by chance ({:.2}); judged per request",
+            evidence.multi_request_connections, evidence.chance_if_per_request
+        ),
+        UnitFinding::PerRequest if t.versions.len() < 2 => {
+            "one version answered: the unit of randomisation does not matter".to_string()
+        }
+        UnitFinding::PerRequest if evidence.multi_request_connections == 0 => {
+            "no connection carried two answers (no keep-alive): each request is a draw".to_string()
+        }
+        UnitFinding::PerRequest => format!(
+            "{} of {} connections carrying two or more answers saw more than one version: the gateway chooses per request",
+            evidence.multi_request_connections - evidence.single_version_connections,
+            evidence.multi_request_connections
+        ),
+    };
+    let secs = outcome.elapsed.as_secs_f64();
+    HttpLoadReport {
+        url: url.to_string(),
+        address: outcome.address.clone(),
+        protocol: if load.http2 { "HTTP/2" } else { "HTTP/1.1" }.to_string(),
+        connections: load.connections,
+        keepalive: load.keepalive,
+        rate: load.rate,
+        classify: load.classifier.to_string(),
+        elapsed_seconds: secs,
+        throughput: if secs > 0.0 {
+            t.sent as f64 / secs
+        } else {
+            0.0
+        },
+        sent: t.sent,
+        classes: t.classes.clone(),
+        unclassified: t.unclassified,
+        connections_opened: t.connections,
+        unit,
+        unit_evidence: UnitReport {
+            finding: finding.to_string(),
+            forced: forced_unit.is_some(),
+            multi_request_connections: evidence.multi_request_connections,
+            single_version_connections: evidence.single_version_connections,
+            chance_if_per_request: evidence.chance_if_per_request,
+            explanation,
+        },
+        effective_n,
+        versions,
+        latency: t.latency.summary(),
+        verdict,
+        sequential: load.stop.as_ref().map(|_| crate::load::Sequential {
+            decision: match outcome.decided {
+                Some((verify::SplitCheck::Matches, _)) => "matches",
+                Some((verify::SplitCheck::Differs, _)) => "differs",
+                _ => "undecided",
+            }
+            .to_string(),
+            after: outcome.decided.map_or(classified, |(_, n)| n),
+            planned: load.requests,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expect_reads_percent_and_fraction() {
+        assert_eq!(parse_expect("yellow=20%").unwrap(), ("yellow".into(), 0.2));
+        assert_eq!(parse_expect("yellow=20").unwrap(), ("yellow".into(), 0.2));
+        assert_eq!(parse_expect("a=b=0.25").unwrap(), ("a=b".into(), 0.25));
+        for bad in ["yellow", "=20%", "yellow=x", "yellow=120%"] {
+            assert!(parse_expect(bad).unwrap_err().contains(bad));
+        }
+    }
+}

@@ -1,0 +1,781 @@
+//! The real load generator behind `canarysim load`: HTTP/1.1 or HTTP/2 (h2 over TLS by
+//! ALPN, h2c on plain HTTP) over real sockets with tokio and hyper. Closed loop (each
+//! connection sends its next request when the answer arrives) or open loop at a rate, with
+//! latency measured from the intended send time so a stalled backend is not hidden. Every
+//! request ends in one class of the [`Tally`]; the load decides nothing (`verify` judges).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::StopRule;
+use super::classify::Classifier;
+use super::tally::{Connection, Ending, Tally};
+
+/// How long `canarysim load` waits for the first connection before it calls the target
+/// unreachable.
+pub const REACH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `--connect-to HOST:PORT:ADDR:PORT` (curl's meaning): requests for HOST:PORT (an empty
+/// HOST or PORT matches any) go to ADDR:PORT; Host header and SNI stay the URL's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectTo {
+    pub host: String,
+    pub port: Option<u16>,
+    pub to_host: String,
+    pub to_port: u16,
+}
+
+impl std::str::FromStr for ConnectTo {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<ConnectTo, String> {
+        let expected = || {
+            format!(
+                "--connect-to {s:?}: expected HOST:PORT:ADDR:PORT, e.g. demo.local:443:127.0.0.1:8443"
+            )
+        };
+        // ADDR may be a bracketed IPv6 address.
+        let (head, to_port) = s.rsplit_once(':').ok_or_else(expected)?;
+        let (rest, to_host) = if let Some(h) = head.strip_suffix(']') {
+            let (rest, v6) = h.rsplit_once(":[").ok_or_else(expected)?;
+            (rest, v6.to_string())
+        } else {
+            let (rest, h) = head.rsplit_once(':').ok_or_else(expected)?;
+            (rest, h.to_string())
+        };
+        let (host, port) = rest.rsplit_once(':').ok_or_else(expected)?;
+        let port = if port.is_empty() {
+            None
+        } else {
+            Some(port.parse().map_err(|_| expected())?)
+        };
+        Ok(ConnectTo {
+            host: host.to_string(),
+            port,
+            to_host: if to_host.is_empty() {
+                host.to_string()
+            } else {
+                to_host
+            },
+            to_port: to_port.parse().map_err(|_| expected())?,
+        })
+    }
+}
+
+/// The target, read from the URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+    /// Path and query.
+    pub path: String,
+}
+
+impl std::str::FromStr for Target {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Target, String> {
+        let uri: hyper::Uri = s
+            .parse()
+            .map_err(|e| format!("URL {s:?}: {e}; expected e.g. http://127.0.0.1:8080/"))?;
+        let tls = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            _ => return Err(format!("URL {s:?}: expected an http:// or https:// URL")),
+        };
+        let host = uri
+            .host()
+            .ok_or_else(|| format!("URL {s:?}: no host"))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        Ok(Target {
+            tls,
+            port: uri.port_u16().unwrap_or(if tls { 443 } else { 80 }),
+            host,
+            path: uri
+                .path_and_query()
+                .map_or("/".to_string(), |p| p.as_str().to_string()),
+        })
+    }
+}
+
+/// One real load, resolved from the command line.
+#[derive(Debug, Clone)]
+pub struct HttpLoad {
+    pub target: Target,
+    /// At most this many requests (None: until the duration ends).
+    pub requests: Option<u64>,
+    /// At most this long (None: until the requests are sent).
+    pub duration: Option<Duration>,
+    pub connections: u32,
+    /// Open loop: requests per second over all connections.
+    pub rate: Option<f64>,
+    pub http2: bool,
+    pub keepalive: bool,
+    pub method: hyper::Method,
+    pub headers: Vec<(String, String)>,
+    /// The Host header (default: the URL's host and port).
+    pub host: Option<String>,
+    /// Per request, connecting included.
+    pub timeout: Duration,
+    pub insecure: bool,
+    /// PEM file of the CAs to trust (default: the system's).
+    pub cacert: Option<std::path::PathBuf>,
+    pub sni: Option<String>,
+    pub connect_to: Vec<ConnectTo>,
+    pub classifier: Classifier,
+    /// Stop as soon as the sequential test on one version's share decides.
+    pub stop: Option<StopRule>,
+}
+
+/// Why a real load could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpLoadError {
+    #[error("cannot reach {address}: {reason}")]
+    Unreachable { address: String, reason: String },
+    #[error("--cacert {path}: {reason}")]
+    CaCert { path: String, reason: String },
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// What the load saw while running (for a progress display).
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub done: u64,
+    pub planned: Option<u64>,
+    pub elapsed: Duration,
+    pub duration: Option<Duration>,
+    /// Answers per version so far.
+    pub versions: Vec<(String, u64)>,
+}
+
+/// A finished real load.
+#[derive(Debug, Clone)]
+pub struct HttpOutcome {
+    pub tally: Tally,
+    pub elapsed: Duration,
+    /// The sequential test's decision and after how many classified answers.
+    pub decided: Option<(crate::verify::SplitCheck, u64)>,
+    /// The address connections went to.
+    pub address: String,
+}
+
+/// State the workers share: the next request's number, the stop flag, progress counts and
+/// the sequential test.
+struct Shared {
+    next: AtomicU64,
+    limit: u64,
+    start: Instant,
+    deadline: Option<Instant>,
+    rate: Option<f64>,
+    stop: AtomicBool,
+    live: Mutex<Live>,
+}
+
+/// A worker's answers not yet reported to [`Shared`] (reported in batches, so that the
+/// workers do not take a lock per request).
+#[derive(Default)]
+struct Pending {
+    done: u64,
+    versions: Vec<(String, u64)>,
+}
+
+impl Pending {
+    /// Notes one answer; true when a batch is due.
+    fn add(&mut self, version: Option<&str>) -> bool {
+        self.done += 1;
+        if let Some(v) = version {
+            match self.versions.iter_mut().find(|(name, _)| name == v) {
+                Some(slot) => slot.1 += 1,
+                None => self.versions.push((v.to_string(), 1)),
+            }
+        }
+        self.done >= REPORT_EVERY
+    }
+}
+
+/// Answers a worker gathers before it reports them.
+const REPORT_EVERY: u64 = 16;
+
+#[derive(Default)]
+struct Live {
+    done: u64,
+    versions: Vec<(String, u64)>,
+    /// The test, the version it watches, answers it has seen of that version and in all.
+    sprt: Option<(crate::verify::TwoSidedSprt, String)>,
+    decided: Option<(crate::verify::SplitCheck, u64)>,
+}
+
+impl Shared {
+    /// The next request to send and when it was meant to start; None: the load is over.
+    fn claim(&self) -> Option<Instant> {
+        if self.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        if i >= self.limit {
+            return None;
+        }
+        let intended = match self.rate {
+            Some(rate) => self.start + Duration::from_secs_f64(i as f64 / rate),
+            None => Instant::now(),
+        };
+        match self.deadline {
+            Some(d) if intended >= d => None,
+            _ => Some(intended),
+        }
+    }
+
+    /// Adds a worker's answers since its last report (see [`Pending`]): the progress counts,
+    /// and the sequential test, which may stop the load. A batch is fed to the test at once
+    /// (Wald's error bounds hold for any grouping; checking less often costs a few samples).
+    fn report(&self, pending: &mut Pending) {
+        let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        live.done += pending.done;
+        let Live {
+            versions,
+            sprt,
+            decided,
+            ..
+        } = &mut *live;
+        let mut matching = 0;
+        let mut classified = 0;
+        for (v, n) in pending.versions.drain(..) {
+            if let Some((_, key)) = sprt.as_ref() {
+                if *key == v {
+                    matching += n;
+                }
+            }
+            classified += n;
+            match versions.iter_mut().find(|(name, _)| *name == v) {
+                Some(slot) => slot.1 += n,
+                None => versions.push((v, n)),
+            }
+        }
+        pending.done = 0;
+        let Some((sprt, _)) = sprt.as_mut() else {
+            return;
+        };
+        let decision = sprt.observe_many(matching, classified);
+        if decision != crate::verify::SplitCheck::Continue && decided.is_none() {
+            *decided = Some((decision, sprt.samples()));
+            self.stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn snapshot(&self, load: &HttpLoad) -> Snapshot {
+        let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
+        Snapshot {
+            done: live.done,
+            planned: load.requests,
+            elapsed: self.start.elapsed(),
+            duration: load.duration,
+            versions: live.versions.clone(),
+        }
+    }
+}
+
+/// Runs the load on a runtime of its own; `progress` is called about ten times a second.
+pub fn run(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome, HttpLoadError> {
+    if load.requests.is_none() && load.duration.is_none() {
+        return Err(HttpLoadError::Setup(
+            "a load needs -n/--requests or -z/--duration (it never runs unbounded)".into(),
+        ));
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| HttpLoadError::Setup(format!("cannot start the runtime: {e}")))?;
+    runtime.block_on(run_async(load, progress))
+}
+
+async fn run_async(
+    load: &HttpLoad,
+    progress: &dyn Fn(&Snapshot),
+) -> Result<HttpOutcome, HttpLoadError> {
+    let dialer = Arc::new(Dialer::new(load)?);
+    // One connection first: an unreachable target is an error within seconds, not a load
+    // of failures.
+    let probe = tokio::time::timeout(REACH_TIMEOUT, dialer.connect())
+        .await
+        .map_err(|_| HttpLoadError::Unreachable {
+            address: dialer.address_text(),
+            reason: format!("no connection within {}s", REACH_TIMEOUT.as_secs()),
+        })?
+        .map_err(|(_, reason)| HttpLoadError::Unreachable {
+            address: dialer.address_text(),
+            reason,
+        })?;
+    drop(probe);
+    let start = Instant::now();
+    let sprt = match &load.stop {
+        Some(rule) => Some((
+            crate::verify::TwoSidedSprt::new(rule.share, rule.delta, rule.alpha, rule.beta)
+                .map_err(|e| HttpLoadError::Setup(format!("--until-decided: {e}")))?,
+            rule.key.clone(),
+        )),
+        None => None,
+    };
+    let shared = Arc::new(Shared {
+        next: AtomicU64::new(0),
+        limit: load.requests.unwrap_or(u64::MAX),
+        start,
+        deadline: load.duration.map(|d| start + d),
+        rate: load.rate,
+        stop: AtomicBool::new(false),
+        live: Mutex::new(Live {
+            sprt,
+            ..Live::default()
+        }),
+    });
+    let load = Arc::new(load.clone());
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..load.connections.max(1) {
+        workers.spawn(worker(load.clone(), shared.clone(), dialer.clone()));
+    }
+    let mut tally = Tally::default();
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            joined = workers.join_next() => match joined {
+                Some(Ok(t)) => tally.merge(t),
+                Some(Err(e)) => return Err(HttpLoadError::Setup(format!("a worker failed: {e}"))),
+                None => break,
+            },
+            _ = tick.tick() => progress(&shared.snapshot(&load)),
+        }
+    }
+    let elapsed = start.elapsed();
+    progress(&shared.snapshot(&load));
+    let decided = shared
+        .live
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .decided;
+    Ok(HttpOutcome {
+        tally,
+        elapsed,
+        decided,
+        address: dialer.address_text(),
+    })
+}
+
+/// One client connection slot: sends requests one after another, reconnecting when the
+/// connection ends (or for every request without keep-alive).
+async fn worker(load: Arc<HttpLoad>, shared: Arc<Shared>, dialer: Arc<Dialer>) -> Tally {
+    let mut tally = Tally::default();
+    let mut open: Option<(Sender, Connection)> = None;
+    let mut pending = Pending::default();
+    while let Some(intended) = shared.claim() {
+        // Only an open loop waits (the timer has millisecond granularity: a closed loop
+        // must not touch it).
+        if intended > Instant::now() {
+            tokio::time::sleep_until(intended).await;
+        }
+        let deadline = Instant::now() + load.timeout;
+        // A connection the server has closed since (idle, or `Connection: close` raced with
+        // us) is replaced before the request is sent: the request is not lost.
+        if let Some((sender, _)) = open.as_mut() {
+            if !sender.ready().await {
+                if let Some((_, c)) = open.take() {
+                    tally.closed(c);
+                }
+            }
+        }
+        if open.is_none() {
+            match tokio::time::timeout_at(deadline, dialer.connect()).await {
+                Ok(Ok(sender)) => open = Some((sender, tally.opened())),
+                Ok(Err((ending, _))) => {
+                    tally.record(None, ending, None, micros(intended));
+                    if pending.add(None) {
+                        shared.report(&mut pending);
+                    }
+                    continue;
+                }
+                Err(_) => {
+                    tally.record(None, Ending::Timeout, None, micros(intended));
+                    if pending.add(None) {
+                        shared.report(&mut pending);
+                    }
+                    continue;
+                }
+            }
+        }
+        let (sender, conn) = open.as_mut().expect("opened above");
+        let request = dialer.request(&load);
+        let answer = tokio::time::timeout_at(deadline, async {
+            let response = sender.send(request).await?;
+            let status = response.status().as_u16();
+            let (parts, body) = response.into_parts();
+            let body = body.collect().await?.to_bytes();
+            let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+            let version = load.classifier.version(header, &body);
+            let closing = header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
+            Ok::<_, hyper::Error>((status, version, closing))
+        })
+        .await;
+        let latency = micros(intended);
+        let (ending, version, keep) = match answer {
+            Ok(Ok((status, version, closing))) => {
+                (Ending::Status(status), version, load.keepalive && !closing)
+            }
+            Ok(Err(e)) => (ending_of(&e), None, false),
+            Err(_) => (Ending::Timeout, None, false),
+        };
+        tally.record(Some(conn), ending, version.as_deref(), latency);
+        if pending.add(version.as_deref()) {
+            shared.report(&mut pending);
+        }
+        if !keep {
+            if let Some((_, c)) = open.take() {
+                tally.closed(c);
+            }
+        }
+    }
+    if let Some((_, c)) = open.take() {
+        tally.closed(c);
+    }
+    shared.report(&mut pending);
+    tally
+}
+
+fn micros(since: Instant) -> u64 {
+    since.elapsed().as_micros() as u64
+}
+
+/// How a hyper error ends a request.
+fn ending_of(e: &hyper::Error) -> Ending {
+    if e.is_timeout() {
+        return Ending::Timeout;
+    }
+    if e.is_parse() || e.is_parse_status() || e.is_user() {
+        return Ending::Protocol;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return io_ending(io);
+        }
+        source = s.source();
+    }
+    // Closed, canceled, incomplete message, h2 stream reset: the answer never came whole.
+    Ending::Reset
+}
+
+fn io_ending(e: &std::io::Error) -> Ending {
+    use std::io::ErrorKind::*;
+    match e.kind() {
+        ConnectionRefused => Ending::Refused,
+        TimedOut => Ending::Timeout,
+        InvalidData => Ending::Protocol,
+        _ => Ending::Reset,
+    }
+}
+
+/// A request sender on one connection.
+enum Sender {
+    H1(http1::SendRequest<Full<Bytes>>),
+    H2(http2::SendRequest<Full<Bytes>>),
+}
+
+impl Sender {
+    /// Waits until the connection can take a request; false: it has closed.
+    async fn ready(&mut self) -> bool {
+        match self {
+            Sender::H1(s) => !s.is_closed() && s.ready().await.is_ok(),
+            Sender::H2(s) => !s.is_closed() && s.ready().await.is_ok(),
+        }
+    }
+
+    async fn send(
+        &mut self,
+        request: hyper::Request<Full<Bytes>>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, hyper::Error> {
+        match self {
+            Sender::H1(s) => s.send_request(request).await,
+            Sender::H2(s) => s.send_request(request).await,
+        }
+    }
+}
+
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+/// Opens connections to the target: TCP (to the `--connect-to` address if one matches),
+/// TLS with SNI and ALPN, then the HTTP handshake.
+struct Dialer {
+    address: (String, u16),
+    tls: Option<(
+        tokio_rustls::TlsConnector,
+        rustls::pki_types::ServerName<'static>,
+    )>,
+    http2: bool,
+    authority: String,
+    scheme: &'static str,
+}
+
+impl Dialer {
+    fn new(load: &HttpLoad) -> Result<Dialer, HttpLoadError> {
+        let t = &load.target;
+        let address = load
+            .connect_to
+            .iter()
+            .find(|c| (c.host.is_empty() || c.host == t.host) && c.port.is_none_or(|p| p == t.port))
+            .map_or((t.host.clone(), t.port), |c| (c.to_host.clone(), c.to_port));
+        let tls = if t.tls {
+            let name = load.sni.clone().unwrap_or_else(|| t.host.clone());
+            let server_name = rustls::pki_types::ServerName::try_from(name.clone())
+                .map_err(|e| HttpLoadError::Setup(format!("server name {name:?}: {e}")))?;
+            Some((
+                tokio_rustls::TlsConnector::from(Arc::new(tls_config(load)?)),
+                server_name,
+            ))
+        } else {
+            None
+        };
+        let default_port = if t.tls { 443 } else { 80 };
+        let host = if t.host.contains(':') {
+            format!("[{}]", t.host)
+        } else {
+            t.host.clone()
+        };
+        Ok(Dialer {
+            address,
+            tls,
+            http2: load.http2,
+            authority: load.host.clone().unwrap_or_else(|| {
+                if t.port == default_port {
+                    host
+                } else {
+                    format!("{host}:{}", t.port)
+                }
+            }),
+            scheme: if t.tls { "https" } else { "http" },
+        })
+    }
+
+    fn address_text(&self) -> String {
+        let (h, p) = &self.address;
+        if h.contains(':') {
+            format!("[{h}]:{p}")
+        } else {
+            format!("{h}:{p}")
+        }
+    }
+
+    /// A new connection, ready to send; or how the attempt ended and why.
+    async fn connect(&self) -> Result<Sender, (Ending, String)> {
+        let tcp = TcpStream::connect((self.address.0.as_str(), self.address.1))
+            .await
+            .map_err(|e| (io_ending(&e), e.to_string()))?;
+        let _ = tcp.set_nodelay(true);
+        let (io, h2): (Box<dyn Io>, bool) = match &self.tls {
+            None => (Box::new(tcp), self.http2),
+            Some((connector, name)) => {
+                let stream = connector
+                    .connect(name.clone(), tcp)
+                    .await
+                    .map_err(|e| (Ending::Protocol, format!("TLS: {e}")))?;
+                let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+                (Box::new(stream), h2)
+            }
+        };
+        let io = TokioIo::new(io);
+        let handshake_failed = |e: hyper::Error| (ending_of(&e), e.to_string());
+        if h2 {
+            let (sender, conn) = http2::handshake(TokioExecutor::new(), io)
+                .await
+                .map_err(handshake_failed)?;
+            tokio::spawn(conn);
+            Ok(Sender::H2(sender))
+        } else {
+            let (sender, conn) = http1::handshake(io).await.map_err(handshake_failed)?;
+            tokio::spawn(conn);
+            Ok(Sender::H1(sender))
+        }
+    }
+
+    fn request(&self, load: &HttpLoad) -> hyper::Request<Full<Bytes>> {
+        let mut b = hyper::Request::builder().method(load.method.clone());
+        if self.http2 {
+            // HTTP/2 carries the authority in the URI (:authority), not a Host header.
+            b = b.uri(format!(
+                "{}://{}{}",
+                self.scheme, self.authority, load.target.path
+            ));
+        } else {
+            b = b
+                .uri(load.target.path.as_str())
+                .header(hyper::header::HOST, self.authority.as_str());
+            if !load.keepalive {
+                b = b.header(hyper::header::CONNECTION, "close");
+            }
+        }
+        for (k, v) in &load.headers {
+            b = b.header(k.as_str(), v.as_str());
+        }
+        b.body(Full::new(Bytes::new()))
+            .expect("headers were checked when the load was built")
+    }
+}
+
+/// The TLS client configuration: the system's roots or `--cacert`, or none with
+/// `--insecure`; ALPN offers h2 only with `--http2`.
+fn tls_config(load: &HttpLoad) -> Result<rustls::ClientConfig, HttpLoadError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| HttpLoadError::Setup(format!("TLS: {e}")))?;
+    let mut config = if load.insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
+            .with_no_client_auth()
+    } else {
+        let mut roots = rustls::RootCertStore::empty();
+        match &load.cacert {
+            Some(path) => {
+                use rustls::pki_types::pem::PemObject;
+                let fail = |reason: String| HttpLoadError::CaCert {
+                    path: path.display().to_string(),
+                    reason,
+                };
+                let certs: Vec<_> = rustls::pki_types::CertificateDer::pem_file_iter(path)
+                    .map_err(|e| fail(e.to_string()))?
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| fail(e.to_string()))?;
+                if certs.is_empty() {
+                    return Err(fail("no PEM certificate in the file".into()));
+                }
+                for cert in certs {
+                    roots.add(cert).map_err(|e| fail(e.to_string()))?;
+                }
+            }
+            None => {
+                for cert in rustls_native_certs::load_native_certs().certs {
+                    let _ = roots.add(cert);
+                }
+            }
+        }
+        builder.with_root_certificates(roots).with_no_client_auth()
+    };
+    config.alpn_protocols = if load.http2 {
+        vec![b"h2".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
+    Ok(config)
+}
+
+/// `--insecure`: any certificate is accepted (signatures are still checked, so the
+/// handshake is real).
+#[derive(Debug)]
+struct AcceptAnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AcceptAnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_to_reads_curls_form() {
+        let c: ConnectTo = "demo.local:443:127.0.0.1:8443".parse().unwrap();
+        assert_eq!(
+            c,
+            ConnectTo {
+                host: "demo.local".into(),
+                port: Some(443),
+                to_host: "127.0.0.1".into(),
+                to_port: 8443
+            }
+        );
+        let any: ConnectTo = "::[::1]:9000".parse().unwrap();
+        assert_eq!((any.host.as_str(), any.port), ("", None));
+        assert_eq!((any.to_host.as_str(), any.to_port), ("::1", 9000));
+        for bad in ["demo.local:443", "a:b:c:d", "a:1:b:x"] {
+            let e = bad.parse::<ConnectTo>().unwrap_err();
+            assert!(e.contains("HOST:PORT:ADDR:PORT"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_target_is_an_http_or_https_url() {
+        let t: Target = "https://demo.local/color?x=1".parse().unwrap();
+        assert_eq!(
+            t,
+            Target {
+                tls: true,
+                host: "demo.local".into(),
+                port: 443,
+                path: "/color?x=1".into()
+            }
+        );
+        let t: Target = "http://[::1]:8080".parse().unwrap();
+        assert_eq!(
+            (t.host.as_str(), t.port, t.path.as_str()),
+            ("::1", 8080, "/")
+        );
+        assert!(
+            "ftp://x/"
+                .parse::<Target>()
+                .unwrap_err()
+                .contains("http://")
+        );
+    }
+}

@@ -1,0 +1,165 @@
+//! A real pod on loopback: a small hyper server (HTTP/1.1 and h2c) answering every request
+//! with its version in the `x-version` header and a JSON body, after a set latency, with a
+//! set error rate. `canarysim backend` runs one; the tests stand them behind real gateways;
+//! live mode will run one per ready pod.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rand::Rng;
+use rand_pcg::Pcg64Mcg;
+use tokio::net::TcpListener;
+
+/// How a pod answers.
+#[derive(Debug, Clone)]
+pub struct PodSpec {
+    /// The version it reports (`x-version` and the body's `version`).
+    pub version: String,
+    /// The pod's name in the body (`pod`).
+    pub pod: String,
+    pub latency: Duration,
+    /// Share of requests answered with `error_status`.
+    pub error_rate: f64,
+    pub error_status: u16,
+    /// Seed of the error draws.
+    pub seed: u64,
+}
+
+impl PodSpec {
+    pub fn new(version: &str) -> PodSpec {
+        PodSpec {
+            version: version.to_string(),
+            pod: format!("backend-{version}"),
+            latency: Duration::ZERO,
+            error_rate: 0.0,
+            error_status: 500,
+            seed: 1,
+        }
+    }
+}
+
+/// A pod serving on a loopback port; dropping it (or [`RunningPod::stop`]) closes the
+/// listener and every connection, as a killed pod does.
+pub struct RunningPod {
+    pub address: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RunningPod {
+    /// Stops listening and drops every open connection (requests in flight are lost).
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for RunningPod {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts a pod on `bind` (port 0: one the system picks) on the current tokio runtime.
+pub async fn start(spec: PodSpec, bind: SocketAddr) -> std::io::Result<RunningPod> {
+    let listener = TcpListener::bind(bind).await?;
+    let address = listener.local_addr()?;
+    let body = Bytes::from(
+        serde_json::json!({"version": spec.version, "pod": spec.pod}).to_string() + "\n",
+    );
+    let state = Arc::new(Pod {
+        rng: Mutex::new(crate::random::stream(spec.seed, &spec.pod)),
+        spec,
+        body,
+    });
+    let task = tokio::spawn(async move {
+        // Connections live in this set: aborting the server drops them all.
+        let mut connections = tokio::task::JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let Ok((stream, _)) = accepted else { continue };
+                    let _ = stream.set_nodelay(true);
+                    let state = state.clone();
+                    connections.spawn(async move {
+                        let service = service_fn(move |_req| {
+                            let state = state.clone();
+                            async move { Ok::<_, Infallible>(state.answer().await) }
+                        });
+                        let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            }
+        }
+    });
+    Ok(RunningPod { address, task })
+}
+
+struct Pod {
+    spec: PodSpec,
+    body: Bytes,
+    rng: Mutex<Pcg64Mcg>,
+}
+
+impl Pod {
+    async fn answer(&self) -> hyper::Response<Full<Bytes>> {
+        if !self.spec.latency.is_zero() {
+            tokio::time::sleep(self.spec.latency).await;
+        }
+        let failed = self.spec.error_rate > 0.0
+            && self
+                .rng
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .random_bool(self.spec.error_rate.clamp(0.0, 1.0));
+        let status = if failed { self.spec.error_status } else { 200 };
+        hyper::Response::builder()
+            .status(status)
+            .header("x-version", self.spec.version.as_str())
+            .header("x-pod", self.spec.pod.as_str())
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(self.body.clone()))
+            .expect("a fixed, valid response")
+    }
+}
+
+/// `canarysim backend`: serves until Ctrl-C (or SIGTERM), printing the address first.
+pub fn serve_until_interrupted(spec: PodSpec, bind: SocketAddr) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let pod = start(spec.clone(), bind).await?;
+        println!(
+            "backend {} (pod {}) listening on http://{}",
+            spec.version, spec.pod, pod.address
+        );
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        shutdown_signal().await;
+        pod.stop();
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -1,0 +1,421 @@
+//! `canarysim load` on real loopback sockets against real pods (`pod_server`), through the
+//! CLI entry point as the binary runs it. Every load is bounded in count (and the timeouts
+//! in time); every server is on 127.0.0.1 with a port the system picks, and stops with the
+//! test.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use canarysim::cli::{Cli, execute};
+use canarysim::pod_server::{self, PodSpec, RunningPod};
+use clap::Parser;
+
+fn load(args: &[&str]) -> (u8, String, String) {
+    let mut argv = vec!["canarysim", "load", "--quiet"];
+    argv.extend_from_slice(args);
+    execute(Cli::parse_from(argv))
+}
+
+fn json(out: &str) -> serde_json::Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// A runtime for the test's servers (the load runs its own).
+fn servers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn pod(rt: &tokio::runtime::Runtime, spec: PodSpec) -> RunningPod {
+    rt.block_on(pod_server::start(spec, "127.0.0.1:0".parse().unwrap()))
+        .unwrap()
+}
+
+/// An L4 balancer on loopback: each accepted connection is spliced whole to one backend,
+/// chosen by connection number (`pick(i)`), as HAProxy in TCP mode or kube-proxy choose.
+fn l4_balancer(
+    rt: &tokio::runtime::Runtime,
+    backends: Vec<SocketAddr>,
+    pick: fn(u64) -> usize,
+) -> SocketAddr {
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let address = listener.local_addr().unwrap();
+    let count = Arc::new(AtomicU64::new(0));
+    rt.spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            let i = count.fetch_add(1, Ordering::Relaxed);
+            let to = backends[pick(i)];
+            tokio::spawn(async move {
+                if let Ok(mut upstream) = tokio::net::TcpStream::connect(to).await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                }
+            });
+        }
+    });
+    address
+}
+
+#[test]
+fn one_backend_every_request_accounted_and_the_verdict_passes() {
+    let rt = servers();
+    let blue = pod(&rt, PodSpec::new("blue"));
+    let url = format!("http://{}/", blue.address);
+    let (code, out, err) = load(&[&url, "-n", "600", "-c", "4", "--expect", "blue=100%"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("sent 600 "), "{out}");
+    assert!(out.contains("2xx 600,"), "{out}");
+    assert!(out.contains("verdict: PASS"), "{out}");
+    let (code, out, _) = load(&[
+        &url,
+        "-n",
+        "600",
+        "-c",
+        "4",
+        "--expect",
+        "yellow=20%",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 1, "blue answers everything: 20 % yellow fails");
+    let r = json(&out);
+    assert_eq!(r["sent"], 600);
+    assert_eq!(r["classes"]["2xx"], 600);
+    assert_eq!(r["verdict"]["passes"], false);
+    assert_eq!(r["versions"][0]["version"], "blue");
+    assert_eq!(r["connections_opened"], 4);
+}
+
+#[test]
+fn an_unreachable_target_is_exit_2_within_seconds() {
+    // A port that was free a moment ago: nothing listens there now.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = Instant::now();
+    let (code, out, err) = load(&[&format!("http://127.0.0.1:{port}/"), "-n", "10"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("cannot reach 127.0.0.1:"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn bad_arguments_are_exit_2_with_what_was_expected() {
+    for (args, expected) in [
+        (
+            vec!["http://127.0.0.1:9/"],
+            "-n/--requests N or -z/--duration D",
+        ),
+        (vec!["ftp://x/", "-n", "1"], "http:// or https://"),
+        (
+            vec!["http://127.0.0.1:9/", "-n", "1", "-H", "nocolon"],
+            "'Name: value'",
+        ),
+        (
+            vec!["http://127.0.0.1:9/", "-n", "1", "--classify", "xml:v"],
+            "header:NAME",
+        ),
+        (
+            vec!["http://127.0.0.1:9/", "-n", "1", "--expect", "blue"],
+            "VALUE=SHARE",
+        ),
+        (
+            vec!["http://127.0.0.1:9/", "-n", "1", "--connect-to", "x:1"],
+            "HOST:PORT:ADDR:PORT",
+        ),
+        (
+            vec!["http://127.0.0.1:9/", "-n", "1", "--until-decided"],
+            "--expect",
+        ),
+        (
+            vec!["http://127.0.0.1:9/", "-n", "1", "-q", "-5"],
+            "-q/--rate",
+        ),
+    ] {
+        let (code, _, err) = load(&args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_per_connection_balancer_is_recognised_and_judged_by_connections() {
+    let rt = servers();
+    let blue = pod(&rt, PodSpec::new("blue"));
+    let yellow = pod(&rt, PodSpec::new("yellow"));
+    // Every fifth connection to yellow: 20 % of connections.
+    let lb = l4_balancer(&rt, vec![blue.address, yellow.address], |i| {
+        usize::from(i % 5 == 4)
+    });
+    let (code, out, err) = load(&[
+        &format!("http://{lb}/"),
+        "-n",
+        "2000",
+        "-c",
+        "20",
+        "--expect",
+        "yellow=20%",
+        "--format",
+        "json",
+    ]);
+    let r = json(&out);
+    assert_eq!(r["unit"], "connection", "{out}{err}");
+    assert_eq!(r["unit_evidence"]["finding"], "per connection");
+    assert_eq!(r["effective_n"], 20, "n = connections, not requests");
+    let yellow = r["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["version"] == "yellow")
+        .unwrap();
+    assert_eq!(yellow["connections"], 4);
+    // 4 of 20 connections is exactly 20 %, but 20 draws cannot show ±1 point.
+    assert_eq!(code, 1);
+    assert_eq!(r["verdict"]["passes"], false);
+    // The text report says so up front.
+    let (_, text, _) = load(&[&format!("http://{lb}/"), "-n", "400", "-c", "10"]);
+    assert!(
+        text.contains("UNIT OF RANDOMISATION: PER CONNECTION"),
+        "{text}"
+    );
+    // Forced per request, the same traffic is judged on its requests.
+    let (_, out, _) = load(&[
+        &format!("http://{lb}/"),
+        "-n",
+        "400",
+        "-c",
+        "10",
+        "--unit",
+        "request",
+        "--format",
+        "json",
+    ]);
+    let r = json(&out);
+    assert_eq!(
+        (r["unit"].as_str(), r["effective_n"].as_u64()),
+        (Some("request"), Some(400))
+    );
+    assert_eq!(r["unit_evidence"]["forced"], true);
+}
+
+#[test]
+fn a_new_connection_per_request_shows_the_split_per_request() {
+    let rt = servers();
+    let blue = pod(&rt, PodSpec::new("blue"));
+    let yellow = pod(&rt, PodSpec::new("yellow"));
+    let lb = l4_balancer(&rt, vec![blue.address, yellow.address], |i| {
+        usize::from(i % 5 == 4)
+    });
+    let (code, out, err) = load(&[
+        &format!("http://{lb}/"),
+        "-n",
+        "500",
+        "-c",
+        "5",
+        "--disable-keepalive",
+        "--expect",
+        "yellow=20%",
+        "--within",
+        "5",
+        "--format",
+        "json",
+    ]);
+    let r = json(&out);
+    assert_eq!(r["connections_opened"], 500, "{out}{err}");
+    assert_eq!(r["unit"], "request");
+    assert_eq!(code, 0, "{out}");
+    let yellow = r["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["version"] == "yellow")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        yellow["responses"], 100,
+        "every fifth connection, one request each"
+    );
+}
+
+#[test]
+fn errors_and_timeouts_are_counted_per_version_and_class() {
+    let rt = servers();
+    let mut flaky = PodSpec::new("yellow");
+    flaky.error_rate = 0.5;
+    flaky.error_status = 503;
+    let flaky = pod(&rt, flaky);
+    let (_, out, err) = load(&[
+        &format!("http://{}/", flaky.address),
+        "-n",
+        "400",
+        "-c",
+        "4",
+        "--format",
+        "json",
+    ]);
+    let r = json(&out);
+    let errors = r["versions"][0]["errors"].as_u64().unwrap();
+    assert_eq!(r["classes"]["503"].as_u64(), Some(errors), "{out}{err}");
+    assert!((120..=280).contains(&errors), "about half of 400: {errors}");
+    assert_eq!(
+        r["classes"]["2xx"].as_u64().unwrap() + errors,
+        400,
+        "sent = the sum of the classes"
+    );
+
+    let mut slow = PodSpec::new("blue");
+    slow.latency = Duration::from_millis(400);
+    let slow = pod(&rt, slow);
+    let (_, out, err) = load(&[
+        &format!("http://{}/", slow.address),
+        "-n",
+        "6",
+        "-c",
+        "3",
+        "-t",
+        "100ms",
+        "--format",
+        "json",
+    ]);
+    let r = json(&out);
+    assert_eq!(r["classes"]["timeout"], 6, "{out}{err}");
+    assert_eq!(r["sent"], 6);
+}
+
+#[test]
+fn a_backend_killed_mid_run_ends_the_run_with_every_request_accounted() {
+    let rt = servers();
+    // Slow enough that every connection has a request in flight when the pod dies.
+    let mut spec = PodSpec::new("blue");
+    spec.latency = Duration::from_millis(50);
+    let blue = pod(&rt, spec);
+    let url = format!("http://{}/", blue.address);
+    let runner = std::thread::spawn(move || {
+        load(&[
+            &url, "-n", "200000", "-z", "3s", "-c", "4", "-t", "1s", "--format", "json",
+        ])
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    blue.stop();
+    let (_, out, err) = runner.join().unwrap();
+    let r = json(&out);
+    let c = &r["classes"];
+    let total: u64 = c
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(r["sent"].as_u64(), Some(total), "{out}{err}");
+    assert!(c["2xx"].as_u64().unwrap() > 10, "{c}");
+    let failed = c["refused"].as_u64().unwrap() + c["reset"].as_u64().unwrap();
+    assert!(failed > 0, "requests after the kill fail: {c}");
+    assert!(
+        r["versions"][0]["lost"].as_u64().unwrap() >= 1,
+        "the requests in flight are blue's losses: {out}"
+    );
+}
+
+#[test]
+fn http2_over_cleartext_multiplexes_on_one_connection_per_worker() {
+    let rt = servers();
+    let blue = pod(&rt, PodSpec::new("blue"));
+    let (code, out, err) = load(&[
+        &format!("http://{}/", blue.address),
+        "-n",
+        "300",
+        "-c",
+        "3",
+        "--http2",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let r = json(&out);
+    assert_eq!(r["protocol"], "HTTP/2");
+    assert_eq!(r["classes"]["2xx"], 300);
+    assert_eq!(r["connections_opened"], 3);
+}
+
+#[test]
+fn until_decided_stops_before_the_most_it_may_send() {
+    let rt = servers();
+    let blue = pod(&rt, PodSpec::new("blue"));
+    let yellow = pod(&rt, PodSpec::new("yellow"));
+    let lb = l4_balancer(&rt, vec![blue.address, yellow.address], |i| {
+        usize::from(i % 5 == 4)
+    });
+    let (code, out, err) = load(&[
+        &format!("http://{lb}/"),
+        "-n",
+        "20000",
+        "-c",
+        "4",
+        "--disable-keepalive",
+        "--expect",
+        "yellow=20%",
+        "--within",
+        "5",
+        "--until-decided",
+        "--format",
+        "json",
+    ]);
+    let r = json(&out);
+    assert_eq!(r["sequential"]["decision"], "matches", "{out}{err}");
+    assert!(r["sent"].as_u64().unwrap() < 20_000, "{out}");
+    assert_eq!(code, 0);
+    // A share of 100 % cannot be tested sequentially: said at once.
+    let (code, _, err) = load(&[
+        &format!("http://{}/", blue.address),
+        "-n",
+        "10",
+        "--expect",
+        "blue=100%",
+        "--until-decided",
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--until-decided"), "{err}");
+}
+
+#[test]
+fn the_json_report_follows_its_schema() {
+    let rt = servers();
+    let blue = pod(&rt, PodSpec::new("blue"));
+    let (_, out, _) = load(&[
+        &format!("http://{}/", blue.address),
+        "-n",
+        "100",
+        "-c",
+        "2",
+        "--expect",
+        "blue=100%",
+        "--format",
+        "json",
+    ]);
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/http-load.schema.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let report = json(&out);
+    let errors: Vec<String> = validator
+        .iter_errors(&report)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    // And the schema is strict enough to refuse a report that lacks a field.
+    let mut broken = report.clone();
+    broken.as_object_mut().unwrap().remove("classes");
+    assert!(!validator.is_valid(&broken));
+}
