@@ -154,7 +154,7 @@ pub fn judge(
     HttpLoadReport {
         url: url.to_string(),
         address: outcome.address.clone(),
-        protocol: if load.http2 { "HTTP/2" } else { "HTTP/1.1" }.to_string(),
+        protocol: outcome.protocol.to_string(),
         connections: load.connections,
         keepalive: load.keepalive,
         rate: load.rate,

@@ -419,3 +419,166 @@ fn the_json_report_follows_its_schema() {
     broken.as_object_mut().unwrap().remove("classes");
     assert!(!validator.is_valid(&broken));
 }
+
+/// A TLS-terminating front for `backend` with a fresh self-signed certificate for
+/// `demo.local` (ALPN h2 and http/1.1), as an ingress gateway terminates TLS. Returns its
+/// address and the certificate's PEM file.
+fn tls_front(
+    rt: &tokio::runtime::Runtime,
+    backend: SocketAddr,
+    name: &str,
+) -> (SocketAddr, std::path::PathBuf) {
+    let certified = rcgen::generate_simple_self_signed(vec!["demo.local".to_string()]).unwrap();
+    let dir = std::env::temp_dir().join(format!("canarysim-tls-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pem = dir.join("ca.pem");
+    std::fs::write(&pem, certified.cert.pem()).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![certified.cert.der().clone()], key)
+    .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let address = listener.local_addr().unwrap();
+    rt.spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(client).await else {
+                    return;
+                };
+                if let Ok(mut upstream) = tokio::net::TcpStream::connect(backend).await {
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut upstream).await;
+                }
+            });
+        }
+    });
+    (address, pem)
+}
+
+#[test]
+fn https_through_a_port_forward_keeps_the_urls_name_for_sni_and_trust() {
+    let rt = servers();
+    let blue = pod(&rt, PodSpec::new("blue"));
+    let (front, ca) = tls_front(&rt, blue.address, "trust");
+    // The URL names the gateway's host; --connect-to sends to the forwarded port.
+    let url = "https://demo.local/";
+    let connect_to = format!("demo.local:443:127.0.0.1:{}", front.port());
+    let ca = ca.to_str().unwrap();
+    let (code, out, err) = load(&[
+        url,
+        "-n",
+        "200",
+        "-c",
+        "2",
+        "--connect-to",
+        &connect_to,
+        "--cacert",
+        ca,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let r = json(&out);
+    assert_eq!(r["classes"]["2xx"], 200);
+    assert_eq!(r["protocol"], "HTTP/1.1");
+    assert_eq!(r["address"], format!("127.0.0.1:{}", front.port()));
+    // HTTP/2 is negotiated by ALPN.
+    let (_, out, err) = load(&[
+        url,
+        "-n",
+        "200",
+        "-c",
+        "2",
+        "--connect-to",
+        &connect_to,
+        "--cacert",
+        ca,
+        "--http2",
+        "--format",
+        "json",
+    ]);
+    let r = json(&out);
+    assert_eq!(
+        (r["protocol"].as_str(), r["classes"]["2xx"].as_u64()),
+        (Some("HTTP/2"), Some(200)),
+        "{out}{err}"
+    );
+    // Untrusted (the system's roots do not know this certificate): exit 2, saying why.
+    let (code, _, err) = load(&[url, "-n", "10", "--connect-to", &connect_to]);
+    assert_eq!(code, 2);
+    assert!(err.contains("TLS"), "{err}");
+    // A server name the certificate does not cover: refused as well.
+    let (code, _, err) = load(&[
+        url,
+        "-n",
+        "10",
+        "--connect-to",
+        &connect_to,
+        "--cacert",
+        ca,
+        "--sni",
+        "other.local",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    // --insecure accepts it.
+    let (code, out, err) = load(&[url, "-n", "50", "--connect-to", &connect_to, "--insecure"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("2xx 50,"), "{out}");
+}
+
+#[test]
+fn an_open_loop_counts_latency_from_the_intended_send_time() {
+    let rt = servers();
+    let mut slow = PodSpec::new("blue");
+    slow.latency = Duration::from_millis(50);
+    let slow = pod(&rt, slow);
+    // One connection, 100 requests a second, each answered in 50 ms: the connection can
+    // serve only 20 a second, so requests queue and their latency grows far past 50 ms.
+    let (_, out, err) = load(&[
+        &format!("http://{}/", slow.address),
+        "-n",
+        "40",
+        "-c",
+        "1",
+        "-q",
+        "100",
+        "--format",
+        "json",
+    ]);
+    let r = json(&out);
+    assert_eq!(r["sent"], 40, "{out}{err}");
+    let p99 = r["latency"]["p99"].as_u64().unwrap();
+    let p50 = r["latency"]["p50"].as_u64().unwrap();
+    assert!(p50 >= 50_000, "{p50}");
+    assert!(
+        p99 > 1_000_000,
+        "the 40th request waited for 39 others: {p99} µs"
+    );
+    // A rate the connection keeps up with: no queueing, latency stays near 50 ms.
+    let (_, out, _) = load(&[
+        &format!("http://{}/", slow.address),
+        "-n",
+        "10",
+        "-c",
+        "4",
+        "-q",
+        "20",
+        "--format",
+        "json",
+    ]);
+    let r = json(&out);
+    assert!(r["latency"]["p99"].as_u64().unwrap() < 500_000, "{out}");
+    assert!(
+        r["elapsed_seconds"].as_f64().unwrap() >= 0.4,
+        "10 at 20/s take 0.45 s: {out}"
+    );
+}

@@ -170,6 +170,9 @@ pub struct HttpOutcome {
     pub decided: Option<(crate::verify::SplitCheck, u64)>,
     /// The address connections went to.
     pub address: String,
+    /// The protocol the first connection spoke (`HTTP/2` only if ALPN or `--http2` on
+    /// plain HTTP gave it).
+    pub protocol: &'static str,
 }
 
 /// State the workers share: the next request's number, the stop flag, progress counts and
@@ -287,39 +290,23 @@ impl Shared {
     }
 }
 
-/// Runs the load on a runtime of its own; `progress` is called about ten times a second.
+/// Runs the load on runtimes of its own, one single-threaded runtime per core (so a
+/// connection's task and the worker that sends on it share a thread and wake each other
+/// without crossing cores); `progress` is called about ten times a second.
 pub fn run(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome, HttpLoadError> {
     if load.requests.is_none() && load.duration.is_none() {
         return Err(HttpLoadError::Setup(
             "a load needs -n/--requests or -z/--duration (it never runs unbounded)".into(),
         ));
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| HttpLoadError::Setup(format!("cannot start the runtime: {e}")))?;
-    runtime.block_on(run_async(load, progress))
-}
-
-async fn run_async(
-    load: &HttpLoad,
-    progress: &dyn Fn(&Snapshot),
-) -> Result<HttpOutcome, HttpLoadError> {
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| HttpLoadError::Setup(format!("cannot start the runtime: {e}")))
+    };
     let dialer = Arc::new(Dialer::new(load)?);
-    // One connection first: an unreachable target is an error within seconds, not a load
-    // of failures.
-    let probe = tokio::time::timeout(REACH_TIMEOUT, dialer.connect())
-        .await
-        .map_err(|_| HttpLoadError::Unreachable {
-            address: dialer.address_text(),
-            reason: format!("no connection within {}s", REACH_TIMEOUT.as_secs()),
-        })?
-        .map_err(|(_, reason)| HttpLoadError::Unreachable {
-            address: dialer.address_text(),
-            reason,
-        })?;
-    drop(probe);
-    let start = Instant::now();
+    let protocol = runtime()?.block_on(probe(&dialer))?;
     let sprt = match &load.stop {
         Some(rule) => Some((
             crate::verify::TwoSidedSprt::new(rule.share, rule.delta, rule.alpha, rule.beta)
@@ -328,6 +315,7 @@ async fn run_async(
         )),
         None => None,
     };
+    let start = Instant::now();
     let shared = Arc::new(Shared {
         next: AtomicU64::new(0),
         limit: load.requests.unwrap_or(u64::MAX),
@@ -340,25 +328,60 @@ async fn run_async(
             ..Live::default()
         }),
     });
-    let load = Arc::new(load.clone());
-    let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..load.connections.max(1) {
-        workers.spawn(worker(load.clone(), shared.clone(), dialer.clone()));
+    let connections = load.connections.max(1) as usize;
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(connections);
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<Result<Tally, String>>();
+    let shared_load = Arc::new(load.clone());
+    for t in 0..threads {
+        // Connections dealt out evenly: the first threads take one more.
+        let mine = connections / threads + usize::from(t < connections % threads);
+        let rt = runtime()?;
+        let (load, shared, dialer, done) = (
+            shared_load.clone(),
+            shared.clone(),
+            dialer.clone(),
+            done_tx.clone(),
+        );
+        std::thread::Builder::new()
+            .name(format!("load-{t}"))
+            .spawn(move || {
+                let tally = rt.block_on(async move {
+                    let mut workers = tokio::task::JoinSet::new();
+                    for _ in 0..mine {
+                        workers.spawn(worker(load.clone(), shared.clone(), dialer.clone()));
+                    }
+                    let mut tally = Tally::default();
+                    while let Some(joined) = workers.join_next().await {
+                        tally.merge(joined.map_err(|e| format!("a worker failed: {e}"))?);
+                    }
+                    Ok(tally)
+                });
+                let _ = done.send(tally);
+            })
+            .map_err(|e| HttpLoadError::Setup(format!("cannot start a load thread: {e}")))?;
     }
+    drop(done_tx);
     let mut tally = Tally::default();
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
-    loop {
-        tokio::select! {
-            joined = workers.join_next() => match joined {
-                Some(Ok(t)) => tally.merge(t),
-                Some(Err(e)) => return Err(HttpLoadError::Setup(format!("a worker failed: {e}"))),
-                None => break,
-            },
-            _ = tick.tick() => progress(&shared.snapshot(&load)),
+    let mut finished = 0;
+    while finished < threads {
+        match done_rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(Ok(t)) => {
+                tally.merge(t);
+                finished += 1;
+            }
+            Ok(Err(e)) => return Err(HttpLoadError::Setup(e)),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                progress(&shared.snapshot(load));
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(HttpLoadError::Setup("a load thread ended early".into()));
+            }
         }
     }
     let elapsed = start.elapsed();
-    progress(&shared.snapshot(&load));
+    progress(&shared.snapshot(load));
     let decided = shared
         .live
         .lock()
@@ -369,6 +392,26 @@ async fn run_async(
         elapsed,
         decided,
         address: dialer.address_text(),
+        protocol,
+    })
+}
+
+/// One connection before the load: an unreachable target is an error within seconds, not
+/// a load of failures. Returns the protocol it spoke.
+async fn probe(dialer: &Dialer) -> Result<&'static str, HttpLoadError> {
+    let probe = tokio::time::timeout(REACH_TIMEOUT, dialer.connect())
+        .await
+        .map_err(|_| HttpLoadError::Unreachable {
+            address: dialer.address_text(),
+            reason: format!("no connection within {}s", REACH_TIMEOUT.as_secs()),
+        })?
+        .map_err(|(_, reason)| HttpLoadError::Unreachable {
+            address: dialer.address_text(),
+            reason,
+        })?;
+    Ok(match probe {
+        Sender::H1(_) => "HTTP/1.1",
+        Sender::H2(_) => "HTTP/2",
     })
 }
 
@@ -414,7 +457,7 @@ async fn worker(load: Arc<HttpLoad>, shared: Arc<Shared>, dialer: Arc<Dialer>) -
             }
         }
         let (sender, conn) = open.as_mut().expect("opened above");
-        let request = dialer.request(&load);
+        let request = dialer.request(&load, matches!(sender, Sender::H2(_)));
         let answer = tokio::time::timeout_at(deadline, async {
             let response = sender.send(request).await?;
             let status = response.status().as_u16();
@@ -607,9 +650,9 @@ impl Dialer {
         }
     }
 
-    fn request(&self, load: &HttpLoad) -> hyper::Request<Full<Bytes>> {
+    fn request(&self, load: &HttpLoad, h2: bool) -> hyper::Request<Full<Bytes>> {
         let mut b = hyper::Request::builder().method(load.method.clone());
-        if self.http2 {
+        if h2 {
             // HTTP/2 carries the authority in the URI (:authority), not a Host header.
             b = b.uri(format!(
                 "{}://{}{}",
