@@ -60,6 +60,21 @@ pub enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Bring a scenario's world up on real loopback sockets and keep it up: a real server
+    /// per ready pod and a router (its address printed) serving the route table in force,
+    /// while the steps play on the wall clock. Stops cleanly on Ctrl-C.
+    Serve {
+        /// Scenario file (default: the bundled seed walkthrough).
+        path: Option<PathBuf>,
+        /// Serve the initial state only; no step runs.
+        #[arg(long)]
+        hold: bool,
+        /// Virtual seconds per wall second (60: a `pause: {duration: 1m}` lasts a second).
+        #[arg(long, default_value_t = 1.0)]
+        time_scale: f64,
+        #[arg(long)]
+        seed: Option<u64>,
+    },
     /// Send real HTTP load to a URL (a gateway, an nginx, an Envoy) and judge the split
     /// between the versions that answer. Flags as in oha where they mean the same.
     Load(Box<LoadArgs>),
@@ -197,6 +212,12 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
         Command::Compare { path, seed, format } => compare(path.as_deref(), seed, format),
         Command::Lint { files } => lint_files(&files),
         Command::Load(args) => load_command(&args),
+        Command::Serve {
+            path,
+            hold,
+            time_scale,
+            seed,
+        } => serve(path.as_deref(), hold, time_scale, seed),
         Command::Backend {
             version_name,
             port,
@@ -221,10 +242,11 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
                     "--error-rate: a share between 0 and 1\n".into(),
                 );
             }
-            let mut spec = crate::pod_server::PodSpec::new(&version_name);
-            spec.latency = latency;
-            spec.error_rate = error_rate;
-            spec.error_status = error_status;
+            let mut spec = crate::pod_server::PodSpec::new(&version_name).answering(
+                latency,
+                error_rate,
+                error_status,
+            );
             spec.seed = seed;
             if let Some(pod) = pod {
                 spec.pod = pod;
@@ -239,6 +261,70 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
             }
         }
     }
+}
+
+/// `canarysim serve`: prints as it goes (the address first), until Ctrl-C or SIGTERM.
+fn serve(
+    path: Option<&Path>,
+    hold: bool,
+    time_scale: f64,
+    seed: Option<u64>,
+) -> (u8, String, String) {
+    let (files, path): (&dyn Files, PathBuf) = match path {
+        None => (&EMBEDDED, PathBuf::from(DEFAULT_SCENARIO)),
+        Some(p) => (&Disk, p.to_path_buf()),
+    };
+    if !(time_scale.is_finite() && time_scale > 0.0) {
+        return (
+            2,
+            String::new(),
+            format!("--time-scale {time_scale}: expected a number above 0\n"),
+        );
+    }
+    let plan = match scenario::load(&path, files) {
+        Ok(plan) => plan,
+        Err(e) => return (2, String::new(), format!("{e}\n")),
+    };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if let Err(e) = stop_on_signal(stop.clone()) {
+        return (2, String::new(), format!("cannot watch for Ctrl-C: {e}\n"));
+    }
+    let options = crate::live::ServeOptions {
+        seed,
+        hold,
+        time_scale,
+    };
+    match crate::live::serve(&plan, options, stop, &mut std::io::stdout()) {
+        Ok(()) => (0, String::new(), String::new()),
+        Err(e) => (2, String::new(), format!("{e}\n")),
+    }
+}
+
+/// Sets `stop` on Ctrl-C or SIGTERM (watched on a thread of its own).
+fn stop_on_signal(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::io::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            runtime.block_on(async {
+                #[cfg(unix)]
+                {
+                    use tokio::signal::unix::{SignalKind, signal};
+                    if let Ok(mut term) = signal(SignalKind::terminate()) {
+                        tokio::select! {
+                            _ = tokio::signal::ctrl_c() => {}
+                            _ = term.recv() => {}
+                        }
+                        return;
+                    }
+                }
+                let _ = tokio::signal::ctrl_c().await;
+            });
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        })?;
+    Ok(())
 }
 
 /// A share or confidence as `99%`, `99` or `0.99`, as a fraction.

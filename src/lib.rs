@@ -24,6 +24,8 @@
 //!   the real HTTP client of `canarysim load` (`load::http`, tokio + hyper) with response
 //!   classification and accounting.
 //! * [`pod_server`] — a real pod on loopback (`canarysim backend`).
+//! * [`live`] — the world on real loopback sockets: a pod server per ready pod and a hyper
+//!   router serving the route table in force, paced on the wall clock (`canarysim serve`).
 //! * [`verify`] — statistics: intervals, goodness of fit, sequential tests, sample sizes,
 //!   latency comparison; the verdict on an observed split.
 //! * [`gateway`] — `canarysim load`'s verdict on a real gateway: the unit of randomisation
@@ -47,6 +49,7 @@ pub mod gateway;
 pub mod go;
 pub mod kubeproxy;
 pub mod lint;
+pub mod live;
 pub mod load;
 pub mod mesh;
 pub mod model;

@@ -12,35 +12,44 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rand::Rng;
+use rand::RngCore;
 use rand_pcg::Pcg64Mcg;
 use tokio::net::TcpListener;
+
+use crate::load::BackendModel;
 
 /// How a pod answers.
 #[derive(Debug, Clone)]
 pub struct PodSpec {
     /// The version it reports (`x-version` and the body's `version`).
     pub version: String,
-    /// The pod's name in the body (`pod`).
+    /// The pod's name (`x-pod` and the body's `pod`).
     pub pod: String,
-    pub latency: Duration,
-    /// Share of requests answered with `error_status`.
-    pub error_rate: f64,
-    pub error_status: u16,
-    /// Seed of the error draws.
+    /// Its `pod-template-hash`, when it has one (the body's `pod-template-hash`).
+    pub hash: Option<String>,
+    /// Latency, jitter and errors, as the simulation models them (`cluster.backends`).
+    pub model: BackendModel,
+    /// Seed of the error and jitter draws.
     pub seed: u64,
 }
 
 impl PodSpec {
+    /// Answers 200 at once.
     pub fn new(version: &str) -> PodSpec {
         PodSpec {
             version: version.to_string(),
             pod: format!("backend-{version}"),
-            latency: Duration::ZERO,
-            error_rate: 0.0,
-            error_status: 500,
+            hash: None,
+            model: BackendModel::new(Duration::ZERO, Duration::ZERO, 0.0),
             seed: 1,
         }
+    }
+
+    /// With this latency, error rate and error status.
+    pub fn answering(mut self, latency: Duration, error_rate: f64, error_status: u16) -> Self {
+        self.model = BackendModel::new(latency, Duration::ZERO, error_rate);
+        self.model.error_status = error_status;
+        self
     }
 }
 
@@ -68,9 +77,11 @@ impl Drop for RunningPod {
 pub async fn start(spec: PodSpec, bind: SocketAddr) -> std::io::Result<RunningPod> {
     let listener = TcpListener::bind(bind).await?;
     let address = listener.local_addr()?;
-    let body = Bytes::from(
-        serde_json::json!({"version": spec.version, "pod": spec.pod}).to_string() + "\n",
-    );
+    let mut body = serde_json::json!({"version": spec.version, "pod": spec.pod});
+    if let Some(hash) = &spec.hash {
+        body["pod-template-hash"] = serde_json::Value::String(hash.clone());
+    }
+    let body = Bytes::from(body.to_string() + "\n");
     let state = Arc::new(Pod {
         rng: Mutex::new(crate::random::stream(spec.seed, &spec.pod)),
         spec,
@@ -110,16 +121,22 @@ struct Pod {
 
 impl Pod {
     async fn answer(&self) -> hyper::Response<Full<Bytes>> {
-        if !self.spec.latency.is_zero() {
-            tokio::time::sleep(self.spec.latency).await;
-        }
-        let failed = self.spec.error_rate > 0.0
-            && self
-                .rng
+        let model = self.spec.model;
+        let draw = if model.deterministic() {
+            0
+        } else {
+            self.rng
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .random_bool(self.spec.error_rate.clamp(0.0, 1.0));
-        let status = if failed { self.spec.error_status } else { 200 };
+                .next_u64()
+        };
+        let (latency_us, failed) = model.answer(draw);
+        // The model never answers in under 1 µs; a pod set to answer at once does not sleep
+        // (the timer would round it up to a millisecond).
+        if model.latency_us > 0 || model.jitter_us > 0 {
+            tokio::time::sleep(Duration::from_micros(latency_us)).await;
+        }
+        let status = if failed { model.error_status } else { 200 };
         hyper::Response::builder()
             .status(status)
             .header("x-version", self.spec.version.as_str())

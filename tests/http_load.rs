@@ -248,10 +248,10 @@ fn a_new_connection_per_request_shows_the_split_per_request() {
 #[test]
 fn errors_and_timeouts_are_counted_per_version_and_class() {
     let rt = servers();
-    let mut flaky = PodSpec::new("yellow");
-    flaky.error_rate = 0.5;
-    flaky.error_status = 503;
-    let flaky = pod(&rt, flaky);
+    let flaky = pod(
+        &rt,
+        PodSpec::new("yellow").answering(Duration::ZERO, 0.5, 503),
+    );
     let (_, out, err) = load(&[
         &format!("http://{}/", flaky.address),
         "-n",
@@ -271,9 +271,10 @@ fn errors_and_timeouts_are_counted_per_version_and_class() {
         "sent = the sum of the classes"
     );
 
-    let mut slow = PodSpec::new("blue");
-    slow.latency = Duration::from_millis(400);
-    let slow = pod(&rt, slow);
+    let slow = pod(
+        &rt,
+        PodSpec::new("blue").answering(Duration::from_millis(400), 0.0, 500),
+    );
     let (_, out, err) = load(&[
         &format!("http://{}/", slow.address),
         "-n",
@@ -294,9 +295,10 @@ fn errors_and_timeouts_are_counted_per_version_and_class() {
 fn a_backend_killed_mid_run_ends_the_run_with_every_request_accounted() {
     let rt = servers();
     // Slow enough that every connection has a request in flight when the pod dies.
-    let mut spec = PodSpec::new("blue");
-    spec.latency = Duration::from_millis(50);
-    let blue = pod(&rt, spec);
+    let blue = pod(
+        &rt,
+        PodSpec::new("blue").answering(Duration::from_millis(50), 0.0, 500),
+    );
     let url = format!("http://{}/", blue.address);
     let runner = std::thread::spawn(move || {
         load(&[
@@ -538,9 +540,10 @@ fn https_through_a_port_forward_keeps_the_urls_name_for_sni_and_trust() {
 #[test]
 fn an_open_loop_counts_latency_from_the_intended_send_time() {
     let rt = servers();
-    let mut slow = PodSpec::new("blue");
-    slow.latency = Duration::from_millis(50);
-    let slow = pod(&rt, slow);
+    let slow = pod(
+        &rt,
+        PodSpec::new("blue").answering(Duration::from_millis(50), 0.0, 500),
+    );
     // One connection, 100 requests a second, each answered in 50 ms: the connection can
     // serve only 20 a second, so requests queue and their latency grows far past 50 ms.
     let (_, out, err) = load(&[

@@ -48,7 +48,13 @@ pub struct Runner<'p> {
     /// Filled by the step being executed.
     load_report: Option<LoadReport>,
     split_verdict: Option<SplitVerdict>,
+    /// Called at every instant the world reaches while a step waits (live mode paces the
+    /// world on the wall clock and syncs its real side here).
+    on_instant: Option<InstantHook<'p>>,
 }
+
+/// See [`Runner::on_instant`].
+type InstantHook<'p> = Box<dyn FnMut(&World) + 'p>;
 
 impl<'p> Runner<'p> {
     pub fn new(plan: &'p Plan, seed: Option<u64>) -> Self {
@@ -80,10 +86,16 @@ impl<'p> Runner<'p> {
             last_load: None,
             load_report: None,
             split_verdict: None,
+            on_instant: None,
         };
         runner.check_invariants();
         runner.collect_route_notes();
         runner
+    }
+
+    /// Calls `hook` at every instant the world reaches while a step waits.
+    pub fn on_instant(&mut self, hook: impl FnMut(&World) + 'p) {
+        self.on_instant = Some(Box::new(hook));
     }
 
     /// The plan being run.
@@ -307,7 +319,11 @@ impl<'p> Runner<'p> {
     ) -> Result<bool, String> {
         let mut found = Vec::new();
         let mut active = self.active.clone();
+        let hook = &mut self.on_instant;
         let result = self.world.advance_until(end, |w| {
+            if let Some(hook) = hook.as_mut() {
+                hook(w);
+            }
             let current: BTreeSet<String> = invariants::violations(&w.api).into_iter().collect();
             for m in current.difference(&active) {
                 found.push(Violation {

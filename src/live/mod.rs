@@ -1,0 +1,193 @@
+//! Live mode: the simulated world on real loopback sockets. Every ready pod is a real
+//! server ([`crate::pod_server`]) answering per the scenario's `backends`; the router is a
+//! real hyper reverse proxy serving the route table that `mesh` computed and that is in
+//! force at the world's instant (push delay included), swapped atomically. The world moves
+//! on the wall clock, optionally scaled ([`Pacer`]). Nothing here decides a route: the
+//! router asks `mesh`, as the simulated load does.
+
+mod router;
+mod serve;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::clock::SimTime;
+use crate::load::Backends;
+use crate::model::{Kind, vocabulary};
+use crate::pod_server::{self, PodSpec, RunningPod};
+use crate::sim::World;
+
+pub use router::Router;
+pub use serve::{ServeOptions, serve};
+
+/// The real side of a live world: pod servers and the router, on a runtime of their own.
+pub struct Live {
+    runtime: tokio::runtime::Runtime,
+    router: Router,
+    pods: BTreeMap<String, RunningPod>,
+    backends: Backends,
+    seed: u64,
+    /// The instant of the table the router serves (None: none yet).
+    published: Option<SimTime>,
+}
+
+/// Why live mode could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error("cannot start the live runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("cannot listen on 127.0.0.1: {0}")]
+    Listen(std::io::Error),
+}
+
+impl Live {
+    /// Starts the router on 127.0.0.1 (a port the system picks); callers in `namespace`.
+    pub fn start(backends: &Backends, namespace: &str, seed: u64) -> Result<Live, LiveError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(LiveError::Runtime)?;
+        let router = runtime
+            .block_on(Router::start(namespace, seed))
+            .map_err(LiveError::Listen)?;
+        Ok(Live {
+            runtime,
+            router,
+            pods: BTreeMap::new(),
+            backends: backends.clone(),
+            seed,
+            published: None,
+        })
+    }
+
+    /// The router's address.
+    pub fn address(&self) -> SocketAddr {
+        self.router.address()
+    }
+
+    /// Pods listening now, by name.
+    pub fn pods(&self) -> impl Iterator<Item = (&str, SocketAddr)> {
+        self.pods.iter().map(|(n, p)| (n.as_str(), p.address))
+    }
+
+    /// Makes the real side match the world: a server for every ready pod (a pod that is
+    /// gone or not ready stops listening, and requests in flight to it fail), and the
+    /// route table in force at the world's instant behind the router.
+    pub fn sync(&mut self, world: &World) {
+        let mut ready: BTreeMap<String, PodSpec> = BTreeMap::new();
+        for pod in world.api.list(Kind::Pod, None, None) {
+            if !vocabulary::pod_is_ready(pod) {
+                continue;
+            }
+            let image = pod.spec()["containers"][0]["image"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            let name = pod.name().to_string();
+            ready.insert(
+                name.clone(),
+                PodSpec {
+                    version: crate::endpoints::image_version(&image).to_string(),
+                    hash: pod.labels().get(vocabulary::HASH_LABEL).cloned(),
+                    model: self.backends.for_image(&image),
+                    seed: self.seed,
+                    pod: name,
+                },
+            );
+        }
+        self.pods.retain(|name, _| ready.contains_key(name));
+        for (name, spec) in ready {
+            if self.pods.contains_key(&name) {
+                continue;
+            }
+            let started = self
+                .runtime
+                .block_on(pod_server::start(spec, ([127, 0, 0, 1], 0).into()));
+            if let Ok(pod) = started {
+                self.pods.insert(name, pod);
+            }
+        }
+        let addresses: BTreeMap<String, SocketAddr> = self
+            .pods
+            .iter()
+            .map(|(n, p)| (n.clone(), p.address))
+            .collect();
+        let now = world.now();
+        let in_force = world
+            .mesh
+            .pushes()
+            .iter()
+            .rev()
+            .find(|p| p.effective_at <= now);
+        match in_force {
+            Some(pushed) if self.published != Some(pushed.effective_at) => {
+                self.published = Some(pushed.effective_at);
+                self.router.publish(Some(pushed.table.clone()), addresses);
+            }
+            _ => self.router.update_addresses(addresses),
+        }
+    }
+
+    /// Runs a future on the live runtime (the real load, in `run --live`).
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.runtime.block_on(f)
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        // Servers stop with their handles; the router's listener with it.
+        self.pods.clear();
+        self.router.stop();
+    }
+}
+
+/// Moves a world along the wall clock: at each instant the world reaches, it waits until
+/// that much wall time (divided by the time scale) has passed since the start, then makes
+/// the real side match. With a stop flag set (Ctrl-C), it no longer waits.
+pub struct Pacer {
+    started_wall: Instant,
+    started_sim: SimTime,
+    scale: f64,
+    stop: Arc<AtomicBool>,
+}
+
+impl Pacer {
+    /// `scale`: virtual seconds per wall second (1: real time; 60: a minute a second).
+    pub fn new(world: &World, scale: f64, stop: Arc<AtomicBool>) -> Pacer {
+        Pacer {
+            started_wall: Instant::now(),
+            started_sim: world.now(),
+            scale: if scale.is_finite() && scale > 0.0 {
+                scale
+            } else {
+                1.0
+            },
+            stop,
+        }
+    }
+
+    /// Waits until the wall clock reaches the world's instant, then syncs `live`.
+    pub fn reach(&self, world: &World, live: &mut Live) {
+        let virtual_elapsed = world.now().since(self.started_sim);
+        let wall_target =
+            self.started_wall + Duration::from_secs_f64(virtual_elapsed.as_secs_f64() / self.scale);
+        while !self.stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            if now >= wall_target {
+                break;
+            }
+            // In short naps, so that a stop is noticed at once.
+            std::thread::sleep((wall_target - now).min(Duration::from_millis(50)));
+        }
+        live.sync(world);
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,128 @@
+//! Live mode on real loopback sockets: `canarysim serve`'s world answered through its
+//! router while the steps play on a scaled wall clock. Bounded: the walkthrough at 20× lasts
+//! about 13 s; every server is on 127.0.0.1 and stops with the test.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use canarysim::live::{ServeOptions, serve};
+
+/// What `serve` writes, readable while it runs.
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// One GET through the router with a Host header; the version that answered (None: not 200).
+fn version_via(address: &str, host: &str) -> Option<String> {
+    let mut s = TcpStream::connect(address).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    s.read_to_string(&mut response).ok()?;
+    if !response.starts_with("HTTP/1.1 200") {
+        return None;
+    }
+    let at = response.find("\"version\":\"")? + "\"version\":\"".len();
+    Some(response[at..].split('"').next()?.to_string())
+}
+
+#[test]
+fn serve_shows_blue_then_a_mix_then_yellow_and_closes_its_port_on_stop() {
+    let plan = canarysim::scenario::load(
+        std::path::Path::new(canarysim::cli::DEFAULT_SCENARIO),
+        &canarysim::cli::EMBEDDED,
+    )
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let out = Shared::default();
+    let (stop_serving, mut writer) = (stop.clone(), out.clone());
+    let server = std::thread::spawn(move || {
+        let options = ServeOptions {
+            seed: None,
+            hold: false,
+            time_scale: 20.0,
+        };
+        serve(&plan, options, stop_serving, &mut writer).unwrap();
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let address = loop {
+        if let Some(line) = out
+            .text()
+            .lines()
+            .find(|l| l.starts_with("router listening on"))
+        {
+            break line
+                .trim_start_matches("router listening on http://")
+                .to_string();
+        }
+        assert!(Instant::now() < deadline, "no address printed");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // Samples of 10 requests, until the steps are done: what each sample saw.
+    let mut phases: Vec<&'static str> = Vec::new();
+    while !out.text().contains("all steps done") {
+        assert!(
+            Instant::now() < deadline,
+            "the walkthrough did not finish: {}",
+            out.text()
+        );
+        let seen: Vec<String> = (0..10)
+            .filter_map(|_| version_via(&address, "rollouts-demo.local"))
+            .collect();
+        let phase = match (
+            seen.iter().any(|v| v == "blue"),
+            seen.iter().any(|v| v == "yellow"),
+        ) {
+            (true, false) => "blue",
+            (true, true) => "mix",
+            (false, true) => "yellow",
+            (false, false) => continue,
+        };
+        if phases.last() != Some(&phase) {
+            phases.push(phase);
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert_eq!(phases.first(), Some(&"blue"), "{phases:?}\n{}", out.text());
+    assert!(phases.contains(&"mix"), "{phases:?}");
+    assert_eq!(phases.last(), Some(&"yellow"), "{phases:?}");
+    let order: Vec<usize> = ["blue", "mix", "yellow"]
+        .iter()
+        .map(|p| phases.iter().position(|x| x == p).unwrap())
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{phases:?}");
+    // The final state is served until stopped.
+    assert_eq!(
+        version_via(&address, "rollouts-demo.local").as_deref(),
+        Some("yellow")
+    );
+    stop.store(true, Ordering::Relaxed);
+    server.join().unwrap();
+    assert!(out.text().contains("stopped; every port closed"));
+    assert!(
+        TcpStream::connect(&address).is_err(),
+        "the router's port is closed after stop"
+    );
+}
