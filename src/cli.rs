@@ -49,6 +49,13 @@ pub enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        /// Live mode: real pod servers and a real router on loopback, the world on the wall
+        /// clock, and load steps sent as real requests.
+        #[arg(long)]
+        live: bool,
+        /// Live mode: virtual seconds per wall second (60: a minute's pause lasts a second).
+        #[arg(long, default_value_t = 1.0, requires = "live")]
+        time_scale: f64,
     },
     /// Check manifests without running them: Argo's spec validation, references between
     /// Rollouts, Services, VirtualServices, DestinationRules and Gateways, route validation,
@@ -208,7 +215,20 @@ pub fn main() -> ExitCode {
 /// it as the binary would.
 pub fn execute(cli: Cli) -> (u8, String, String) {
     match cli.command {
-        Command::Run { path, seed, format } => run(path.as_deref(), seed, format),
+        Command::Run {
+            path,
+            seed,
+            format,
+            live,
+            time_scale,
+        } => {
+            let mode = if live {
+                RunMode::Live { time_scale }
+            } else {
+                RunMode::Simulated
+            };
+            run(path.as_deref(), seed, format, mode)
+        }
         Command::Compare { path, seed, format } => compare(path.as_deref(), seed, format),
         Command::Lint { files } => lint_files(&files),
         Command::Load(args) => load_command(&args),
@@ -602,7 +622,28 @@ fn compare(path: Option<&Path>, seed: Option<u64>, format: Format) -> (u8, Strin
     (0, out, String::new())
 }
 
-fn run(path: Option<&Path>, seed: Option<u64>, format: Format) -> (u8, String, String) {
+/// Simulated (the default) or on real sockets.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum RunMode {
+    Simulated,
+    Live { time_scale: f64 },
+}
+
+fn run(
+    path: Option<&Path>,
+    seed: Option<u64>,
+    format: Format,
+    mode: RunMode,
+) -> (u8, String, String) {
+    if let RunMode::Live { time_scale } = mode {
+        if !(time_scale.is_finite() && time_scale > 0.0) {
+            return (
+                2,
+                String::new(),
+                format!("--time-scale {time_scale}: expected a number above 0\n"),
+            );
+        }
+    }
     let files: (&dyn Files, PathBuf) = match path {
         None => (&EMBEDDED, PathBuf::from(DEFAULT_SCENARIO)),
         Some(p) => (&Disk, p.to_path_buf()),
@@ -620,7 +661,18 @@ fn run(path: Option<&Path>, seed: Option<u64>, format: Format) -> (u8, String, S
     let mut invalid = false;
     for p in &scenario_paths {
         match scenario::load(p, files.0) {
-            Ok(plan) => reports.push(scenario::run(&plan, seed)),
+            Ok(plan) => match mode {
+                RunMode::Simulated => reports.push(scenario::run(&plan, seed)),
+                RunMode::Live { time_scale } => {
+                    match crate::live::run_live(&plan, seed, time_scale) {
+                        Ok(r) => reports.push(r),
+                        Err(e) => {
+                            err.push_str(&format!("{e}\n"));
+                            invalid = true;
+                        }
+                    }
+                }
+            },
             Err(e) => {
                 err.push_str(&format!("{e}\n"));
                 invalid = true;

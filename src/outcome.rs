@@ -25,6 +25,9 @@ pub struct RunReport {
     /// JSON report renders them as text).
     #[serde(skip)]
     pub final_views: Vec<RolloutView>,
+    /// How the run ran when not simulated: `live (time scale 60)`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -126,3 +126,84 @@ fn serve_shows_blue_then_a_mix_then_yellow_and_closes_its_port_on_stop() {
         "the router's port is closed after stop"
     );
 }
+
+/// A short rollout to 20 %, its load sent as real requests through the live router.
+fn small_live_scenario() -> std::path::PathBuf {
+    let manifests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests");
+    let m = |f: &str| manifests.join(f).display().to_string();
+    let text = format!(
+        r#"name: live-small
+seed: 1
+namespace: my-demo
+manifests:
+  - file: {rollout}
+  - file: {services}
+  - file: {gateway}
+  - file: {vs}
+cluster: {{pod_ready_after: 5s, push_delay: 100ms}}
+traffic: {{host: rollouts-demo.local, port: 80, connections: 8}}
+steps:
+  - wait: {{until: healthy, rollout: rollouts-demo, timeout: 2m}}
+  - apply: {update}
+  - wait: {{until: paused, timeout: 5m}}
+  - wait: 1s
+  - load: {{requests: 4000}}
+  - expect_split: {{canary: 20%, within: 3%, confidence: 99.9%}}
+"#,
+        rollout = m("seed-004-rollout.yaml"),
+        services = m("seed-004-services.yaml"),
+        gateway = m("seed-004-gateway.yaml"),
+        vs = m("seed-004-virtualsvc.yaml"),
+        update = m("seed-004-rollout-update.yaml"),
+    );
+    let dir = std::env::temp_dir().join(format!("canarysim-live-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("live-small.yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn run_live_sends_the_load_as_real_requests_and_says_so() {
+    use canarysim::cli::{Cli, execute};
+    use clap::Parser;
+    let path = small_live_scenario();
+    let (code, out, err) = execute(Cli::parse_from([
+        "canarysim",
+        "run",
+        path.to_str().unwrap(),
+        "--live",
+        "--time-scale",
+        "60",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(code, 0, "{out}{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(r["mode"], "live (time scale 60)");
+    let load = r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|s| s["load"].as_object())
+        .unwrap();
+    assert!(
+        load["path"].as_str().unwrap().contains("live router"),
+        "{load:?}"
+    );
+    assert_eq!(load["sent"], 4000);
+    assert_eq!(load["answered"], 4000, "every request answered by a pod");
+    // Every answer came from a pod the world knows, by name.
+    let pods = load["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 5, "4 stable pods and 1 canary: {pods:?}");
+    assert!(pods.iter().all(|p| p["role"] != "other"), "{pods:?}");
+    // Simulated runs do not name a mode.
+    let (_, sim, _) = execute(Cli::parse_from([
+        "canarysim",
+        "run",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    assert!(!sim.contains("\"mode\""));
+}

@@ -6,6 +6,7 @@
 //! router asks `mesh`, as the simulated load does.
 
 mod router;
+mod run;
 mod serve;
 
 use std::collections::BTreeMap;
@@ -21,6 +22,7 @@ use crate::pod_server::{self, PodSpec, RunningPod};
 use crate::sim::World;
 
 pub use router::Router;
+pub use run::run_live;
 pub use serve::{ServeOptions, serve};
 
 /// The real side of a live world: pod servers and the router, on a runtime of their own.
@@ -147,35 +149,45 @@ impl Drop for Live {
 }
 
 /// Moves a world along the wall clock: at each instant the world reaches, it waits until
-/// that much wall time (divided by the time scale) has passed since the start, then makes
+/// that much wall time (divided by the time scale) has passed since the anchor, then makes
 /// the real side match. With a stop flag set (Ctrl-C), it no longer waits.
 pub struct Pacer {
-    started_wall: Instant,
-    started_sim: SimTime,
-    scale: f64,
+    /// (wall instant, world instant, virtual seconds per wall second) the pace counts from.
+    anchor: std::cell::Cell<(Instant, SimTime, f64)>,
     stop: Arc<AtomicBool>,
 }
 
 impl Pacer {
     /// `scale`: virtual seconds per wall second (1: real time; 60: a minute a second).
     pub fn new(world: &World, scale: f64, stop: Arc<AtomicBool>) -> Pacer {
-        Pacer {
-            started_wall: Instant::now(),
-            started_sim: world.now(),
-            scale: if scale.is_finite() && scale > 0.0 {
-                scale
-            } else {
-                1.0
-            },
+        let pacer = Pacer {
+            anchor: std::cell::Cell::new((Instant::now(), world.now(), 1.0)),
             stop,
-        }
+        };
+        pacer.rebase(world.now(), scale);
+        pacer
+    }
+
+    /// Counts from now, at `world_now`, with a new scale (a real load runs at 1: its
+    /// requests take the time they take).
+    pub fn rebase(&self, world_now: SimTime, scale: f64) {
+        let scale = if scale.is_finite() && scale > 0.0 {
+            scale
+        } else {
+            1.0
+        };
+        self.anchor.set((Instant::now(), world_now, scale));
+    }
+
+    pub fn scale(&self) -> f64 {
+        self.anchor.get().2
     }
 
     /// Waits until the wall clock reaches the world's instant, then syncs `live`.
     pub fn reach(&self, world: &World, live: &mut Live) {
-        let virtual_elapsed = world.now().since(self.started_sim);
-        let wall_target =
-            self.started_wall + Duration::from_secs_f64(virtual_elapsed.as_secs_f64() / self.scale);
+        let (wall, sim, scale) = self.anchor.get();
+        let virtual_elapsed = world.now().since(sim);
+        let wall_target = wall + Duration::from_secs_f64(virtual_elapsed.as_secs_f64() / scale);
         while !self.stop.load(Ordering::Relaxed) {
             let now = Instant::now();
             if now >= wall_target {
@@ -185,6 +197,12 @@ impl Pacer {
             std::thread::sleep((wall_target - now).min(Duration::from_millis(50)));
         }
         live.sync(world);
+    }
+
+    /// The world's instant that corresponds to the wall clock now.
+    pub fn virtual_now(&self) -> SimTime {
+        let (wall, sim, scale) = self.anchor.get();
+        sim.after(wall.elapsed().mul_f64(scale))
     }
 
     pub fn stopped(&self) -> bool {

@@ -131,6 +131,8 @@ pub struct Tally {
     pub versions: Vec<VersionTally>,
     /// Responses no classifier could assign a version.
     pub unclassified: u64,
+    /// Those responses by status.
+    pub unclassified_status: BTreeMap<u16, u64>,
     /// Latency of every response, microseconds.
     pub latency: LatencyRecorder,
     /// Connections opened (successfully).
@@ -180,6 +182,7 @@ impl Tally {
         self.latency.record(latency_us);
         let Some(version) = version else {
             self.unclassified += 1;
+            *self.unclassified_status.entry(status).or_default() += 1;
             return;
         };
         let i = self.version_index(version);
@@ -213,6 +216,9 @@ impl Tally {
         self.sent += o.sent;
         self.classes.merge(&o.classes);
         self.unclassified += o.unclassified;
+        for (status, n) in o.unclassified_status {
+            *self.unclassified_status.entry(status).or_default() += n;
+        }
         self.latency.merge(&o.latency);
         self.connections += o.connections;
         for v in o.versions {

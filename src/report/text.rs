@@ -10,8 +10,15 @@ pub fn render(report: &RunReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "scenario {} (seed {}) — {}",
-        report.name, report.seed, report.file
+        "scenario {} (seed {}) — {}{}",
+        report.name,
+        report.seed,
+        report.file,
+        report
+            .mode
+            .as_ref()
+            .map(|m| format!(" — {m}"))
+            .unwrap_or_default()
     );
     for line in report.description.lines() {
         let _ = writeln!(out, "  {line}");

@@ -51,10 +51,16 @@ pub struct Runner<'p> {
     /// Called at every instant the world reaches while a step waits (live mode paces the
     /// world on the wall clock and syncs its real side here).
     on_instant: Option<InstantHook<'p>>,
+    /// Sends a load step's requests instead of the simulated data plane (live mode).
+    load_with: Option<LoadHook<'p>>,
+    /// `live (time scale 60)` when the run is not simulated.
+    mode: Option<String>,
 }
 
 /// See [`Runner::on_instant`].
 type InstantHook<'p> = Box<dyn FnMut(&World) + 'p>;
+/// See [`Runner::load_with`].
+type LoadHook<'p> = Box<dyn FnMut(&mut World, &load::Workload) -> Result<LoadResult, String> + 'p>;
 
 impl<'p> Runner<'p> {
     pub fn new(plan: &'p Plan, seed: Option<u64>) -> Self {
@@ -87,6 +93,8 @@ impl<'p> Runner<'p> {
             load_report: None,
             split_verdict: None,
             on_instant: None,
+            load_with: None,
+            mode: None,
         };
         runner.check_invariants();
         runner.collect_route_notes();
@@ -96,6 +104,17 @@ impl<'p> Runner<'p> {
     /// Calls `hook` at every instant the world reaches while a step waits.
     pub fn on_instant(&mut self, hook: impl FnMut(&World) + 'p) {
         self.on_instant = Some(Box::new(hook));
+    }
+
+    /// Sends every load step through `load` (which may move the world's clock while the
+    /// requests flow) instead of the simulated data plane; the report names `mode`.
+    pub fn load_with(
+        &mut self,
+        mode: &str,
+        load: impl FnMut(&mut World, &load::Workload) -> Result<LoadResult, String> + 'p,
+    ) {
+        self.mode = Some(mode.to_string());
+        self.load_with = Some(Box::new(load));
     }
 
     /// The plan being run.
@@ -160,6 +179,7 @@ impl<'p> Runner<'p> {
             violations: self.violations.clone(),
             warnings: self.warnings.clone(),
             final_views,
+            mode: self.mode.clone(),
         }
     }
 
@@ -488,10 +508,13 @@ impl<'p> Runner<'p> {
         };
         // Each load step has its own stream: adding a step does not shift the others.
         let mut rng = load::Streams::new(self.seed, &format!("load/{index}"));
-        let result = self
-            .world
-            .run_load(w, &plan.backends, lb, mode, &mut rng)
-            .map_err(|e| e.to_string())?;
+        let result = match self.load_with.as_mut() {
+            Some(live) => live(&mut self.world, w)?,
+            None => self
+                .world
+                .run_load(w, &plan.backends, lb, mode, &mut rng)
+                .map_err(|e| e.to_string())?,
+        };
         let now = self.world.now();
         let mut found = Vec::new();
         if result.no_healthy_upstream > 0 {

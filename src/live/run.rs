@@ -1,0 +1,220 @@
+//! `canarysim run FILE --live`: the same runner, controller and route tables, with the world
+//! paced on the wall clock and every load step sent as real requests (the client of
+//! `canarysim load`) through the live router to the pods' real servers.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use super::{Live, LiveError, Pacer};
+use crate::endpoints::Role;
+use crate::load::http::{HttpLoad, Target};
+use crate::load::{Amount, ArmStats, Arrival, LoadResult, PodStats, Workload};
+use crate::scenario::{Plan, RunReport, Runner};
+use crate::sim::World;
+use crate::verify::{LatencyRecorder, SplitUnit};
+
+/// A live load that asks for a request count stops after this much wall time at the most.
+const MAX_LIVE_LOAD: Duration = Duration::from_secs(600);
+
+/// Runs the scenario live; the report names the mode.
+pub fn run_live(plan: &Plan, seed: Option<u64>, time_scale: f64) -> Result<RunReport, LiveError> {
+    let mut runner = Runner::new(plan, seed);
+    let live = Live::start(&plan.backends, &plan.namespace, seed.unwrap_or(plan.seed))?;
+    let live = Rc::new(RefCell::new(live));
+    live.borrow_mut().sync(&runner.world);
+    let pacer = Rc::new(Pacer::new(
+        &runner.world,
+        time_scale,
+        Arc::new(AtomicBool::new(false)),
+    ));
+    let (paced, pacer_for_waits) = (live.clone(), pacer.clone());
+    runner.on_instant(move |w| pacer_for_waits.reach(w, &mut paced.borrow_mut()));
+    let loading = live.clone();
+    runner.load_with(
+        &format!("live (time scale {time_scale})"),
+        move |world, workload| real_load(world, &mut loading.borrow_mut(), &pacer, workload),
+    );
+    while runner.step().is_some() {}
+    Ok(runner.finish())
+}
+
+/// Sends a load step's requests through the router while the world keeps moving on the
+/// wall clock; the answers are attributed to pods by their `x-pod` header.
+fn real_load(
+    world: &mut World,
+    live: &mut Live,
+    pacer: &Pacer,
+    w: &Workload,
+) -> Result<LoadResult, String> {
+    world.settle().map_err(|e| e.to_string())?;
+    live.sync(world);
+    let started = world.now();
+    // While real requests flow, the world moves at the wall clock's own pace: a load takes
+    // the time it takes, and the rollout must not race ahead of it.
+    let scale = pacer.scale();
+    pacer.rebase(started, 1.0);
+    let (requests, duration) = match w.amount {
+        Amount::Requests(n) => (Some(n), Some(MAX_LIVE_LOAD)),
+        Amount::Duration(d) => (None, Some(d)),
+    };
+    let load = HttpLoad {
+        target: Target {
+            tls: false,
+            host: "127.0.0.1".into(),
+            port: live.address().port(),
+            path: w.path.clone(),
+        },
+        requests,
+        duration,
+        connections: w.connections.max(1),
+        rate: match w.arrival {
+            Arrival::Closed => None,
+            Arrival::Constant(r) | Arrival::Poisson(r) => Some(r),
+        },
+        http2: w.http2,
+        keepalive: w.keepalive,
+        method: w
+            .method
+            .parse()
+            .map_err(|_| format!("method {:?}", w.method))?,
+        headers: w.headers.clone(),
+        host: Some(w.host.clone()),
+        timeout: Duration::from_secs(10),
+        insecure: false,
+        cacert: None,
+        sni: None,
+        connect_to: Vec::new(),
+        classifier: crate::load::classify::Classifier::Header("x-pod".into()),
+        stop: w.stop.clone(),
+    };
+    // The load runs on threads of its own; this thread keeps the world on the wall clock
+    // (pods turning ready, tables taking effect) until it is done.
+    let sending = std::thread::spawn(move || crate::load::http::run(&load, &|_| {}));
+    while !sending.is_finished() {
+        let target = pacer.virtual_now();
+        if target > world.now() {
+            world
+                .advance_until(target, |w| {
+                    live.sync(w);
+                    false
+                })
+                .map_err(|e| e.to_string())?;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let outcome = sending
+        .join()
+        .map_err(|_| "the live load failed".to_string())?
+        .map_err(|e| e.to_string())?;
+    let target = pacer.virtual_now();
+    if target > world.now() {
+        world
+            .advance_until(target, |w| {
+                live.sync(w);
+                false
+            })
+            .map_err(|e| e.to_string())?;
+    }
+    pacer.rebase(world.now(), scale);
+    Ok(result(world, &outcome, started, w))
+}
+
+/// The real load's tally as the runner's [`LoadResult`]: each answering pod's role and
+/// version as the route tables of the load's time knew them.
+fn result(
+    world: &World,
+    outcome: &crate::load::http::HttpOutcome,
+    started: crate::clock::SimTime,
+    w: &Workload,
+) -> LoadResult {
+    let mut roles: BTreeMap<String, (Role, String)> = BTreeMap::new();
+    for pushed in world.mesh.pushes() {
+        for e in pushed.table.endpoints() {
+            roles.insert(e.pod.clone(), (e.role, e.version.clone()));
+        }
+    }
+    let t = &outcome.tally;
+    let mut arms: Vec<ArmStats> = Vec::new();
+    let mut pods = Vec::new();
+    for v in &t.versions {
+        let (role, version) = roles
+            .get(&v.version)
+            .cloned()
+            .unwrap_or((Role::Other, v.version.clone()));
+        pods.push(PodStats {
+            pod: v.version.clone(),
+            role,
+            version: version.clone(),
+            responses: v.responses,
+            errors: v.errors,
+        });
+        let arm = match arms
+            .iter_mut()
+            .position(|a| a.role == role && a.version == version)
+        {
+            Some(i) => &mut arms[i],
+            None => {
+                arms.push(ArmStats {
+                    role,
+                    version,
+                    responses: 0,
+                    errors: 0,
+                    connections: 0,
+                    mirrored: 0,
+                    latency: LatencyRecorder::new(),
+                    bins: Vec::new(),
+                });
+                arms.last_mut().expect("just pushed")
+            }
+        };
+        arm.responses += v.responses;
+        arm.errors += v.errors;
+        arm.connections += v.connections;
+        arm.latency.merge(&v.latency);
+    }
+    arms.sort_by_key(|a| match a.role {
+        Role::Stable => 0,
+        Role::Canary => 1,
+        Role::Other => 2,
+    });
+    let classified = t.classified();
+    let unclassified = |status: u16| t.unclassified_status.get(&status).copied().unwrap_or(0);
+    let not_found = unclassified(404);
+    let no_healthy_upstream = unclassified(503);
+    LoadResult {
+        sent: t.sent,
+        answered: classified,
+        not_found,
+        no_healthy_upstream,
+        refused: t.sent - classified - not_found - no_healthy_upstream,
+        upstream_failed: 0,
+        fault_aborted: 0,
+        timed_out: 0,
+        retries: 0,
+        arms,
+        pods,
+        unit: SplitUnit::Request,
+        connections_opened: t.connections,
+        path: format!("live router at {} (real sockets)", outcome.address),
+        sequential: w.stop.as_ref().map(|_| crate::load::Sequential {
+            decision: match outcome.decided {
+                Some((crate::verify::SplitCheck::Matches, _)) => "matches",
+                Some((crate::verify::SplitCheck::Differs, _)) => "differs",
+                _ => "undecided",
+            }
+            .to_string(),
+            after: outcome.decided.map_or(classified, |(_, n)| n),
+            planned: match w.amount {
+                Amount::Requests(n) => Some(n),
+                Amount::Duration(_) => None,
+            },
+        }),
+        configured: Vec::new(),
+        started,
+        ended: world.now(),
+    }
+}
