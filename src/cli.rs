@@ -82,6 +82,22 @@ pub enum Command {
         #[arg(long)]
         seed: Option<u64>,
     },
+    /// Print the route table in force after a step as an Envoy v3 static bootstrap (JSON,
+    /// which Envoy reads as YAML too): a listener per ingress gateway with its routes and
+    /// `weighted_clusters`, and the clusters named `outbound|port|subset|host`.
+    EnvoyConfig {
+        /// Scenario file (default: the bundled seed walkthrough).
+        path: Option<PathBuf>,
+        /// After this step (1-based, as the report numbers them; 0: the initial state).
+        /// Default: after the last.
+        #[arg(long)]
+        at_step: Option<usize>,
+        /// The port the gateway listeners bind on 127.0.0.1.
+        #[arg(long, default_value_t = 8080)]
+        port: u16,
+        #[arg(long)]
+        seed: Option<u64>,
+    },
     /// Send real HTTP load to a URL (a gateway, an nginx, an Envoy) and judge the split
     /// between the versions that answer. Flags as in oha where they mean the same.
     Load(Box<LoadArgs>),
@@ -232,6 +248,12 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
         Command::Compare { path, seed, format } => compare(path.as_deref(), seed, format),
         Command::Lint { files } => lint_files(&files),
         Command::Load(args) => load_command(&args),
+        Command::EnvoyConfig {
+            path,
+            at_step,
+            port,
+            seed,
+        } => envoy_config(path.as_deref(), at_step, port, seed),
         Command::Serve {
             path,
             hold,
@@ -281,6 +303,81 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
             }
         }
     }
+}
+
+/// `canarysim envoy-config`: the scenario simulated up to the step, its table exported.
+/// The pods get placeholder addresses (10.244.0.0/16, their container port), as a cluster
+/// would give them; live mode exports the real ones.
+fn envoy_config(
+    path: Option<&Path>,
+    at_step: Option<usize>,
+    port: u16,
+    seed: Option<u64>,
+) -> (u8, String, String) {
+    let (files, path): (&dyn Files, PathBuf) = match path {
+        None => (&EMBEDDED, PathBuf::from(DEFAULT_SCENARIO)),
+        Some(p) => (&Disk, p.to_path_buf()),
+    };
+    let plan = match scenario::load(&path, files) {
+        Ok(plan) => plan,
+        Err(e) => return (2, String::new(), format!("{e}\n")),
+    };
+    let steps = at_step.unwrap_or(plan.steps.len());
+    if steps > plan.steps.len() {
+        return (
+            2,
+            String::new(),
+            format!(
+                "--at-step {steps}: {} has {} steps\n",
+                path.display(),
+                plan.steps.len()
+            ),
+        );
+    }
+    let mut runner = scenario::Runner::new(&plan, seed);
+    for _ in 0..steps {
+        runner.step();
+    }
+    let world = &runner.world;
+    let Some(table) = world.mesh.table_at(world.now()) else {
+        return (
+            2,
+            String::new(),
+            "no route table has reached the proxies at that step\n".into(),
+        );
+    };
+    let mut addresses = std::collections::BTreeMap::new();
+    for (i, pod) in world
+        .api
+        .list(crate::model::Kind::Pod, None, None)
+        .into_iter()
+        .enumerate()
+    {
+        let port = pod.spec()["containers"][0]["ports"][0]["containerPort"]
+            .as_u64()
+            .unwrap_or(8080) as u16;
+        let ip = format!("10.244.{}.{}", i / 250, i % 250 + 1);
+        addresses.insert(pod.name().to_string(), (ip, port));
+    }
+    let lookup = |pod: &str| addresses.get(pod).cloned();
+    let options = crate::mesh::envoy::EnvoyOptions {
+        listen_address: "127.0.0.1".into(),
+        ports: Default::default(),
+        default_port: port,
+        admin_port: 0,
+        pod_address: &lookup,
+        lb: crate::mesh::LbPolicy::RoundRobin,
+    };
+    let (config, omitted) = crate::mesh::envoy::bootstrap(table, &options);
+    let err: String = omitted
+        .iter()
+        .map(|o| format!("warning: not exported: {o}\n"))
+        .collect();
+    (
+        0,
+        serde_json::to_string_pretty(&config).unwrap_or_default() + "\n",
+        err,
+    )
 }
 
 /// `canarysim serve`: prints as it goes (the address first), until Ctrl-C or SIGTERM.

@@ -419,6 +419,51 @@ pub fn chi_square_gof(observed: &[u64], expected_shares: &[f64]) -> GofResult {
     }
 }
 
+/// Pearson chi-square test of homogeneity: were the two samples `a` and `b` (counts per
+/// category, same order) drawn from the same distribution? Categories empty in both are
+/// skipped. Either sample empty → `p = 1` (no evidence either way). Used to tell whether two
+/// routers split alike (the live router against Envoy).
+pub fn chi_square_homogeneity(a: &[u64], b: &[u64]) -> GofResult {
+    let k = a.len().max(b.len());
+    let get = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0) as f64;
+    let (na, nb): (f64, f64) = (
+        (0..k).map(|i| get(a, i)).sum(),
+        (0..k).map(|i| get(b, i)).sum(),
+    );
+    let n = na + nb;
+    let used: Vec<usize> = (0..k).filter(|&i| get(a, i) + get(b, i) > 0.0).collect();
+    let dof = used.len().saturating_sub(1) as u64;
+    if na == 0.0 || nb == 0.0 || dof == 0 {
+        return GofResult {
+            statistic: 0.0,
+            dof,
+            p_value: 1.0,
+            min_expected: 0.0,
+        };
+    }
+    let mut statistic = 0.0;
+    let mut min_expected = f64::INFINITY;
+    for &i in &used {
+        let column = get(a, i) + get(b, i);
+        for (observed, row) in [(get(a, i), na), (get(b, i), nb)] {
+            let expected = row * column / n;
+            min_expected = min_expected.min(expected);
+            statistic += (observed - expected) * (observed - expected) / expected;
+        }
+    }
+    let p_value = ChiSquared::new(dof as f64).map_or(f64::NAN, |d| d.sf(statistic));
+    GofResult {
+        statistic,
+        dof,
+        p_value: if p_value.is_nan() {
+            1.0
+        } else {
+            p_value.clamp(0.0, 1.0)
+        },
+        min_expected,
+    }
+}
+
 /// Two-arm case: `k` canary hits out of `n` against an expected canary share `p0`.
 ///
 /// Same as `chi_square_gof(&[k, n − k], &[p0, 1 − p0])`, i.e. the two-sided binomial
@@ -2004,5 +2049,31 @@ mod tests {
         assert_eq!(ci.lo, 0.0);
         // Rule of three-ish: 1 − 0.025^(1/500) ≈ 0.00735.
         assert!(close(ci.hi, 1.0 - 0.025f64.powf(1.0 / 500.0), 1e-9));
+    }
+
+    #[test]
+    fn homogeneity_tells_two_samples_of_one_split_from_two_splits() {
+        // 80/20 twice, with sampling noise: the same.
+        let same = chi_square_homogeneity(&[40_120, 9_880], &[39_950, 10_050]);
+        assert_eq!(same.dof, 1);
+        assert!(same.p_value > 0.05, "{same:?}");
+        // 80/20 against 77/23 on 50,000 each: clearly not.
+        let shifted = chi_square_homogeneity(&[40_000, 10_000], &[38_500, 11_500]);
+        assert!(shifted.p_value < 1e-6, "{shifted:?}");
+        // Three categories, one empty in both (skipped); an empty sample says nothing.
+        let three = chi_square_homogeneity(&[500, 0, 500], &[480, 0, 520]);
+        assert_eq!(three.dof, 1);
+        assert_eq!(chi_square_homogeneity(&[10, 20], &[0, 0]).p_value, 1.0);
+        // With two categories it is the two-proportion z-test: χ² = z².
+        let (a, b) = ([300u64, 700], [360u64, 640]);
+        let p = (300.0 + 360.0) / 2000.0;
+        let z = (0.30 - 0.36) / (p * (1.0 - p) * (2.0 / 1000.0f64)).sqrt();
+        let r = chi_square_homogeneity(&a, &b);
+        assert!(
+            (r.statistic - z * z).abs() < 1e-9,
+            "{} vs {}",
+            r.statistic,
+            z * z
+        );
     }
 }

@@ -12,6 +12,7 @@
 //! Pure: no I/O, no clock, no global RNG. The random source is passed in, so the same
 //! functions serve the simulation and, later, a real proxy.
 
+pub mod envoy;
 mod matcher;
 pub mod policy;
 mod table;
