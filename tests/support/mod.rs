@@ -1,0 +1,3 @@
+//! Helpers shared by the suites that run real programs.
+
+pub mod envoy;
