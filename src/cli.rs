@@ -365,6 +365,8 @@ fn envoy_config(
         ports: Default::default(),
         default_port: port,
         admin_port: 0,
+        // TLS and TCP listeners on the Gateway's own ports (443 needs privileges to bind).
+        l4_port: &|_, port| u16::try_from(port).unwrap_or(0),
         pod_address: &lookup,
         lb: crate::mesh::LbPolicy::RoundRobin,
     };

@@ -123,6 +123,7 @@ fn compare(
         // Port 0: Envoy binds one the system picks, read back from its admin interface.
         default_port: 0,
         admin_port: 0,
+        l4_port: &|_, _| 0,
         pod_address: &lookup,
         lb: canarysim::mesh::LbPolicy::RoundRobin,
     };

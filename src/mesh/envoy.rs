@@ -26,6 +26,9 @@ pub struct EnvoyOptions<'a> {
     pub default_port: u16,
     /// The admin interface's port (0: the system picks).
     pub admin_port: u16,
+    /// The port to bind for a gateway's TLS or TCP routes on a port (`namespace/name`, the
+    /// Gateway's port): a listener of its own, as Envoy has one per port.
+    pub l4_port: &'a dyn Fn(&str, u32) -> u16,
     /// Where a pod listens (None: left out of its clusters, as a pod that is gone).
     pub pod_address: &'a dyn Fn(&str) -> Option<(String, u16)>,
     /// The load-balancing policy of clusters whose DestinationRule sets none.
@@ -38,12 +41,13 @@ pub type Omissions = Vec<String>;
 /// The bootstrap for `table`, with what it left out.
 pub fn bootstrap(table: &RouteTable, options: &EnvoyOptions) -> (Value, Omissions) {
     let mut omitted = Vec::new();
-    let listeners: Vec<Value> = table
-        .listeners
-        .iter()
-        .filter(|l| l.gateway.is_some())
-        .map(|l| listener(table, l, options, &mut omitted))
-        .collect();
+    let mut listeners: Vec<Value> = Vec::new();
+    for l in table.listeners.iter().filter(|l| l.gateway.is_some()) {
+        if !l.http.is_empty() || (l.tls.is_empty() && l.tcp.is_empty()) {
+            listeners.push(listener(table, l, options, &mut omitted));
+        }
+        listeners.extend(l4_listeners(table, l, options));
+    }
     if table
         .listeners
         .first()
@@ -99,11 +103,6 @@ fn listener(
             })
         })
         .collect();
-    if !l.tls.is_empty() || !l.tcp.is_empty() {
-        omitted.push(format!(
-            "{gateway}: TLS and TCP routes (only HTTP routes are exported)"
-        ));
-    }
     json!({
         "name": format!("{gateway} {}", listener_port.unwrap_or(80)),
         "address": socket(&options.listen_address, port),
@@ -128,6 +127,96 @@ fn listener(
             }]
         }]
     })
+}
+
+/// A gateway's TLS and TCP routes: a listener per port, a filter chain per TLS route match
+/// (by SNI, read by the TLS inspector; the connection passes through) or one for the port's
+/// TCP route, each a TCP proxy over the route's weighted clusters, chosen per connection.
+fn l4_listeners(table: &RouteTable, l: &Listener, options: &EnvoyOptions) -> Vec<Value> {
+    let gateway = l.gateway.as_ref().map_or("mesh", |g| g.full.as_str());
+    let default_port = l.ports.first().copied().unwrap_or(443);
+    // Port → filter chains, in the order Istio would match them.
+    let mut by_port: BTreeMap<u32, (bool, Vec<Value>)> = BTreeMap::new();
+    for (tls, vhosts) in [(true, &l.tls), (false, &l.tcp)] {
+        for vh in vhosts.iter() {
+            for r in &vh.routes {
+                let proxy = tcp_proxy(table, &r.clusters, &r.source.to_string());
+                let matches: Vec<(Option<u32>, Vec<String>)> = if r.matches.is_empty() {
+                    vec![(None, Vec::new())]
+                } else {
+                    r.matches
+                        .iter()
+                        .map(|m| (m.port, m.sni.iter().map(domain).collect()))
+                        .collect()
+                };
+                for (port, sni) in matches {
+                    let port = port.unwrap_or(default_port);
+                    let entry = by_port.entry(port).or_insert((false, Vec::new()));
+                    let mut chain = json!({"filters": [proxy.clone()]});
+                    if tls {
+                        entry.0 = true;
+                        let names = if sni.is_empty() {
+                            vec![domain(&vh.host)]
+                        } else {
+                            sni
+                        };
+                        if !names.iter().any(|n| n == "*") {
+                            chain["filter_chain_match"] = json!({"server_names": names});
+                        }
+                    }
+                    // Envoy refuses two chains with the same match: the first route wins,
+                    // as in Istio's order.
+                    let same = entry
+                        .1
+                        .iter()
+                        .any(|c| c.get("filter_chain_match") == chain.get("filter_chain_match"));
+                    if !same {
+                        entry.1.push(chain);
+                    }
+                }
+            }
+        }
+    }
+    by_port
+        .into_iter()
+        .map(|(port, (tls, chains))| {
+            let mut listener = json!({
+                "name": format!("{gateway} {port}"),
+                "address": socket(&options.listen_address, (options.l4_port)(gateway, port)),
+                "filter_chains": chains,
+            });
+            if tls {
+                listener["listener_filters"] = json!([{
+                    "name": "envoy.filters.listener.tls_inspector",
+                    "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector"}
+                }]);
+            }
+            listener
+        })
+        .collect()
+}
+
+fn tcp_proxy(table: &RouteTable, clusters: &WeightedClusters, route: &str) -> Value {
+    let name = |id| {
+        table
+            .cluster(id)
+            .map_or_else(|| "missing".to_string(), |c| c.name.clone())
+    };
+    let mut config = json!({
+        "@type": "type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy",
+        "stat_prefix": route,
+    });
+    if clusters.len() == 1 {
+        let (id, _) = clusters.iter().next().expect("one cluster");
+        config["cluster"] = json!(name(id));
+    } else {
+        let entries: Vec<Value> = clusters
+            .iter()
+            .map(|(id, weight)| json!({"name": name(id), "weight": weight}))
+            .collect();
+        config["weighted_clusters"] = json!({"clusters": entries});
+    }
+    json!({"name": "envoy.filters.network.tcp_proxy", "typed_config": config})
 }
 
 /// The host pattern as Envoy writes a domain.
