@@ -305,6 +305,16 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
     }
 }
 
+/// The scenario at `path` (default: the bundled walkthrough), loaded and checked; Err: the
+/// exit code 2 answer.
+fn load_scenario(path: Option<&Path>) -> Result<scenario::Plan, (u8, String, String)> {
+    let (files, path): (&dyn Files, PathBuf) = match path {
+        None => (&EMBEDDED, PathBuf::from(DEFAULT_SCENARIO)),
+        Some(p) => (&Disk, p.to_path_buf()),
+    };
+    scenario::load(&path, files).map_err(|e| (2, String::new(), format!("{e}\n")))
+}
+
 /// `canarysim envoy-config`: the scenario simulated up to the step, its table exported.
 /// The pods get placeholder addresses (10.244.0.0/16, their container port), as a cluster
 /// would give them; live mode exports the real ones.
@@ -314,13 +324,9 @@ fn envoy_config(
     port: u16,
     seed: Option<u64>,
 ) -> (u8, String, String) {
-    let (files, path): (&dyn Files, PathBuf) = match path {
-        None => (&EMBEDDED, PathBuf::from(DEFAULT_SCENARIO)),
-        Some(p) => (&Disk, p.to_path_buf()),
-    };
-    let plan = match scenario::load(&path, files) {
+    let plan = match load_scenario(path) {
         Ok(plan) => plan,
-        Err(e) => return (2, String::new(), format!("{e}\n")),
+        Err(answer) => return answer,
     };
     let steps = at_step.unwrap_or(plan.steps.len());
     if steps > plan.steps.len() {
@@ -329,7 +335,7 @@ fn envoy_config(
             String::new(),
             format!(
                 "--at-step {steps}: {} has {} steps\n",
-                path.display(),
+                plan.file,
                 plan.steps.len()
             ),
         );
@@ -389,10 +395,6 @@ fn serve(
     time_scale: f64,
     seed: Option<u64>,
 ) -> (u8, String, String) {
-    let (files, path): (&dyn Files, PathBuf) = match path {
-        None => (&EMBEDDED, PathBuf::from(DEFAULT_SCENARIO)),
-        Some(p) => (&Disk, p.to_path_buf()),
-    };
     if !(time_scale.is_finite() && time_scale > 0.0) {
         return (
             2,
@@ -400,9 +402,9 @@ fn serve(
             format!("--time-scale {time_scale}: expected a number above 0\n"),
         );
     }
-    let plan = match scenario::load(&path, files) {
+    let plan = match load_scenario(path) {
         Ok(plan) => plan,
-        Err(e) => return (2, String::new(), format!("{e}\n")),
+        Err(answer) => return answer,
     };
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     if let Err(e) = stop_on_signal(stop.clone()) {
@@ -427,20 +429,7 @@ fn stop_on_signal(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::i
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
-            runtime.block_on(async {
-                #[cfg(unix)]
-                {
-                    use tokio::signal::unix::{SignalKind, signal};
-                    if let Ok(mut term) = signal(SignalKind::terminate()) {
-                        tokio::select! {
-                            _ = tokio::signal::ctrl_c() => {}
-                            _ = term.recv() => {}
-                        }
-                        return;
-                    }
-                }
-                let _ = tokio::signal::ctrl_c().await;
-            });
+            runtime.block_on(crate::pod_server::shutdown_signal());
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
         })?;
     Ok(())
@@ -705,13 +694,9 @@ fn is_scenario(path: &Path) -> bool {
 }
 
 fn compare(path: Option<&Path>, seed: Option<u64>, format: Format) -> (u8, String, String) {
-    let (files, path): (&dyn Files, PathBuf) = match path {
-        None => (&EMBEDDED, PathBuf::from(DEFAULT_SCENARIO)),
-        Some(p) => (&Disk, p.to_path_buf()),
-    };
-    let plan = match scenario::load(&path, files) {
+    let plan = match load_scenario(path) {
         Ok(plan) => plan,
-        Err(e) => return (2, String::new(), format!("{e}\n")),
+        Err(answer) => return answer,
     };
     let report = scenario::compare::compare(&plan, seed);
     let out = match format {

@@ -87,7 +87,27 @@ pub async fn start(spec: PodSpec, bind: SocketAddr) -> std::io::Result<RunningPo
         spec,
         body,
     });
-    let task = tokio::spawn(async move {
+    let task = spawn_server(listener, move |_req| {
+        let state = state.clone();
+        async move { state.answer().await }
+    });
+    Ok(RunningPod { address, task })
+}
+
+/// Serves HTTP/1.1 and h2c on `listener`, each request answered by `handle`, until the
+/// returned task is aborted; aborting it drops every connection (as a killed process would).
+pub(crate) fn spawn_server<F, Fut, B>(
+    listener: TcpListener,
+    handle: F,
+) -> tokio::task::JoinHandle<()>
+where
+    F: Fn(hyper::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = hyper::Response<B>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    tokio::spawn(async move {
         // Connections live in this set: aborting the server drops them all.
         let mut connections = tokio::task::JoinSet::new();
         loop {
@@ -95,11 +115,11 @@ pub async fn start(spec: PodSpec, bind: SocketAddr) -> std::io::Result<RunningPo
                 accepted = listener.accept() => {
                     let Ok((stream, _)) = accepted else { continue };
                     let _ = stream.set_nodelay(true);
-                    let state = state.clone();
+                    let handle = handle.clone();
                     connections.spawn(async move {
-                        let service = service_fn(move |_req| {
-                            let state = state.clone();
-                            async move { Ok::<_, Infallible>(state.answer().await) }
+                        let service = service_fn(move |req| {
+                            let answer = handle(req);
+                            async move { Ok::<_, Infallible>(answer.await) }
                         });
                         let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                             .serve_connection(TokioIo::new(stream), service)
@@ -109,8 +129,7 @@ pub async fn start(spec: PodSpec, bind: SocketAddr) -> std::io::Result<RunningPo
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
             }
         }
-    });
-    Ok(RunningPod { address, task })
+    })
 }
 
 struct Pod {
@@ -166,7 +185,8 @@ pub fn serve_until_interrupted(spec: PodSpec, bind: SocketAddr) -> std::io::Resu
     })
 }
 
-async fn shutdown_signal() {
+/// Ctrl-C or SIGTERM.
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -401,20 +401,16 @@ pub fn chi_square_gof(observed: &[u64], expected_shares: &[f64]) -> GofResult {
             min_expected,
         };
     }
+    // A single arm with all the expected traffic: nothing can deviate.
     let p_value = if dof == 0 {
-        // A single arm with all the expected traffic: nothing can deviate.
         1.0
     } else {
-        ChiSquared::new(dof as f64).map_or(f64::NAN, |d| d.sf(statistic))
+        chi_square_p(statistic, dof)
     };
     GofResult {
         statistic,
         dof,
-        p_value: if p_value.is_nan() {
-            1.0
-        } else {
-            p_value.clamp(0.0, 1.0)
-        },
+        p_value,
         min_expected,
     }
 }
@@ -451,17 +447,19 @@ pub fn chi_square_homogeneity(a: &[u64], b: &[u64]) -> GofResult {
             statistic += (observed - expected) * (observed - expected) / expected;
         }
     }
-    let p_value = ChiSquared::new(dof as f64).map_or(f64::NAN, |d| d.sf(statistic));
     GofResult {
         statistic,
         dof,
-        p_value: if p_value.is_nan() {
-            1.0
-        } else {
-            p_value.clamp(0.0, 1.0)
-        },
+        p_value: chi_square_p(statistic, dof),
         min_expected,
     }
+}
+
+/// The upper tail of the chi-square distribution (1 where it cannot be computed: no
+/// evidence either way).
+fn chi_square_p(statistic: f64, dof: u64) -> f64 {
+    let p = ChiSquared::new(dof as f64).map_or(f64::NAN, |d| d.sf(statistic));
+    if p.is_nan() { 1.0 } else { p.clamp(0.0, 1.0) }
 }
 
 /// Two-arm case: `k` canary hits out of `n` against an expected canary share `p0`.

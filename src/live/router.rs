@@ -7,16 +7,14 @@
 //! (Envoy's `UF`).
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
-use hyper::service::service_fn;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioExecutor;
 use rand_pcg::Pcg64Mcg;
 
 use crate::mesh::{LbPolicy, LbState, Origin, Protocol, RequestMeta, RouteError, RouteTable};
@@ -69,27 +67,9 @@ impl Router {
             client: Client::builder(TokioExecutor::new()).build_http(),
         });
         let serving = state.clone();
-        let task = tokio::spawn(async move {
-            let mut connections = tokio::task::JoinSet::new();
-            loop {
-                tokio::select! {
-                    accepted = listener.accept() => {
-                        let Ok((stream, _)) = accepted else { continue };
-                        let _ = stream.set_nodelay(true);
-                        let state = serving.clone();
-                        connections.spawn(async move {
-                            let service = service_fn(move |req| {
-                                let state = state.clone();
-                                async move { Ok::<_, Infallible>(state.serve(req).await) }
-                            });
-                            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                                .serve_connection(TokioIo::new(stream), service)
-                                .await;
-                        });
-                    }
-                    Some(_) = connections.join_next(), if !connections.is_empty() => {}
-                }
-            }
+        let task = crate::pod_server::spawn_server(listener, move |req| {
+            let state = serving.clone();
+            async move { state.serve(req).await }
         });
         Ok(Router {
             address,

@@ -94,7 +94,8 @@ fn real_load(
     // The load runs on threads of its own; this thread keeps the world on the wall clock
     // (pods turning ready, tables taking effect) until it is done.
     let sending = std::thread::spawn(move || crate::load::http::run(&load, &|_| {}));
-    while !sending.is_finished() {
+    // The world catches up with the wall clock, its real side following each instant.
+    let mut catch_up = |world: &mut World| -> Result<(), String> {
         let target = pacer.virtual_now();
         if target > world.now() {
             world
@@ -104,21 +105,17 @@ fn real_load(
                 })
                 .map_err(|e| e.to_string())?;
         }
+        Ok(())
+    };
+    while !sending.is_finished() {
+        catch_up(world)?;
         std::thread::sleep(Duration::from_millis(5));
     }
     let outcome = sending
         .join()
         .map_err(|_| "the live load failed".to_string())?
         .map_err(|e| e.to_string())?;
-    let target = pacer.virtual_now();
-    if target > world.now() {
-        world
-            .advance_until(target, |w| {
-                live.sync(w);
-                false
-            })
-            .map_err(|e| e.to_string())?;
-    }
+    catch_up(world)?;
     pacer.rebase(world.now(), scale);
     Ok(result(world, &outcome, started, w))
 }

@@ -194,15 +194,7 @@ pub fn load_summary(r: &crate::outcome::LoadReport) -> String {
         let _ = writeln!(out, "configured: {}{fit}", configured.join(", "));
     }
     if let Some(q) = &r.sequential {
-        let planned = q
-            .planned
-            .map(|n| format!(" of at most {n}"))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "sequential test: {} after {} answers{planned}",
-            q.decision, q.after
-        );
+        let _ = writeln!(out, "{}", sequential_line(q));
     }
     if let Some(m) = &r.latency_comparison {
         let _ = writeln!(
@@ -377,15 +369,7 @@ pub fn http_load(r: &crate::outcome::HttpLoadReport) -> String {
         );
     }
     if let Some(q) = &r.sequential {
-        let planned = q
-            .planned
-            .map(|n| format!(" of at most {n}"))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "sequential test: {} after {} answers{planned}",
-            q.decision, q.after
-        );
+        let _ = writeln!(out, "{}", sequential_line(q));
     }
     match &r.verdict {
         None => {
@@ -418,6 +402,18 @@ pub fn http_load(r: &crate::outcome::HttpLoadReport) -> String {
         }
     }
     out
+}
+
+/// What the sequential test decided, in one line.
+fn sequential_line(q: &crate::load::Sequential) -> String {
+    let planned = q
+        .planned
+        .map(|n| format!(" of at most {n}"))
+        .unwrap_or_default();
+    format!(
+        "sequential test: {} after {} answers{planned}",
+        q.decision, q.after
+    )
 }
 
 fn unit_word(unit: crate::verify::SplitUnit) -> &'static str {
