@@ -612,6 +612,7 @@ fn http_load(a: &LoadArgs) -> Result<crate::load::http::HttpLoad, String> {
         connect_to,
         classifier,
         stop: None,
+        stop_counts: Vec::new(),
     })
 }
 

@@ -87,20 +87,25 @@ pub async fn start(spec: PodSpec, bind: SocketAddr) -> std::io::Result<RunningPo
         spec,
         body,
     });
-    let task = spawn_server(listener, move |_req| {
+    let task = spawn_server(listener, move || {
         let state = state.clone();
-        async move { state.answer().await }
+        move |_req| {
+            let state = state.clone();
+            async move { state.answer().await }
+        }
     });
     Ok(RunningPod { address, task })
 }
 
-/// Serves HTTP/1.1 and h2c on `listener`, each request answered by `handle`, until the
-/// returned task is aborted; aborting it drops every connection (as a killed process would).
-pub(crate) fn spawn_server<F, Fut, B>(
+/// Serves HTTP/1.1 and h2c on `listener` until the returned task is aborted; aborting it
+/// drops every connection (as a killed process would). Each connection gets its own
+/// handler from `per_connection` (a proxy may keep what the connection chose).
+pub(crate) fn spawn_server<M, F, Fut, B>(
     listener: TcpListener,
-    handle: F,
+    per_connection: M,
 ) -> tokio::task::JoinHandle<()>
 where
+    M: Fn() -> F + Send + 'static,
     F: Fn(hyper::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = hyper::Response<B>> + Send + 'static,
     B: hyper::body::Body + Send + 'static,
@@ -115,7 +120,7 @@ where
                 accepted = listener.accept() => {
                     let Ok((stream, _)) = accepted else { continue };
                     let _ = stream.set_nodelay(true);
-                    let handle = handle.clone();
+                    let handle = per_connection();
                     connections.spawn(async move {
                         let service = service_fn(move |req| {
                             let answer = handle(req);

@@ -53,6 +53,7 @@ fn send(port: u16, shape: &Shape) -> BTreeMap<String, u64> {
         connect_to: Vec::new(),
         classifier: canarysim::load::classify::Classifier::Header("x-version".into()),
         stop: None,
+        stop_counts: Vec::new(),
     };
     let outcome: HttpOutcome = canarysim::load::http::run(&load, &|_| {}).unwrap();
     let t = &outcome.tally;

@@ -66,6 +66,12 @@ impl Live {
         })
     }
 
+    /// The proxies' load-balancing default and kube-proxy's mode (the scenario's
+    /// `cluster.endpoint_lb` and `cluster.kube_proxy`).
+    pub fn set_data_plane(&self, lb: crate::mesh::LbPolicy, mode: crate::kubeproxy::ProxyMode) {
+        self.router.set_data_plane(lb, mode);
+    }
+
     /// The router's address.
     pub fn address(&self) -> SocketAddr {
         self.router.address()
@@ -125,12 +131,14 @@ impl Live {
             .iter()
             .rev()
             .find(|p| p.effective_at <= now);
+        let services = crate::kubeproxy::ServiceProxy::from_objects(&world.api);
         match in_force {
             Some(pushed) if self.published != Some(pushed.effective_at) => {
                 self.published = Some(pushed.effective_at);
-                self.router.publish(Some(pushed.table.clone()), addresses);
+                self.router
+                    .publish(Some(pushed.table.clone()), services, addresses);
             }
-            _ => self.router.update_addresses(addresses),
+            _ => self.router.update(services, addresses),
         }
     }
 

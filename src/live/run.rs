@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::{Live, LiveError, Pacer};
 use crate::endpoints::Role;
 use crate::load::http::{HttpLoad, Target};
-use crate::load::{Amount, ArmStats, Arrival, LoadResult, PodStats, Workload};
+use crate::load::{Amount, ArmStats, Arrival, DataPath, LoadResult, PodStats, Workload};
 use crate::scenario::{Plan, RunReport, Runner};
 use crate::sim::World;
 use crate::verify::{LatencyRecorder, SplitUnit};
@@ -24,6 +24,8 @@ const MAX_LIVE_LOAD: Duration = Duration::from_secs(600);
 pub fn run_live(plan: &Plan, seed: Option<u64>, time_scale: f64) -> Result<RunReport, LiveError> {
     let mut runner = Runner::new(plan, seed);
     let live = Live::start(&plan.backends, &plan.namespace, seed.unwrap_or(plan.seed))?;
+    let (lb, mode) = plan.data_plane();
+    live.set_data_plane(lb, mode);
     let live = Rc::new(RefCell::new(live));
     live.borrow_mut().sync(&runner.world);
     let pacer = Rc::new(Pacer::new(
@@ -57,6 +59,29 @@ fn real_load(
     // the time it takes, and the rollout must not race ahead of it.
     let scale = pacer.scale();
     pacer.rebase(started, 1.0);
+    // The data plane the simulation would send this load through, told to the router.
+    let path = crate::load::data_path(&*world, w);
+    let origin = match &path {
+        DataPath::Gateway(g) => format!("gateway {g}"),
+        DataPath::Mesh => "mesh".to_string(),
+        DataPath::KubeProxy => "plain".to_string(),
+    };
+    let labels: Vec<String> = crate::load::caller_labels(&*world, &path, w)
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let mut headers = w.headers.clone();
+    headers.push((super::router::ORIGIN_HEADER.to_string(), origin));
+    headers.push((
+        super::router::SOURCE_NAMESPACE_HEADER.to_string(),
+        w.namespace.clone(),
+    ));
+    if !labels.is_empty() {
+        headers.push((
+            super::router::SOURCE_LABELS_HEADER.to_string(),
+            labels.join(","),
+        ));
+    }
     let (requests, duration) = match w.amount {
         Amount::Requests(n) => (Some(n), Some(MAX_LIVE_LOAD)),
         Amount::Duration(d) => (None, Some(d)),
@@ -76,12 +101,13 @@ fn real_load(
             Arrival::Constant(r) | Arrival::Poisson(r) => Some(r),
         },
         http2: w.http2,
-        keepalive: w.keepalive,
+        // HTTP/2 multiplexes over its connections, keep-alive or not (as simulated).
+        keepalive: w.keepalive || w.http2,
         method: w
             .method
             .parse()
             .map_err(|_| format!("method {:?}", w.method))?,
-        headers: w.headers.clone(),
+        headers,
         host: Some(w.host.clone()),
         timeout: Duration::from_secs(10),
         insecure: false,
@@ -90,6 +116,11 @@ fn real_load(
         connect_to: Vec::new(),
         classifier: crate::load::classify::Classifier::Header("x-pod".into()),
         stop: w.stop.clone(),
+        // Answers are classified by pod: the pods the rule's key names count for it.
+        stop_counts: match &w.stop {
+            Some(rule) => pods_named_by(world, &rule.key),
+            None => Vec::new(),
+        },
     };
     // The load runs on threads of its own; this thread keeps the world on the wall clock
     // (pods turning ready, tables taking effect) until it is done.
@@ -117,7 +148,25 @@ fn real_load(
         .map_err(|e| e.to_string())?;
     catch_up(world)?;
     pacer.rebase(world.now(), scale);
-    Ok(result(world, &outcome, started, w))
+    Ok(result(world, &outcome, started, w, &path))
+}
+
+/// The pods a share key names (`stable`, `canary`, or an image tag), as the table in force
+/// knows them.
+fn pods_named_by(world: &World, key: &str) -> Vec<String> {
+    let Some(table) = world.mesh.table_at(world.now()) else {
+        return Vec::new();
+    };
+    table
+        .endpoints()
+        .iter()
+        .filter(|e| match key {
+            "stable" => e.role == Role::Stable,
+            "canary" => e.role == Role::Canary,
+            tag => e.version == tag,
+        })
+        .map(|e| e.pod.clone())
+        .collect()
 }
 
 /// The real load's tally as the runner's [`LoadResult`]: each answering pod's role and
@@ -127,6 +176,7 @@ fn result(
     outcome: &crate::load::http::HttpOutcome,
     started: crate::clock::SimTime,
     w: &Workload,
+    path: &DataPath,
 ) -> LoadResult {
     let mut roles: BTreeMap<String, (Role, String)> = BTreeMap::new();
     for pushed in world.mesh.pushes() {
@@ -182,6 +232,11 @@ fn result(
     let unclassified = |status: u16| t.unclassified_status.get(&status).copied().unwrap_or(0);
     let not_found = unclassified(404);
     let no_healthy_upstream = unclassified(503);
+    let through = match path {
+        DataPath::Gateway(g) => format!("gateway {g}"),
+        DataPath::Mesh => "mesh (sidecar)".to_string(),
+        DataPath::KubeProxy => "kube-proxy".to_string(),
+    };
     LoadResult {
         sent: t.sent,
         answered: classified,
@@ -194,9 +249,15 @@ fn result(
         retries: 0,
         arms,
         pods,
-        unit: SplitUnit::Request,
+        unit: match path {
+            DataPath::KubeProxy => SplitUnit::Connection,
+            _ => SplitUnit::Request,
+        },
         connections_opened: t.connections,
-        path: format!("live router at {} (real sockets)", outcome.address),
+        path: format!(
+            "{through}, live router at {} (real sockets)",
+            outcome.address
+        ),
         sequential: w.stop.as_ref().map(|_| crate::load::Sequential {
             decision: match outcome.decided {
                 Some((crate::verify::SplitCheck::Matches, _)) => "matches",

@@ -32,6 +32,8 @@ pub fn serve(
     let seed = options.seed.unwrap_or(plan.seed);
     let mut runner = Runner::new(plan, options.seed);
     let mut live = Live::start(&plan.backends, &plan.namespace, seed)?;
+    let (lb, mode) = plan.data_plane();
+    live.set_data_plane(lb, mode);
     live.sync(&runner.world);
     let host = plan
         .steps

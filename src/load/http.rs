@@ -137,6 +137,9 @@ pub struct HttpLoad {
     pub classifier: Classifier,
     /// Stop as soon as the sequential test on one version's share decides.
     pub stop: Option<StopRule>,
+    /// The classified values that count as the stop rule's version (empty: its key itself;
+    /// live mode lists the pods of a role).
+    pub stop_counts: Vec<String>,
 }
 
 /// Why a real load could not run at all.
@@ -217,7 +220,7 @@ struct Live {
     done: u64,
     versions: Vec<(String, u64)>,
     /// The test, the version it watches, answers it has seen of that version and in all.
-    sprt: Option<(crate::verify::TwoSidedSprt, String)>,
+    sprt: Option<(crate::verify::TwoSidedSprt, Vec<String>)>,
     decided: Option<(crate::verify::SplitCheck, u64)>,
 }
 
@@ -256,8 +259,8 @@ impl Shared {
         let mut matching = 0;
         let mut classified = 0;
         for (v, n) in pending.versions.drain(..) {
-            if let Some((_, key)) = sprt.as_ref() {
-                if *key == v {
+            if let Some((_, keys)) = sprt.as_ref() {
+                if keys.contains(&v) {
                     matching += n;
                 }
             }
@@ -311,7 +314,11 @@ pub fn run(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome,
         Some(rule) => Some((
             crate::verify::TwoSidedSprt::new(rule.share, rule.delta, rule.alpha, rule.beta)
                 .map_err(|e| HttpLoadError::Setup(format!("--until-decided: {e}")))?,
-            rule.key.clone(),
+            if load.stop_counts.is_empty() {
+                vec![rule.key.clone()]
+            } else {
+                load.stop_counts.clone()
+            },
         )),
         None => None,
     };

@@ -18,7 +18,7 @@ mod simulate;
 pub mod tally;
 
 pub use backend::{BackendModel, Backends};
-pub use simulate::{LoadRun, Progress, Streams};
+pub use simulate::{LoadRun, Path as DataPath, Progress, Streams, caller_labels, data_path};
 
 use std::time::Duration;
 

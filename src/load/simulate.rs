@@ -40,12 +40,21 @@ const SLICE_US: u64 = 5_000;
 /// Time a failed request (no route, no healthy upstream, refused) takes to come back.
 const FAILURE_US: u64 = 100;
 
-/// Which data plane a load goes through, decided when it starts.
+/// Which data plane a load goes through, decided when it starts (see [`data_path`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Path {
+pub enum Path {
+    /// Through this ingress gateway (`namespace/name`).
     Gateway(String),
+    /// From a sidecar in the mesh.
     Mesh,
+    /// From a pod without a sidecar, through kube-proxy (per connection).
     KubeProxy,
+}
+
+/// The data plane `w` goes through in `world` as it is now, as the scenario's `origin`
+/// decides it (live mode routes its real requests the same way).
+pub fn data_path(world: &impl Cluster, w: &Workload) -> Path {
+    choose_path(world, w)
 }
 
 /// Per-endpoint facts for one epoch, indexed by the epoch's endpoint ids.
@@ -1199,7 +1208,13 @@ fn fold_pods(d: &mut Driver, ep: &EpochEndpoints) {
 
 /// The caller's pod labels (`sourceLabels`): the gateway pods' (its selector) through a
 /// gateway, the load's `source.labels` from a sidecar.
-fn caller_labels(world: &impl Cluster, path: &Path, workload: &Workload) -> Vec<(String, String)> {
+/// The calling pod's labels for `sourceLabels` matches: through a gateway, the gateway's
+/// selector labels; in the mesh, the load's `source.labels`.
+pub fn caller_labels(
+    world: &impl Cluster,
+    path: &Path,
+    workload: &Workload,
+) -> Vec<(String, String)> {
     match path {
         Path::Gateway(g) => {
             let (gw_ns, gw_name) = g.split_once('/').unwrap_or((&workload.namespace, g));

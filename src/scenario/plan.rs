@@ -232,6 +232,23 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// The proxies' load-balancing default and kube-proxy's mode (`cluster.endpoint_lb`,
+    /// `cluster.kube_proxy`).
+    pub fn data_plane(&self) -> (crate::mesh::LbPolicy, crate::kubeproxy::ProxyMode) {
+        let lb = match self.cluster.endpoint_lb {
+            super::format::EndpointLb::RoundRobin => crate::mesh::LbPolicy::RoundRobin,
+            super::format::EndpointLb::Random => crate::mesh::LbPolicy::Random,
+            super::format::EndpointLb::LeastRequest => crate::mesh::LbPolicy::LeastRequest,
+        };
+        let mode = match self.cluster.kube_proxy {
+            super::format::KubeProxyMode::Iptables => crate::kubeproxy::ProxyMode::Iptables,
+            super::format::KubeProxyMode::Ipvs => crate::kubeproxy::ProxyMode::Ipvs,
+        };
+        (lb, mode)
+    }
+}
+
 /// Reads and checks the scenario at `path`: [`parse`], then a reference that no manifest of
 /// the scenario ever satisfies (initially or in a later `apply`) is an error, since it can
 /// only be a mistake and the run would show nothing useful.

@@ -497,15 +497,7 @@ impl<'p> Runner<'p> {
     /// Runs a load step through the simulated data plane.
     fn load(&mut self, index: usize, w: &load::Workload) -> Result<String, String> {
         let plan = self.plan;
-        let lb = match plan.cluster.endpoint_lb {
-            super::format::EndpointLb::RoundRobin => crate::mesh::LbPolicy::RoundRobin,
-            super::format::EndpointLb::Random => crate::mesh::LbPolicy::Random,
-            super::format::EndpointLb::LeastRequest => crate::mesh::LbPolicy::LeastRequest,
-        };
-        let mode = match plan.cluster.kube_proxy {
-            super::format::KubeProxyMode::Iptables => crate::kubeproxy::ProxyMode::Iptables,
-            super::format::KubeProxyMode::Ipvs => crate::kubeproxy::ProxyMode::Ipvs,
-        };
+        let (lb, mode) = plan.data_plane();
         // Each load step has its own stream: adding a step does not shift the others.
         let mut rng = load::Streams::new(self.seed, &format!("load/{index}"));
         let result = match self.load_with.as_mut() {
