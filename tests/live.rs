@@ -207,3 +207,63 @@ fn run_live_sends_the_load_as_real_requests_and_says_so() {
     ]));
     assert!(!sim.contains("\"mode\""));
 }
+
+#[test]
+fn run_live_without_a_mesh_pins_each_connection_to_one_pod() {
+    use canarysim::cli::{Cli, execute};
+    use clap::Parser;
+    let original = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/no-mesh-keepalive.yaml"),
+    )
+    .unwrap();
+    // The scenario's manifests and cluster, with one short keep-alive load.
+    let head = &original[..original.find("\nsteps:").unwrap() + 1];
+    let text = format!(
+        "{head}steps:
+  - wait: {{until: healthy, timeout: 1m}}
+  - set_image: {{rollout: rollouts-demo, container: rollouts-demo, image: argoproj/rollouts-demo:yellow}}
+  - wait: {{until: paused, timeout: 1m}}
+  - load: {{requests: 3000, connections: 6, keepalive: true}}
+  - expect_split: {{canary: 20%, within: 1%, confidence: 99%, verdict: fail, unit: connection, effective_n: 6}}
+"
+    );
+    let dir = std::env::temp_dir().join(format!("canarysim-live-plain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("plain.yaml");
+    std::fs::write(&path, text).unwrap();
+    let (code, out, err) = execute(Cli::parse_from([
+        "canarysim",
+        "run",
+        path.to_str().unwrap(),
+        "--live",
+        "--time-scale",
+        "60",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(code, 0, "{out}{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let load = r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|s| s["load"].as_object())
+        .unwrap();
+    assert!(
+        load["path"].as_str().unwrap().starts_with("kube-proxy"),
+        "{load:?}"
+    );
+    assert_eq!(load["unit"], "connection");
+    assert_eq!(
+        load["effective_n"], 6,
+        "six keep-alive connections, six draws"
+    );
+    // Each connection stayed on one pod: at most six pods answered.
+    let answering = load["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["responses"].as_u64().unwrap() > 0)
+        .count();
+    assert!((1..=6).contains(&answering), "{answering}");
+}
