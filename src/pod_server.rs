@@ -5,6 +5,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -57,24 +58,48 @@ impl PodSpec {
 /// listener and every connection, as a killed pod does.
 pub struct RunningPod {
     pub address: SocketAddr,
-    task: tokio::task::JoinHandle<()>,
+    /// Where it also answers over TLS (see [`start_with_tls`]).
+    pub tls_address: Option<SocketAddr>,
+    state: Arc<Pod>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl RunningPod {
+    /// Requests this pod has received and how many it answers with an error, shadow copies
+    /// (a mirror's, whose authority ends in `-shadow`) aside: the pods' view of a load.
+    pub fn received(&self) -> (u64, u64) {
+        (
+            self.state.received.load(Ordering::Relaxed),
+            self.state.errors.load(Ordering::Relaxed),
+        )
+    }
+
     /// Stops listening and drops every open connection (requests in flight are lost).
     pub fn stop(self) {
-        self.task.abort();
+        drop(self);
     }
 }
 
 impl Drop for RunningPod {
     fn drop(&mut self) {
-        self.task.abort();
+        for task in &self.tasks {
+            task.abort();
+        }
     }
 }
 
 /// Starts a pod on `bind` (port 0: one the system picks) on the current tokio runtime.
 pub async fn start(spec: PodSpec, bind: SocketAddr) -> std::io::Result<RunningPod> {
+    start_with_tls(spec, bind, None).await
+}
+
+/// Starts a pod that also answers over TLS with `tls`, on a second port of `bind`'s address
+/// (what a TLS-passthrough route reaches).
+pub async fn start_with_tls(
+    spec: PodSpec,
+    bind: SocketAddr,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> std::io::Result<RunningPod> {
     let listener = TcpListener::bind(bind).await?;
     let address = listener.local_addr()?;
     let mut body = serde_json::json!({"version": spec.version, "pod": spec.pod});
@@ -86,22 +111,50 @@ pub async fn start(spec: PodSpec, bind: SocketAddr) -> std::io::Result<RunningPo
         rng: Mutex::new(crate::random::stream(spec.seed, &spec.pod)),
         spec,
         body,
+        received: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
     });
-    let task = spawn_server(listener, move || {
-        let state = state.clone();
-        move |_req| {
+    let handler = |state: Arc<Pod>| {
+        move || {
             let state = state.clone();
-            async move { state.answer().await }
+            move |req: hyper::Request<hyper::body::Incoming>| {
+                let state = state.clone();
+                let shadow = req
+                    .headers()
+                    .get(hyper::header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .is_some_and(|h| h.ends_with("-shadow"));
+                async move { state.answer(shadow).await }
+            }
         }
-    });
-    Ok(RunningPod { address, task })
+    };
+    let mut tasks = vec![spawn_server(listener, None, handler(state.clone()))];
+    let mut tls_address = None;
+    if let Some(config) = tls {
+        let listener = TcpListener::bind(SocketAddr::new(bind.ip(), 0)).await?;
+        tls_address = Some(listener.local_addr()?);
+        let acceptor = tokio_rustls::TlsAcceptor::from(config);
+        tasks.push(spawn_server(
+            listener,
+            Some(acceptor),
+            handler(state.clone()),
+        ));
+    }
+    Ok(RunningPod {
+        address,
+        tls_address,
+        state,
+        tasks,
+    })
 }
 
 /// Serves HTTP/1.1 and h2c on `listener` until the returned task is aborted; aborting it
 /// drops every connection (as a killed process would). Each connection gets its own
 /// handler from `per_connection` (a proxy may keep what the connection chose).
+/// With `tls`, each connection first completes a TLS handshake (HTTP/1.1 or h2 by ALPN).
 pub(crate) fn spawn_server<M, F, Fut, B>(
     listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     per_connection: M,
 ) -> tokio::task::JoinHandle<()>
 where
@@ -121,14 +174,20 @@ where
                     let Ok((stream, _)) = accepted else { continue };
                     let _ = stream.set_nodelay(true);
                     let handle = per_connection();
+                    let tls = tls.clone();
                     connections.spawn(async move {
                         let service = service_fn(move |req| {
                             let answer = handle(req);
                             async move { Ok::<_, Infallible>(answer.await) }
                         });
-                        let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
-                            .serve_connection(TokioIo::new(stream), service)
-                            .await;
+                        let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                        let _ = match tls {
+                            None => builder.serve_connection(TokioIo::new(stream), service).await,
+                            Some(acceptor) => {
+                                let Ok(stream) = acceptor.accept(stream).await else { return };
+                                builder.serve_connection(TokioIo::new(stream), service).await
+                            }
+                        };
                     });
                 }
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
@@ -141,10 +200,12 @@ struct Pod {
     spec: PodSpec,
     body: Bytes,
     rng: Mutex<Pcg64Mcg>,
+    received: AtomicU64,
+    errors: AtomicU64,
 }
 
 impl Pod {
-    async fn answer(&self) -> hyper::Response<Full<Bytes>> {
+    async fn answer(&self, shadow: bool) -> hyper::Response<Full<Bytes>> {
         let model = self.spec.model;
         let draw = if model.deterministic() {
             0
@@ -155,6 +216,10 @@ impl Pod {
                 .next_u64()
         };
         let (latency_us, failed) = model.answer(draw);
+        if !shadow {
+            self.received.fetch_add(1, Ordering::Relaxed);
+            self.errors.fetch_add(u64::from(failed), Ordering::Relaxed);
+        }
         // The model never answers in under 1 µs; a pod set to answer at once does not sleep
         // (the timer would round it up to a millisecond).
         if model.latency_us > 0 || model.jitter_us > 0 {
@@ -188,6 +253,25 @@ pub fn serve_until_interrupted(spec: PodSpec, bind: SocketAddr) -> std::io::Resu
         pod.stop();
         Ok(())
     })
+}
+
+/// A server configuration with a fresh self-signed certificate for `names` (HTTP/2 and
+/// HTTP/1.1 by ALPN): what live mode's pods answer TLS with. Clients skip verification.
+pub fn self_signed_tls(names: &[&str]) -> Result<Arc<rustls::ServerConfig>, String> {
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let certified = rcgen::generate_simple_self_signed(names).map_err(|e| e.to_string())?;
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(
+        certified.signing_key.serialize_der(),
+    ));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(vec![certified.cert.der().clone()], key)
+        .map_err(|e| e.to_string())?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
 }
 
 /// Ctrl-C or SIGTERM.

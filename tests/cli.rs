@@ -1,6 +1,9 @@
 //! End-to-end runs through the CLI entry point, in-process (`Cli::parse_from` + `execute`),
 //! exactly as the binary runs them.
 
+mod support;
+use support::write_temp;
+
 use canarysim::cli::{Cli, execute};
 use clap::Parser;
 use std::path::Path;
@@ -9,14 +12,6 @@ fn run(args: &[&str]) -> (u8, String, String) {
     let mut argv = vec!["canarysim"];
     argv.extend_from_slice(args);
     execute(Cli::parse_from(argv))
-}
-
-fn write_temp(name: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("canarysim-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 #[test]

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+mod support;
+
 use canarysim::cli::{Cli, execute};
 use canarysim::pod_server::{self, PodSpec, RunningPod};
 use clap::Parser;
@@ -429,12 +431,9 @@ fn tls_front(
     rt: &tokio::runtime::Runtime,
     backend: SocketAddr,
     name: &str,
-) -> (SocketAddr, std::path::PathBuf) {
+) -> (SocketAddr, support::TempFile) {
     let certified = rcgen::generate_simple_self_signed(vec!["demo.local".to_string()]).unwrap();
-    let dir = std::env::temp_dir().join(format!("canarysim-tls-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let pem = dir.join("ca.pem");
-    std::fs::write(&pem, certified.cert.pem()).unwrap();
+    let pem = support::write_temp(&format!("{name}-ca.pem"), &certified.cert.pem());
     let key = rustls::pki_types::PrivateKeyDer::Pkcs8(certified.signing_key.serialize_der().into());
     let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),

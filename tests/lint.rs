@@ -3,6 +3,9 @@
 //! produce — nothing more; `clean.yaml` must produce none. The seed manifests must give
 //! only the warning about their gateway-only VirtualService.
 
+mod support;
+use support::write_temp;
+
 use canarysim::cli::{Cli, execute};
 use clap::Parser;
 use std::path::{Path, PathBuf};
@@ -34,14 +37,6 @@ fn fixtures() -> Vec<PathBuf> {
         .collect();
     fixtures.sort();
     fixtures
-}
-
-fn write_temp(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("canarysim-lint-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 #[test]

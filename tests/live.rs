@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use canarysim::live::{ServeOptions, serve};
 
+mod support;
+
 /// What `serve` writes, readable while it runs.
 #[derive(Clone, Default)]
 struct Shared(Arc<Mutex<Vec<u8>>>);
@@ -128,7 +130,7 @@ fn serve_shows_blue_then_a_mix_then_yellow_and_closes_its_port_on_stop() {
 }
 
 /// A short rollout to 20 %, its load sent as real requests through the live router.
-fn small_live_scenario() -> std::path::PathBuf {
+fn small_live_scenario() -> support::TempFile {
     let manifests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests");
     let m = |f: &str| manifests.join(f).display().to_string();
     let text = format!(
@@ -156,11 +158,7 @@ steps:
         vs = m("seed-004-virtualsvc.yaml"),
         update = m("seed-004-rollout-update.yaml"),
     );
-    let dir = std::env::temp_dir().join(format!("canarysim-live-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("live-small.yaml");
-    std::fs::write(&path, text).unwrap();
-    path
+    support::write_temp("live-small.yaml", &text)
 }
 
 #[test]
@@ -227,10 +225,7 @@ fn run_live_without_a_mesh_pins_each_connection_to_one_pod() {
   - expect_split: {{canary: 20%, within: 1%, confidence: 99%, verdict: fail, unit: connection, effective_n: 6}}
 "
     );
-    let dir = std::env::temp_dir().join(format!("canarysim-live-plain-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("plain.yaml");
-    std::fs::write(&path, text).unwrap();
+    let path = support::write_temp("plain.yaml", &text);
     let (code, out, err) = execute(Cli::parse_from([
         "canarysim",
         "run",
@@ -266,4 +261,221 @@ fn run_live_without_a_mesh_pins_each_connection_to_one_pod() {
         .filter(|p| p["responses"].as_u64().unwrap() > 0)
         .count();
     assert!((1..=6).contains(&answering), "{answering}");
+}
+
+/// Runs a scenario live at 60× and returns its JSON report's load steps.
+fn live_loads(name: &str, text: &str) -> Vec<serde_json::Value> {
+    use canarysim::cli::{Cli, execute};
+    use clap::Parser;
+    let path = support::write_temp(name, text);
+    let (code, out, err) = execute(Cli::parse_from([
+        "canarysim",
+        "run",
+        path.to_str().unwrap(),
+        "--live",
+        "--time-scale",
+        "60",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(code, 0, "{out}{err}");
+    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s.get("load").cloned())
+        .collect()
+}
+
+/// The walkthrough's manifests and a canary at 20 %, then `steps` (YAML list items).
+fn seed_004_at_20_percent(backends: &str, extra_manifest: &str, steps: &str) -> String {
+    let manifests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests");
+    let m = |f: &str| manifests.join(f).display().to_string();
+    format!(
+        r#"name: live-policy
+seed: 5
+namespace: my-demo
+manifests:
+  - file: {rollout}
+  - file: {services}
+  - file: {gateway}
+  - file: {vs}
+{extra_manifest}
+cluster:
+  backends:
+{backends}
+traffic: {{host: rollouts-demo.local, connections: 8}}
+steps:
+  - wait: {{until: healthy, timeout: 1m}}
+  - set_image: {{rollout: rollouts-demo, container: rollouts-demo, image: argoproj/rollouts-demo:yellow}}
+  - wait: {{until: paused, timeout: 1m}}
+  - wait: 1s
+{steps}"#,
+        rollout = m("seed-004-rollout.yaml"),
+        services = m("seed-004-services.yaml"),
+        gateway = m("seed-004-gateway.yaml"),
+        vs = m("seed-004-virtualsvc.yaml"),
+    )
+}
+
+/// The VirtualService of the walkthrough at 80/20 with `policy` (YAML keys) on its route.
+fn route_with(policy: &str) -> String {
+    format!(
+        r#"  - apply:
+      inline: |
+        apiVersion: networking.istio.io/v1alpha3
+        kind: VirtualService
+        metadata: {{name: rollouts-demo-vsvc}}
+        spec:
+          gateways: [rollouts-demo-gateway]
+          hosts: [rollouts-demo.local]
+          http:
+          - name: primary
+            {policy}
+            route:
+            - {{destination: {{host: rollouts-demo-stable}}, weight: 80}}
+            - {{destination: {{host: rollouts-demo-canary}}, weight: 20}}
+  - wait: 1s
+"#
+    )
+}
+
+fn count(load: &serde_json::Value, field: &str) -> u64 {
+    load[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{field} in {load}"))
+}
+
+/// What the pods themselves received and failed, by role.
+fn pods_view(load: &serde_json::Value, role: &str) -> (u64, u64) {
+    load["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["role"] == role)
+        .fold((0, 0), |(n, e), p| {
+            (
+                n + p["responses"].as_u64().unwrap(),
+                e + p["errors"].as_u64().unwrap(),
+            )
+        })
+}
+
+fn version_share(load: &serde_json::Value, role: &str) -> (u64, u64) {
+    load["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["role"] == role)
+        .fold((0, 0), |(n, e), v| {
+            (
+                n + v["responses"].as_u64().unwrap(),
+                e + v["errors"].as_u64().unwrap(),
+            )
+        })
+}
+
+#[test]
+fn the_live_router_retries_aborts_and_times_out_as_the_route_says() {
+    // The canary answers every request with 503 after 30 ms.
+    let backends =
+        "    argoproj/rollouts-demo:yellow: {latency: 30ms, error_rate: 100%, error_status: 503}";
+    let steps = [
+        // Istio's default: 2 retries on 503, each to another host.
+        "  - load: {requests: 2000}\n".to_string(),
+        route_with("retries: {attempts: 0}\n            fault: {abort: {percentage: {value: 50}, httpStatus: 418}}"),
+        "  - load: {requests: 2000}\n".to_string(),
+        route_with("retries: {attempts: 0}\n            timeout: 10ms"),
+        "  - load: {requests: 2000}\n".to_string(),
+    ]
+    .concat()
+    .replace("\\n", "\n");
+    let loads = live_loads("policy.yaml", &seed_004_at_20_percent(backends, "", &steps));
+    assert_eq!(loads.len(), 3);
+
+    // Istio's default retries go to another host of the same cluster where there is one;
+    // the canary cluster has one pod, so each canary request is tried three times there,
+    // and the clients see its last 503. The pods' view counts every attempt.
+    let default = &loads[0];
+    let (canary_answers, canary_errors) = version_share(default, "canary");
+    assert_eq!(canary_answers, canary_errors, "{default}");
+    assert!((300..500).contains(&canary_answers), "{canary_answers}");
+    assert_eq!(count(default, "retries"), 2 * canary_answers, "{default}");
+    let (canary_received, canary_failed) = pods_view(default, "canary");
+    assert_eq!(
+        (canary_received, canary_failed),
+        (3 * canary_answers, 3 * canary_answers)
+    );
+    assert_eq!(count(default, "answered"), 2000);
+
+    // The fault filter answers half with 418 before routing; nothing is retried.
+    let faulted = &loads[1];
+    let aborted = count(faulted, "fault_aborted");
+    assert!((880..1120).contains(&aborted), "{aborted}");
+    assert_eq!(count(faulted, "retries"), 0);
+    assert_eq!(count(faulted, "answered") + aborted, 2000);
+    let (canary_answers, canary_errors) = version_share(faulted, "canary");
+    assert_eq!(
+        canary_answers, canary_errors,
+        "the canary's 503s reach the clients"
+    );
+
+    // A 10 ms route timeout against a 30 ms canary: every canary request ends as 504,
+    // counted against the canary (the pod it went to), as the simulation counts it.
+    let timed = &loads[2];
+    let (canary_answers, canary_errors) = version_share(timed, "canary");
+    assert_eq!(count(timed, "timed_out"), canary_answers, "{timed}");
+    assert_eq!(canary_answers, canary_errors);
+    assert!((300..500).contains(&canary_answers), "{canary_answers}");
+}
+
+#[test]
+fn the_live_router_ejects_an_outlier_and_answers_no_healthy_upstream() {
+    let backends = "    argoproj/rollouts-demo:yellow: {error_rate: 100%}";
+    let rule = r#"  - inline: |
+      apiVersion: networking.istio.io/v1beta1
+      kind: DestinationRule
+      metadata: {name: rollouts-demo-canary}
+      spec:
+        host: rollouts-demo-canary
+        trafficPolicy:
+          outlierDetection: {consecutive5xxErrors: 3, interval: 10s, baseEjectionTime: 10m, maxEjectionPercent: 100}"#;
+    let steps = route_with("retries: {attempts: 0}") + "  - load: {requests: 2000}\n";
+    let steps = steps.replace("\\n", "\n");
+    let loads = live_loads(
+        "outlier.yaml",
+        &seed_004_at_20_percent(backends, rule, &steps),
+    );
+    let load = &loads[0];
+    // Three 500s in a row eject the only canary pod for ten minutes: the canary answers
+    // three requests, and the rest routed to it find no healthy upstream.
+    let (canary_answers, _) = version_share(load, "canary");
+    assert_eq!(canary_answers, 3, "{load}");
+    let none = count(load, "no_healthy_upstream");
+    assert!((300..500).contains(&none), "{none}");
+    assert_eq!(count(load, "answered") + none, 2000);
+}
+
+#[test]
+fn tls_and_tcp_routes_live_split_connections_by_sni_and_port() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/tls-and-tcp-routes.yaml"),
+    )
+    .unwrap()
+    .replace(
+        "file: manifests/",
+        &format!("file: {}/scenarios/manifests/", env!("CARGO_MANIFEST_DIR")),
+    );
+    let loads = live_loads("tls-tcp.yaml", &text);
+    assert_eq!(loads.len(), 5);
+    for load in &loads {
+        assert_eq!(load["unit"], "connection", "{load}");
+        assert_eq!(count(load, "answered"), count(load, "sent"), "{load}");
+        // One request per connection: a connection is a draw.
+        assert_eq!(count(load, "effective_n"), count(load, "sent"), "{load}");
+    }
+    // After the rollout, every TCP connection reaches the new stable.
+    let (canary, _) = version_share(&loads[4], "canary");
+    assert_eq!(canary, 0);
 }

@@ -21,7 +21,7 @@ use crate::model::{Kind, vocabulary};
 use crate::pod_server::{self, PodSpec, RunningPod};
 use crate::sim::World;
 
-pub use router::Router;
+pub use router::{Router, RouterCounts, UPSTREAM_HEADER};
 pub use run::run_live;
 pub use serve::{ServeOptions, serve};
 
@@ -31,9 +31,13 @@ pub struct Live {
     router: Router,
     pods: BTreeMap<String, RunningPod>,
     backends: Backends,
+    /// What the pods answer TLS with (a self-signed certificate).
+    tls: Arc<rustls::ServerConfig>,
     seed: u64,
     /// The instant of the table the router serves (None: none yet).
     published: Option<SimTime>,
+    /// What the pods that stopped had received (the pods' view outlives them).
+    stopped: BTreeMap<String, (u64, u64)>,
 }
 
 /// Why live mode could not start.
@@ -43,6 +47,8 @@ pub enum LiveError {
     Runtime(std::io::Error),
     #[error("cannot listen on 127.0.0.1: {0}")]
     Listen(std::io::Error),
+    #[error("cannot make the pods' TLS certificate: {0}")]
+    Certificate(String),
 }
 
 impl Live {
@@ -61,8 +67,10 @@ impl Live {
             router,
             pods: BTreeMap::new(),
             backends: backends.clone(),
+            tls: pod_server::self_signed_tls(&["localhost"]).map_err(LiveError::Certificate)?,
             seed,
             published: None,
+            stopped: BTreeMap::new(),
         })
     }
 
@@ -80,6 +88,23 @@ impl Live {
     /// Pods listening now, by name.
     pub fn pods(&self) -> impl Iterator<Item = (&str, SocketAddr)> {
         self.pods.iter().map(|(n, p)| (n.as_str(), p.address))
+    }
+
+    /// Where each pod answers TLS, by name.
+    pub fn tls_pods(&self) -> impl Iterator<Item = (&str, SocketAddr)> {
+        self.pods
+            .iter()
+            .filter_map(|(n, p)| Some((n.as_str(), p.tls_address?)))
+    }
+
+    /// The router's listener for a gateway's TLS/TCP port (`namespace/name`, port).
+    pub fn l4_address(&self, gateway: &str, port: u32) -> Option<SocketAddr> {
+        self.router.l4_address(gateway, port)
+    }
+
+    /// Every TLS/TCP listener of the router: gateway, port, address.
+    pub fn l4_listeners(&self) -> Vec<(String, u32, SocketAddr)> {
+        self.router.l4_listeners()
     }
 
     /// Makes the real side match the world: a server for every ready pod (a pod that is
@@ -107,23 +132,42 @@ impl Live {
                 },
             );
         }
-        self.pods.retain(|name, _| ready.contains_key(name));
+        let stopped = &mut self.stopped;
+        self.pods.retain(|name, pod| {
+            let keep = ready.contains_key(name);
+            if !keep {
+                let (received, errors) = pod.received();
+                let total = stopped.entry(name.clone()).or_default();
+                total.0 += received;
+                total.1 += errors;
+            }
+            keep
+        });
         for (name, spec) in ready {
             if self.pods.contains_key(&name) {
                 continue;
             }
-            let started = self
-                .runtime
-                .block_on(pod_server::start(spec, ([127, 0, 0, 1], 0).into()));
+            let started = self.runtime.block_on(pod_server::start_with_tls(
+                spec,
+                ([127, 0, 0, 1], 0).into(),
+                Some(self.tls.clone()),
+            ));
             if let Ok(pod) = started {
                 self.pods.insert(name, pod);
             }
         }
-        let addresses: BTreeMap<String, SocketAddr> = self
-            .pods
-            .iter()
-            .map(|(n, p)| (n.clone(), p.address))
-            .collect();
+        let addresses = router::PodAddresses {
+            plain: self
+                .pods
+                .iter()
+                .map(|(n, p)| (n.clone(), p.address))
+                .collect(),
+            tls: self
+                .pods
+                .iter()
+                .filter_map(|(n, p)| Some((n.clone(), p.tls_address?)))
+                .collect(),
+        };
         let now = world.now();
         let in_force = world
             .mesh
@@ -140,6 +184,24 @@ impl Live {
             }
             _ => self.router.update(services, addresses),
         }
+    }
+
+    /// Requests each pod has received so far and how many it answered with an error,
+    /// stopped pods included: the pods' view (every attempt, retries included).
+    pub fn received(&self) -> BTreeMap<String, (u64, u64)> {
+        let mut all = self.stopped.clone();
+        for (name, pod) in &self.pods {
+            let (received, errors) = pod.received();
+            let total = all.entry(name.clone()).or_default();
+            total.0 += received;
+            total.1 += errors;
+        }
+        all
+    }
+
+    /// The router's counters now (retries, timeouts, faults, mirrors…).
+    pub fn router_counts(&self) -> router::RouterCounts {
+        self.router.counts()
     }
 
     /// Runs a future on the live runtime (the real load, in `run --live`).

@@ -9,10 +9,16 @@
 //! through that gateway, any other from the mesh, as `origin: auto` does. No route → 404;
 //! no healthy upstream → 503 `no healthy upstream`; a pod that stopped listening before the
 //! table dropped it → 503 (Envoy's `UF`); through kube-proxy, a Service without ready
-//! endpoints or an unknown host → 502 (the connection was refused).
+//! endpoints or an unknown host → 502 (the connection was refused). On a matched route the
+//! route's policy runs around the upstream call ([`attempts`]); the router counts what it
+//! did, as Envoy's stats do ([`RouterStats`]).
+
+mod attempts;
+mod l4;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
@@ -23,9 +29,18 @@ use hyper_util::rt::TokioExecutor;
 use rand_pcg::Pcg64Mcg;
 
 use crate::kubeproxy::{ProxyMode, ProxyState, ServiceProxy};
-use crate::mesh::{LbPolicy, LbState, Origin, Protocol, RequestMeta, RouteError, RouteTable};
+use crate::mesh::{
+    LbPolicy, LbState, Origin, Protocol, RequestMeta, RouteChoice, RouteError, RouteTable,
+};
+
+pub use attempts::UPSTREAM_HEADER;
 
 type Body = BoxBody<Bytes, hyper::Error>;
+type Upstream = Client<HttpConnector, Body>;
+
+/// The largest request body the router buffers (it keeps each body for retries and
+/// mirrors); a larger one gets 413.
+const MAX_BODY: usize = 4 << 20;
 
 /// The header by which a caller says where it sends from.
 pub const ORIGIN_HEADER: &str = "x-canarysim-origin";
@@ -40,6 +55,15 @@ struct Published {
     table: Option<Arc<RouteTable>>,
     services: Arc<ServiceProxy>,
     addresses: BTreeMap<String, SocketAddr>,
+    /// Where each pod answers TLS (what a TLS connection passes through to).
+    tls_addresses: BTreeMap<String, SocketAddr>,
+}
+
+/// Where the ready pods listen, by name.
+#[derive(Debug, Clone, Default)]
+pub struct PodAddresses {
+    pub plain: BTreeMap<String, SocketAddr>,
+    pub tls: BTreeMap<String, SocketAddr>,
 }
 
 /// Per-table picking state: the load balancers' positions and the random streams.
@@ -47,7 +71,56 @@ struct Picking {
     lb: LbState,
     router: Pcg64Mcg,
     balancer: Pcg64Mcg,
+    /// Faults and retry back-off.
+    policy: Pcg64Mcg,
     kube_proxy: ProxyState,
+}
+
+/// What the router did beyond forwarding, counted since it started (Envoy's
+/// `upstream_rq_retry`, `upstream_rq_timeout`, the fault filter's `aborts_injected`…).
+#[derive(Default)]
+struct RouterStats {
+    retries: AtomicU64,
+    timed_out: AtomicU64,
+    fault_aborted: AtomicU64,
+    /// Requests whose last attempt could not connect.
+    upstream_failed: AtomicU64,
+    no_healthy_upstream: AtomicU64,
+    not_found: AtomicU64,
+    /// Shadow requests sent, by pod.
+    mirrored: Mutex<BTreeMap<String, u64>>,
+}
+
+/// A reading of the router's counters; [`RouterCounts::since`] gives a load's share.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RouterCounts {
+    pub retries: u64,
+    pub timed_out: u64,
+    pub fault_aborted: u64,
+    pub upstream_failed: u64,
+    pub no_healthy_upstream: u64,
+    pub not_found: u64,
+    pub mirrored: BTreeMap<String, u64>,
+}
+
+impl RouterCounts {
+    /// What was counted after `earlier`.
+    pub fn since(&self, earlier: &RouterCounts) -> RouterCounts {
+        RouterCounts {
+            retries: self.retries - earlier.retries,
+            timed_out: self.timed_out - earlier.timed_out,
+            fault_aborted: self.fault_aborted - earlier.fault_aborted,
+            upstream_failed: self.upstream_failed - earlier.upstream_failed,
+            no_healthy_upstream: self.no_healthy_upstream - earlier.no_healthy_upstream,
+            not_found: self.not_found - earlier.not_found,
+            mirrored: self
+                .mirrored
+                .iter()
+                .map(|(pod, n)| (pod.clone(), n - earlier.mirrored.get(pod).unwrap_or(&0)))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+        }
+    }
 }
 
 struct State {
@@ -56,18 +129,26 @@ struct State {
     picking: Mutex<Picking>,
     /// The proxies' load-balancing default and kube-proxy's mode (the scenario's `cluster`).
     data_plane: Mutex<(LbPolicy, ProxyMode)>,
-    client: Client<HttpConnector, Body>,
+    client: Upstream,
+    stats: RouterStats,
+    outliers: attempts::Outliers,
 }
 
 /// A client connection's kube-proxy choice: the pod it was sent to, for as long as it lives.
 #[derive(Default)]
 struct Pinned(Mutex<Option<String>>);
 
+/// A listener standing for one gateway TLS/TCP port: where it listens, and its task.
+type L4Listener = (SocketAddr, tokio::task::JoinHandle<()>);
+
 /// The running router.
 pub struct Router {
     address: SocketAddr,
     state: Arc<State>,
     task: tokio::task::JoinHandle<()>,
+    runtime: tokio::runtime::Handle,
+    /// The gateways' TLS/TCP ports: (gateway, port) → the listener standing for it.
+    l4: Mutex<BTreeMap<(String, u32), L4Listener>>,
 }
 
 impl Router {
@@ -81,18 +162,22 @@ impl Router {
                 table: None,
                 services: Arc::new(ServiceProxy::default()),
                 addresses: BTreeMap::new(),
+                tls_addresses: BTreeMap::new(),
             })),
             picking: Mutex::new(Picking {
                 lb: LbState::default(),
                 router: crate::random::stream(seed, "live/router"),
                 balancer: crate::random::stream(seed, "live/balancer"),
+                policy: crate::random::stream(seed, "live/policy"),
                 kube_proxy: ProxyState::default(),
             }),
             data_plane: Mutex::new((LbPolicy::RoundRobin, ProxyMode::Iptables)),
             client: Client::builder(TokioExecutor::new()).build_http(),
+            stats: RouterStats::default(),
+            outliers: attempts::Outliers::new(),
         });
         let serving = state.clone();
-        let task = crate::pod_server::spawn_server(listener, move || {
+        let task = crate::pod_server::spawn_server(listener, None, move || {
             let state = serving.clone();
             let pinned = Arc::new(Pinned::default());
             move |req| {
@@ -104,7 +189,45 @@ impl Router {
             address,
             state,
             task,
+            runtime: tokio::runtime::Handle::current(),
+            l4: Mutex::new(BTreeMap::new()),
         })
+    }
+
+    /// The listener standing for a gateway's TLS/TCP port, once a table has routes on it.
+    pub fn l4_address(&self, gateway: &str, port: u32) -> Option<SocketAddr> {
+        let l4 = self.l4.lock().unwrap_or_else(|p| p.into_inner());
+        l4.get(&(gateway.to_string(), port)).map(|(a, _)| *a)
+    }
+
+    /// Every TLS/TCP listener: gateway, the gateway's port, and where it listens.
+    pub fn l4_listeners(&self) -> Vec<(String, u32, SocketAddr)> {
+        let l4 = self.l4.lock().unwrap_or_else(|p| p.into_inner());
+        l4.iter()
+            .map(|((g, p), (a, _))| (g.clone(), *p, *a))
+            .collect()
+    }
+
+    /// Opens a listener for each gateway TLS/TCP port of `table` not served yet (a port
+    /// stays open once opened; with no route left on it, connections are closed).
+    fn open_l4_ports(&self, table: &RouteTable) {
+        let mut l4 = self.l4.lock().unwrap_or_else(|p| p.into_inner());
+        for (gateway, port, tls) in table.l4_ports() {
+            let key = (gateway.clone(), port);
+            if l4.contains_key(&key) {
+                continue;
+            }
+            let _entered = self.runtime.enter();
+            let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+                .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                .and_then(tokio::net::TcpListener::from_std);
+            let Ok(listener) = listener else { continue };
+            let Ok(address) = listener.local_addr() else {
+                continue;
+            };
+            let task = l4::spawn_listener(self.state.clone(), listener, gateway, port, tls);
+            l4.insert(key, (address, task));
+        }
     }
 
     pub fn address(&self) -> SocketAddr {
@@ -122,16 +245,15 @@ impl Router {
 
     /// Swaps in a new table (its load balancers start afresh, as Envoy's do on a push), with
     /// the Services and the pods' addresses of now.
-    pub fn publish(
-        &self,
-        table: Option<RouteTable>,
-        services: ServiceProxy,
-        addresses: BTreeMap<String, SocketAddr>,
-    ) {
+    pub fn publish(&self, table: Option<RouteTable>, services: ServiceProxy, pods: PodAddresses) {
+        if let Some(table) = &table {
+            self.open_l4_ports(table);
+        }
         let next = Arc::new(Published {
             table: table.map(Arc::new),
             services: Arc::new(services),
-            addresses,
+            addresses: pods.plain,
+            tls_addresses: pods.tls,
         });
         *self
             .state
@@ -147,7 +269,7 @@ impl Router {
 
     /// The same table, with the Services and the pods' addresses of now (kube-proxy and
     /// the pods follow the cluster at once; the table waits for its push).
-    pub fn update(&self, services: ServiceProxy, addresses: BTreeMap<String, SocketAddr>) {
+    pub fn update(&self, services: ServiceProxy, pods: PodAddresses) {
         let mut published = self
             .state
             .published
@@ -156,18 +278,37 @@ impl Router {
         *published = Arc::new(Published {
             table: published.table.clone(),
             services: Arc::new(services),
-            addresses,
+            addresses: pods.plain,
+            tls_addresses: pods.tls,
         });
+    }
+
+    /// The router's counters now.
+    pub fn counts(&self) -> RouterCounts {
+        let s = &self.state.stats;
+        let read = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        RouterCounts {
+            retries: read(&s.retries),
+            timed_out: read(&s.timed_out),
+            fault_aborted: read(&s.fault_aborted),
+            upstream_failed: read(&s.upstream_failed),
+            no_healthy_upstream: read(&s.no_healthy_upstream),
+            not_found: read(&s.not_found),
+            mirrored: s.mirrored.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+        }
     }
 
     pub fn stop(&self) {
         self.task.abort();
+        for (_, task) in self.l4.lock().unwrap_or_else(|p| p.into_inner()).values() {
+            task.abort();
+        }
     }
 }
 
 impl Drop for Router {
     fn drop(&mut self) {
-        self.task.abort();
+        self.stop();
     }
 }
 
@@ -194,100 +335,109 @@ impl State {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let host = req
-            .headers()
+        let (parts, body) = req.into_parts();
+        let host = parts
+            .headers
             .get(hyper::header::HOST)
             .and_then(|h| h.to_str().ok())
-            .or_else(|| req.uri().authority().map(|a| a.as_str()))
+            .or_else(|| parts.uri.authority().map(|a| a.as_str()))
             .unwrap_or("")
             .to_string();
-        let path = req
-            .uri()
+        let path = parts
+            .uri
             .path_and_query()
             .map_or("/".to_string(), |p| p.as_str().to_string());
-        let origin = req
-            .headers()
+        let origin = parts
+            .headers
             .get(ORIGIN_HEADER)
             .and_then(|h| h.to_str().ok())
             .unwrap_or("")
             .to_string();
-        let pod = if origin == "plain" {
-            match self.kube_proxy(&published, &host, pinned) {
-                Some(pod) => pod,
-                None => return reply(502, "connection refused (no ready endpoint)"),
-            }
-        } else {
-            let Some(table) = &published.table else {
-                return reply(503, "no route table yet");
-            };
-            match self.route(table, &req, &host, &path, &origin) {
-                Ok(pod) => pod,
-                Err(status) => {
-                    return match status {
-                        503 => reply(503, "no healthy upstream"),
-                        _ => reply(404, "no route"),
-                    };
-                }
-            }
+        let body = match http_body_util::Limited::new(body, MAX_BODY).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(_) => return reply(413, "request body too large or cut short"),
         };
-        let Some(address) = published.addresses.get(&pod) else {
-            // The table still lists a pod that no longer listens: the connection fails.
-            if origin == "plain" {
-                *pinned.0.lock().unwrap_or_else(|p| p.into_inner()) = None;
-                return reply(502, "connection refused");
-            }
-            return reply(
-                503,
-                "upstream connect error or disconnect/reset before headers",
-            );
-        };
-        let (mut parts, body) = req.into_parts();
+        let mut headers = parts.headers.clone();
         for h in [ORIGIN_HEADER, SOURCE_NAMESPACE_HEADER, SOURCE_LABELS_HEADER] {
-            parts.headers.remove(h);
+            headers.remove(h);
         }
-        // Upstream the router speaks HTTP/1.1 (as a sidecar does to a plain pod); an HTTP/2
-        // caller's authority becomes the Host header.
-        parts.version = hyper::Version::HTTP_11;
-        if !parts.headers.contains_key(hyper::header::HOST) {
-            if let Ok(value) = hyper::header::HeaderValue::from_str(&host) {
-                parts.headers.insert(hyper::header::HOST, value);
+        let request = attempts::Outgoing {
+            method: parts.method.clone(),
+            path: path.clone(),
+            host: host.clone(),
+            headers,
+            body,
+        };
+        if origin == "plain" {
+            return self.through_kube_proxy(&published, request, pinned).await;
+        }
+        let Some(table) = &published.table else {
+            return reply(503, "no route table yet");
+        };
+        match self.route(table, &parts, &host, &path, &origin) {
+            Ok(choice) => self.serve_route(&published, table, &choice, request).await,
+            Err(RouteError::NoHealthyUpstream { .. }) => {
+                self.stats
+                    .no_healthy_upstream
+                    .fetch_add(1, Ordering::Relaxed);
+                reply(503, "no healthy upstream")
+            }
+            Err(_) => {
+                self.stats.not_found.fetch_add(1, Ordering::Relaxed);
+                reply(404, "no route")
             }
         }
-        parts.uri = match format!("http://{address}{path}").parse() {
-            Ok(uri) => uri,
-            Err(_) => return reply(400, "bad request path"),
+    }
+
+    /// A caller without a sidecar: kube-proxy sends the connection to one ready pod, and
+    /// nothing retries.
+    async fn through_kube_proxy(
+        &self,
+        published: &Published,
+        request: attempts::Outgoing,
+        pinned: &Pinned,
+    ) -> hyper::Response<Body> {
+        let Some(pod) = self.kube_proxy(published, &request.host, pinned) else {
+            return reply(502, "connection refused (no ready endpoint)");
         };
-        let forwarded = hyper::Request::from_parts(parts, body.boxed());
-        match self.client.request(forwarded).await {
-            Ok(response) => response.map(|b| b.boxed()),
-            Err(_) => reply(
-                503,
-                "upstream connect error or disconnect/reset before headers",
+        let answer = match published.addresses.get(&pod) {
+            Some(&address) => self.call(address, &request).await,
+            None => None,
+        };
+        match answer {
+            Some(answer) => attempts::with_upstream(
+                answer.map(|b| Full::new(b).map_err(|never| match never {}).boxed()),
+                Some(&pod),
             ),
+            None => {
+                // The pod has gone: the connection breaks, the next one picks afresh.
+                *pinned.0.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                reply(502, "connection refused")
+            }
         }
     }
 }
 
 impl State {
-    /// The pod a request goes to through the mesh or a gateway; Err: 404 or 503.
-    fn route(
+    /// The route a request takes through the mesh or a gateway.
+    fn route<'t>(
         &self,
-        table: &RouteTable,
-        req: &hyper::Request<hyper::body::Incoming>,
+        table: &'t RouteTable,
+        parts: &hyper::http::request::Parts,
         host: &str,
         path: &str,
         origin: &str,
-    ) -> Result<String, u16> {
-        let method = req.method().as_str();
-        let header = |name: &str| req.headers().get(name).and_then(|v| v.to_str().ok());
+    ) -> Result<RouteChoice<'t>, RouteError> {
+        let method = parts.method.as_str();
+        let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
         let namespace = header(SOURCE_NAMESPACE_HEADER).unwrap_or(&self.namespace);
         let source_labels: Vec<(&str, &str)> = header(SOURCE_LABELS_HEADER)
             .into_iter()
             .flat_map(|l| l.split(','))
             .filter_map(|kv| kv.split_once('='))
             .collect();
-        let headers: Vec<(&str, &str)> = req
-            .headers()
+        let headers: Vec<(&str, &str)> = parts
+            .headers
             .iter()
             .filter(|(k, _)| !k.as_str().starts_with("x-canarysim-"))
             .filter_map(|(k, v)| Some((k.as_str(), v.to_str().ok()?)))
@@ -312,24 +462,7 @@ impl State {
             sni: None,
             source_labels: &source_labels,
         };
-        let lb = self.data_plane.lock().unwrap_or_else(|p| p.into_inner()).0;
-        let endpoint = match table.route(&meta) {
-            Ok(choice) => {
-                let mut p = self.picking.lock().unwrap_or_else(|p| p.into_inner());
-                let Picking {
-                    lb: state,
-                    router,
-                    balancer,
-                    ..
-                } = &mut *p;
-                choice
-                    .pick_upstream(table, lb, router, balancer, state)
-                    .ok_or(503u16)?
-            }
-            Err(RouteError::NoHealthyUpstream { .. }) => return Err(503),
-            Err(_) => return Err(404),
-        };
-        table.endpoint(endpoint).map(|e| e.pod.clone()).ok_or(503)
+        table.route(&meta)
     }
 
     /// kube-proxy: the pod this connection was sent to, or a new pick among the Service's

@@ -13,6 +13,7 @@ use super::{Live, LiveError, Pacer};
 use crate::endpoints::Role;
 use crate::load::http::{HttpLoad, Target};
 use crate::load::{Amount, ArmStats, Arrival, DataPath, LoadResult, PodStats, Workload};
+use crate::mesh::Protocol;
 use crate::scenario::{Plan, RunReport, Runner};
 use crate::sim::World;
 use crate::verify::{LatencyRecorder, SplitUnit};
@@ -86,11 +87,26 @@ fn real_load(
         Amount::Requests(n) => (Some(n), Some(MAX_LIVE_LOAD)),
         Amount::Duration(d) => (None, Some(d)),
     };
+    // HTTP goes to the router's HTTP port; TLS and TCP to the listener standing for the
+    // gateway's port, which routes each connection by what it shows (SNI) and passes it on.
+    let port = match (w.protocol, &path) {
+        (Protocol::Http, _) => live.address().port(),
+        (_, DataPath::Gateway(g)) => live
+            .l4_address(g, w.port)
+            .ok_or_else(|| format!("gateway {g} has no TLS or TCP route on port {}", w.port))?
+            .port(),
+        _ => {
+            return Err(
+                "live mode serves TLS and TCP routes at gateways only; this load goes through the mesh"
+                    .to_string(),
+            );
+        }
+    };
     let load = HttpLoad {
         target: Target {
-            tls: false,
+            tls: w.protocol == Protocol::Tls,
             host: "127.0.0.1".into(),
-            port: live.address().port(),
+            port,
             path: w.path.clone(),
         },
         requests,
@@ -110,11 +126,20 @@ fn real_load(
         headers,
         host: Some(w.host.clone()),
         timeout: Duration::from_secs(10),
-        insecure: false,
+        // The pods' certificate is self-signed; the split, not the identity, is on trial.
+        insecure: true,
         cacert: None,
-        sni: None,
+        sni: w.sni.clone().or_else(|| Some(w.host.clone())),
         connect_to: Vec::new(),
-        classifier: crate::load::classify::Classifier::Header("x-pod".into()),
+        // Over HTTP the router names the pod each answer came from, its own 504s after a
+        // try included; a TLS or TCP connection passes through, and the pod names itself.
+        classifier: crate::load::classify::Classifier::Header(
+            match w.protocol {
+                Protocol::Http => super::UPSTREAM_HEADER,
+                Protocol::Tls | Protocol::Tcp => "x-pod",
+            }
+            .into(),
+        ),
         stop: w.stop.clone(),
         // Answers are classified by pod: the pods the rule's key names count for it.
         stop_counts: match &w.stop {
@@ -122,6 +147,7 @@ fn real_load(
             None => Vec::new(),
         },
     };
+    let (router_before, pods_before) = (live.router_counts(), live.received());
     // The load runs on threads of its own; this thread keeps the world on the wall clock
     // (pods turning ready, tables taking effect) until it is done.
     let sending = std::thread::spawn(move || crate::load::http::run(&load, &|_| {}));
@@ -148,7 +174,26 @@ fn real_load(
         .map_err(|e| e.to_string())?;
     catch_up(world)?;
     pacer.rebase(world.now(), scale);
-    Ok(result(world, &outcome, started, w, &path))
+    let router = live.router_counts().since(&router_before);
+    let mut received = live.received();
+    for (pod, (n, errors)) in &mut received {
+        let (n0, e0) = pods_before.get(pod).copied().unwrap_or_default();
+        *n -= n0;
+        *errors -= e0;
+    }
+    let seen = Seen {
+        outcome: &outcome,
+        router: &router,
+        received: &received,
+    };
+    Ok(result(world, &seen, started, w, &path))
+}
+
+/// What a live load saw: the client's tally, the router's counters and the pods' own counts.
+struct Seen<'a> {
+    outcome: &'a crate::load::http::HttpOutcome,
+    router: &'a super::RouterCounts,
+    received: &'a BTreeMap<String, (u64, u64)>,
 }
 
 /// The pods a share key names (`stable`, `canary`, or an image tag), as the table in force
@@ -170,10 +215,11 @@ fn pods_named_by(world: &World, key: &str) -> Vec<String> {
 }
 
 /// The real load's tally as the runner's [`LoadResult`]: each answering pod's role and
-/// version as the route tables of the load's time knew them.
+/// version as the route tables of the load's time knew them; what the router did, from its
+/// counters; the pods' view, from the pods.
 fn result(
     world: &World,
-    outcome: &crate::load::http::HttpOutcome,
+    seen: &Seen,
     started: crate::clock::SimTime,
     w: &Workload,
     path: &DataPath,
@@ -184,23 +230,17 @@ fn result(
             roles.insert(e.pod.clone(), (e.role, e.version.clone()));
         }
     }
-    let t = &outcome.tally;
-    let mut arms: Vec<ArmStats> = Vec::new();
-    let mut pods = Vec::new();
-    for v in &t.versions {
-        let (role, version) = roles
-            .get(&v.version)
+    let (outcome, t) = (seen.outcome, &seen.outcome.tally);
+    let role_of = |pod: &str| {
+        roles
+            .get(pod)
             .cloned()
-            .unwrap_or((Role::Other, v.version.clone()));
-        pods.push(PodStats {
-            pod: v.version.clone(),
-            role,
-            version: version.clone(),
-            responses: v.responses,
-            errors: v.errors,
-        });
-        let arm = match arms
-            .iter_mut()
+            .unwrap_or((Role::Other, pod.to_string()))
+    };
+    let mut arms: Vec<ArmStats> = Vec::new();
+    fn arm_for(arms: &mut Vec<ArmStats>, role: Role, version: String) -> &mut ArmStats {
+        match arms
+            .iter()
             .position(|a| a.role == role && a.version == version)
         {
             Some(i) => &mut arms[i],
@@ -217,21 +257,42 @@ fn result(
                 });
                 arms.last_mut().expect("just pushed")
             }
-        };
+        }
+    }
+    for v in &t.versions {
+        let (role, version) = role_of(&v.version);
+        let arm = arm_for(&mut arms, role, version);
         arm.responses += v.responses;
         arm.errors += v.errors;
         arm.connections += v.connections;
         arm.latency.merge(&v.latency);
     }
+    for (pod, n) in &seen.router.mirrored {
+        let (role, version) = role_of(pod);
+        arm_for(&mut arms, role, version).mirrored += n;
+    }
+    let pods = seen
+        .received
+        .iter()
+        .filter(|(_, (n, _))| *n > 0)
+        .map(|(pod, &(responses, errors))| {
+            let (role, version) = role_of(pod);
+            PodStats {
+                pod: pod.clone(),
+                role,
+                version,
+                responses,
+                errors,
+            }
+        })
+        .collect();
     arms.sort_by_key(|a| match a.role {
         Role::Stable => 0,
         Role::Canary => 1,
         Role::Other => 2,
     });
     let classified = t.classified();
-    let unclassified = |status: u16| t.unclassified_status.get(&status).copied().unwrap_or(0);
-    let not_found = unclassified(404);
-    let no_healthy_upstream = unclassified(503);
+    let r = seen.router;
     let through = match path {
         DataPath::Gateway(g) => format!("gateway {g}"),
         DataPath::Mesh => "mesh (sidecar)".to_string(),
@@ -240,17 +301,20 @@ fn result(
     LoadResult {
         sent: t.sent,
         answered: classified,
-        not_found,
-        no_healthy_upstream,
-        refused: t.sent - classified - not_found - no_healthy_upstream,
-        upstream_failed: 0,
-        fault_aborted: 0,
-        timed_out: 0,
-        retries: 0,
+        not_found: r.not_found,
+        no_healthy_upstream: r.no_healthy_upstream,
+        // What the router did not answer: kube-proxy's refusals, the client's own failures.
+        refused: t.sent.saturating_sub(
+            classified + r.not_found + r.no_healthy_upstream + r.upstream_failed + r.fault_aborted,
+        ),
+        upstream_failed: r.upstream_failed,
+        fault_aborted: r.fault_aborted,
+        timed_out: r.timed_out,
+        retries: r.retries,
         arms,
         pods,
-        unit: match path {
-            DataPath::KubeProxy => SplitUnit::Connection,
+        unit: match (path, w.protocol) {
+            (DataPath::KubeProxy, _) | (_, Protocol::Tls | Protocol::Tcp) => SplitUnit::Connection,
             _ => SplitUnit::Request,
         },
         connections_opened: t.connections,

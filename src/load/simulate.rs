@@ -1013,16 +1013,16 @@ fn http_request(
             return Attempt::NoEndpoint;
         }
         let is_ejected = |e: u32| ejected(d, e);
-        let Some(e) = pick_host(
-            cluster,
-            ctx,
-            balancer,
-            lb_state,
-            &tried,
-            &is_ejected,
-            hash_key,
-            n > 0,
-        ) else {
+        let score = |e: u32| {
+            crate::mesh::policy::rendezvous_score(hash_key.unwrap_or(0), &ctx.ep.pod[e as usize])
+        };
+        let pick = crate::mesh::HostPick {
+            tried: &tried,
+            ejected: &is_ejected,
+            hash_score: hash_key.map(|_| &score as &dyn Fn(u32) -> u64),
+            retry: n > 0,
+        };
+        let Some(e) = cluster.and_then(|c| c.pick_host(ctx.lb, balancer, lb_state, &pick)) else {
             return Attempt::NoEndpoint;
         };
         if n == 0 {
@@ -1099,53 +1099,6 @@ fn http_request(
     arm.record_latency(latency + queued_us);
     d.answered += 1;
     latency
-}
-
-/// One attempt's host in `cluster`, as Envoy picks it: with a consistent hash, the key's host
-/// by rendezvous over the pods' names among hosts not ejected (and, on a retry where there is
-/// another, not tried yet); otherwise the load balancer's pick, re-picked to skip ejected
-/// hosts and (on a retry, up to 5 times: the previous_hosts predicate) tried ones, else any
-/// host not ejected. None: no host is left.
-#[allow(clippy::too_many_arguments)]
-fn pick_host(
-    cluster: Option<&crate::mesh::Cluster>,
-    ctx: &Ctx,
-    balancer: &mut Pcg64Mcg,
-    lb_state: &mut crate::mesh::LbState,
-    tried: &[u32],
-    ejected: &dyn Fn(u32) -> bool,
-    hash_key: Option<u64>,
-    retry: bool,
-) -> Option<u32> {
-    let hosts = cluster.map_or(&[][..], |c| c.endpoints());
-    if let Some(key) = hash_key {
-        let best = |avoid_tried: bool| {
-            hosts
-                .iter()
-                .map(|h| h.0)
-                .filter(|&h| !(ejected(h) || (avoid_tried && tried.contains(&h))))
-                .max_by_key(|&h| {
-                    crate::mesh::policy::rendezvous_score(key, &ctx.ep.pod[h as usize])
-                })
-        };
-        return best(true).or_else(|| best(false));
-    }
-    let outlier = cluster.is_some_and(|c| c.outlier_detection().is_some());
-    let tries = if retry { 5 } else { 1 } + if outlier { hosts.len() } else { 0 };
-    let mut picked = None;
-    for _ in 0..tries {
-        let Some(e) = cluster.and_then(|c| c.pick_endpoint(ctx.lb, balancer, lb_state)) else {
-            break;
-        };
-        if ejected(e.0) {
-            continue;
-        }
-        picked = Some(e.0);
-        if !tried.contains(&e.0) {
-            break;
-        }
-    }
-    picked.or_else(|| hosts.iter().map(|h| h.0).find(|&h| !ejected(h)))
 }
 
 /// Arm index, backend model and pod name for every endpoint of an epoch's table.

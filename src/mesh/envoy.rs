@@ -134,7 +134,7 @@ fn listener(
 /// TCP route, each a TCP proxy over the route's weighted clusters, chosen per connection.
 fn l4_listeners(table: &RouteTable, l: &Listener, options: &EnvoyOptions) -> Vec<Value> {
     let gateway = l.gateway.as_ref().map_or("mesh", |g| g.full.as_str());
-    let default_port = l.ports.first().copied().unwrap_or(443);
+    let default_port = l.l4_default_port();
     // Port → filter chains, in the order Istio would match them.
     let mut by_port: BTreeMap<u32, (bool, Vec<Value>)> = BTreeMap::new();
     for (tls, vhosts) in [(true, &l.tls), (false, &l.tcp)] {

@@ -40,6 +40,22 @@ impl HostPattern {
         }
     }
 
+    /// A TLS server name as written (`sniHosts`): SNI is what the client sent, never a short
+    /// Service name to qualify; `*` and `*.suffix` are wildcards.
+    pub fn server_name(name: &str) -> HostPattern {
+        let name = name.trim().to_ascii_lowercase();
+        if name == "*" {
+            HostPattern::Any
+        } else if let Some(suffix) = name.strip_prefix('*') {
+            HostPattern::Suffix(suffix.to_string())
+        } else {
+            HostPattern::Exact {
+                fqdn: name,
+                short: None,
+            }
+        }
+    }
+
     /// An exact host; cluster-local FQDNs also accept their short forms.
     pub fn exact(fqdn: String) -> HostPattern {
         let short = fqdn

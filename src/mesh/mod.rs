@@ -20,8 +20,9 @@ mod translate;
 
 pub use matcher::{HostPattern, StrMatcher};
 pub use table::{
-    Cluster, ClusterId, LbPolicy, LbState, Mirror, Origin, Protocol, RequestMeta, RoundRobinCursor,
-    RouteChoice, RouteError, RouteSource, RouteTable, Scope, Served, WeightedClusters,
+    Cluster, ClusterId, HostPick, LbPolicy, LbState, Mirror, Origin, Protocol, RequestMeta,
+    RoundRobinCursor, RouteChoice, RouteError, RouteSource, RouteTable, Scope, Served,
+    WeightedClusters,
 };
 pub use translate::translate;
 

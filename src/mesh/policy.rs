@@ -171,6 +171,8 @@ pub enum Attempt {
     ConnectFailure,
     /// The pod answered `status` after `latency_us`.
     Answered { status: u16, latency_us: u64 },
+    /// The per-try timeout fired first (the proxy counts it as a 504).
+    PerTryTimeout,
 }
 
 /// What the client saw.
@@ -275,83 +277,107 @@ impl HttpPolicy {
             && (self.retry.attempts == 0 || !can_fail_retriably)
     }
 
-    /// Runs one client request: the fault filter, then attempts (each one from `attempt`,
-    /// which picks a host other than the previous ones where it can), retried per the policy
-    /// with Envoy's fully jittered back-off, all within the route timeout.
+    /// The fault filter's draw for one request: its delay in µs (0: none), then whether it
+    /// is aborted and with which status.
+    pub fn draw_fault<R: RngCore + ?Sized>(&self, rng: &mut R) -> (u64, Option<u16>) {
+        let sample = |rng: &mut R, per_million: u32| {
+            per_million >= 1_000_000 || rng.next_u64() % 1_000_000 < u64::from(per_million)
+        };
+        let delay = match self.fault.delay {
+            Some((p, delay)) if sample(rng, p) => delay,
+            _ => 0,
+        };
+        let abort = match self.fault.abort {
+            Some((p, status)) if sample(rng, p) => Some(status),
+            _ => None,
+        };
+        (delay, abort)
+    }
+
+    /// An attempt as the policy sees it: an answer slower than the per-try timeout is that
+    /// timeout.
+    pub fn per_try(&self, attempt: Attempt) -> Attempt {
+        match (attempt, self.retry.per_try_timeout_us) {
+            (Attempt::Answered { latency_us, .. }, Some(ptt)) if latency_us > ptt => {
+                Attempt::PerTryTimeout
+            }
+            _ => attempt,
+        }
+    }
+
+    /// Whether the policy's `retryOn` covers an attempt that ended so (the attempt count
+    /// aside).
+    pub fn retries_on(&self, attempt: &Attempt) -> bool {
+        match *attempt {
+            Attempt::NoEndpoint => false,
+            Attempt::ConnectFailure => self.retry.on.connect_failure(),
+            Attempt::PerTryTimeout => self.retry.on.per_try_timeout(),
+            Attempt::Answered { status, .. } => self.retry.on.status(status),
+        }
+    }
+
+    /// Envoy's fully jittered exponential back-off before retry `n` (1 for the first):
+    /// uniform in [0, 25 ms × (2^n − 1)).
+    pub fn backoff_us<R: RngCore + ?Sized>(n: u32, rng: &mut R) -> u64 {
+        let ceiling = BACKOFF_BASE_US * ((1u64 << n.min(10)) - 1);
+        rng.next_u64() % ceiling.max(1)
+    }
+
+    /// Runs one client request on the virtual clock: the fault filter, then attempts (each
+    /// one from `attempt`, which picks a host other than the previous ones where it can),
+    /// retried per the policy with Envoy's back-off, all within the route timeout. Live
+    /// mode runs the same decisions on the wall clock (`live::policy`).
     pub fn serve<R: RngCore + ?Sized>(
         &self,
         rng: &mut R,
         mut attempt: impl FnMut(u32) -> Attempt,
     ) -> (ClientOutcome, AttemptCounts) {
         let mut counts = AttemptCounts::default();
-        let mut elapsed = 0u64;
-        let sample = |rng: &mut R, per_million: u32| {
-            per_million >= 1_000_000 || rng.next_u64() % 1_000_000 < u64::from(per_million)
-        };
-        if let Some((p, delay)) = self.fault.delay {
-            if sample(rng, p) {
-                elapsed += delay;
-            }
-        }
-        if let Some((p, status)) = self.fault.abort {
-            if sample(rng, p) {
-                return (
-                    ClientOutcome::FaultAborted {
-                        status,
-                        latency_us: elapsed.max(1),
-                    },
-                    counts,
-                );
-            }
+        let (delay, abort) = self.draw_fault(rng);
+        let mut elapsed = delay;
+        if let Some(status) = abort {
+            return (
+                ClientOutcome::FaultAborted {
+                    status,
+                    latency_us: elapsed.max(1),
+                },
+                counts,
+            );
         }
         // The route timeout starts at the router, after the fault filter's delay.
-        let routed_at = elapsed;
-        let deadline = self.timeout_us.map(|t| routed_at + t);
+        let deadline = self.timeout_us.map(|t| elapsed + t);
         let mut n = 0u32;
         loop {
-            let outcome = attempt(n);
-            let (retriable, final_outcome) = match outcome {
+            let outcome = self.per_try(attempt(n));
+            let final_outcome = match outcome {
                 Attempt::NoEndpoint => return (ClientOutcome::NoEndpoint, counts),
-                Attempt::ConnectFailure => (
-                    self.retry.on.connect_failure(),
-                    ClientOutcome::ConnectFailure {
-                        latency_us: elapsed.max(1),
-                    },
-                ),
-                Attempt::Answered { status, latency_us } => match self.retry.per_try_timeout_us {
-                    Some(ptt) if latency_us > ptt => {
-                        elapsed += ptt;
-                        (
-                            self.retry.on.per_try_timeout(),
-                            ClientOutcome::Answered {
-                                status: 504,
-                                latency_us: elapsed,
-                            },
-                        )
-                    }
-                    _ => {
-                        elapsed += latency_us;
-                        (
-                            self.retry.on.status(status),
-                            ClientOutcome::Answered {
-                                status,
-                                latency_us: elapsed,
-                            },
-                        )
-                    }
+                Attempt::ConnectFailure => ClientOutcome::ConnectFailure {
+                    latency_us: elapsed.max(1),
                 },
+                Attempt::PerTryTimeout => {
+                    elapsed += self.retry.per_try_timeout_us.unwrap_or(0);
+                    ClientOutcome::Answered {
+                        status: 504,
+                        latency_us: elapsed,
+                    }
+                }
+                Attempt::Answered { status, latency_us } => {
+                    elapsed += latency_us;
+                    ClientOutcome::Answered {
+                        status,
+                        latency_us: elapsed,
+                    }
+                }
             };
             if let Some(out) = timed_out(deadline, elapsed) {
                 return (out, counts);
             }
-            if !retriable || n >= self.retry.attempts {
+            if !self.retries_on(&outcome) || n >= self.retry.attempts {
                 return (final_outcome, counts);
             }
             n += 1;
             counts.retries += 1;
-            // Fully jittered exponential back-off: uniform in [0, base × (2^n − 1)).
-            let ceiling = BACKOFF_BASE_US * ((1u64 << n.min(10)) - 1);
-            elapsed += rng.next_u64() % ceiling.max(1);
+            elapsed += Self::backoff_us(n, rng);
             if let Some(out) = timed_out(deadline, elapsed) {
                 return (out, counts);
             }

@@ -414,6 +414,67 @@ impl Cluster {
     }
 }
 
+/// What constrains one attempt's host beyond the load balancer (see [`Cluster::pick_host`]).
+pub struct HostPick<'a> {
+    /// Endpoints this request has tried already.
+    pub tried: &'a [u32],
+    /// Whether outlier detection has ejected an endpoint.
+    pub ejected: &'a dyn Fn(u32) -> bool,
+    /// With a consistent hash: each endpoint's score for this request's key (rendezvous
+    /// over the pods' names, [`super::policy::rendezvous_score`]).
+    pub hash_score: Option<&'a dyn Fn(u32) -> u64>,
+    /// Whether this is a retry (Envoy's previous_hosts predicate re-picks up to 5 times).
+    pub retry: bool,
+}
+
+impl Cluster {
+    /// One attempt's host, as Envoy picks it: with a consistent hash, the key's host by
+    /// rendezvous over the pods' names among hosts not ejected (and, on a retry where there
+    /// is another, not tried yet); otherwise the load balancer's pick, re-picked to skip
+    /// ejected hosts and (on a retry, up to 5 times) tried ones, else any host not ejected.
+    /// None: no host is left.
+    pub fn pick_host<R: RngCore + ?Sized>(
+        &self,
+        lb: LbPolicy,
+        balancer: &mut R,
+        state: &mut LbState,
+        pick: &HostPick<'_>,
+    ) -> Option<u32> {
+        let hosts = &self.endpoints;
+        let ejected = pick.ejected;
+        if let Some(score) = pick.hash_score {
+            let best = |avoid_tried: bool| {
+                hosts
+                    .iter()
+                    .map(|h| h.0)
+                    .filter(|&h| !(ejected(h) || (avoid_tried && pick.tried.contains(&h))))
+                    .max_by_key(|&h| score(h))
+            };
+            return best(true).or_else(|| best(false));
+        }
+        let tries = if pick.retry { 5 } else { 1 }
+            + if self.outlier.is_some() {
+                hosts.len()
+            } else {
+                0
+            };
+        let mut picked = None;
+        for _ in 0..tries {
+            let Some(e) = self.pick_endpoint(lb, balancer, state) else {
+                break;
+            };
+            if ejected(e.0) {
+                continue;
+            }
+            picked = Some(e.0);
+            if !pick.tried.contains(&e.0) {
+                break;
+            }
+        }
+        picked.or_else(|| hosts.iter().map(|h| h.0).find(|&h| !ejected(h)))
+    }
+}
+
 /// Mutable load-balancer state beside one route table: round-robin cursors per cluster and
 /// active-request counts per endpoint. Sized for its table; it grows rather than panics
 /// when handed ids from a bigger one.
@@ -614,6 +675,19 @@ impl L4Match {
     }
 }
 
+impl L4RouteEntry {
+    /// The ports this route listens on (a match without a port: the gateway's first).
+    pub fn ports(&self, default_port: u32) -> Vec<u32> {
+        if self.matches.is_empty() {
+            return vec![default_port];
+        }
+        self.matches
+            .iter()
+            .map(|m| m.port.unwrap_or(default_port))
+            .collect()
+    }
+}
+
 /// Routes for one host pattern.
 #[derive(Debug, Clone)]
 pub(crate) struct VirtualHost<R> {
@@ -673,6 +747,13 @@ pub(crate) struct Listener {
     pub tcp: Vec<VirtualHost<L4RouteEntry>>,
     /// Services' default routes (mesh only), after every VirtualService host.
     pub defaults: Vec<VirtualHost<DefaultRoute>>,
+}
+
+impl Listener {
+    /// The port of a gateway's TLS/TCP route that names none: the gateway's first, else 443.
+    pub fn l4_default_port(&self) -> u32 {
+        self.ports.first().copied().unwrap_or(443)
+    }
 }
 
 /// A route's split with each cluster's round-robin position, for many requests in a row: the
@@ -870,7 +951,12 @@ impl RouteTable {
                 if !l.ports.is_empty() && !l.ports.contains(&req.port) {
                     return Err(RouteError::NoListener);
                 }
-                let host = request_host(req.host);
+                // A TLS server accepts by the ClientHello's server name, as Envoy's filter
+                // chains do; HTTP and TCP by the host.
+                let host = match (req.protocol, req.sni) {
+                    (Protocol::Tls, Some(sni)) => sni,
+                    _ => request_host(req.host),
+                };
                 let host = if host.is_empty() {
                     req.sni.unwrap_or("")
                 } else {
@@ -1035,6 +1121,97 @@ impl RouteTable {
             .iter()
             .filter(|l| find_vhost(&l.http, host, caller_ns).is_some())
             .find_map(|l| l.gateway.as_ref().map(|g| g.full.as_str()))
+    }
+
+    /// Where the gateways' TLS and TCP routes listen: (gateway `namespace/name`, port,
+    /// whether a TLS route is on it), as `envoy-config` exports the listeners.
+    pub fn l4_ports(&self) -> Vec<(String, u32, bool)> {
+        let mut ports: Vec<(String, u32, bool)> = Vec::new();
+        for l in &self.listeners {
+            let Some(gateway) = &l.gateway else { continue };
+            for (tls, vhosts) in [(true, &l.tls), (false, &l.tcp)] {
+                for r in vhosts.iter().flat_map(|vh| &vh.routes) {
+                    for port in r.ports(l.l4_default_port()) {
+                        match ports
+                            .iter_mut()
+                            .find(|(g, p, _)| *g == gateway.full && *p == port)
+                        {
+                            Some(entry) => entry.2 |= tls,
+                            None => ports.push((gateway.full.clone(), port, tls)),
+                        }
+                    }
+                }
+            }
+        }
+        ports
+    }
+
+    /// The route of a connection to a gateway's TLS/TCP port, chosen as Envoy's filter
+    /// chains choose it from what the connection shows (no Host): a TLS route whose SNI
+    /// names match the ClientHello's wins; else the first route on the port without a
+    /// condition (a TCP route, or a TLS route for `*`). Among equal conditions the first
+    /// route wins, as in the exported config.
+    pub fn route_connection(
+        &self,
+        gateway: &str,
+        port: u32,
+        sni: Option<&str>,
+    ) -> Result<RouteChoice<'_>, RouteError> {
+        let l = self
+            .listeners
+            .iter()
+            .find(|l| l.gateway.as_ref().is_some_and(|g| g.full == gateway))
+            .ok_or(RouteError::UnknownGateway)?;
+        let default_port = l.l4_default_port();
+        let on_port = |r: &&L4RouteEntry| r.ports(default_port).contains(&port);
+        // A TLS route's SNI names: its matches' sniHosts, else its virtual host.
+        let names = |vh: &VirtualHost<L4RouteEntry>, r: &L4RouteEntry| -> Vec<HostPattern> {
+            let listed: Vec<HostPattern> = r
+                .matches
+                .iter()
+                .filter(|m| m.port.unwrap_or(default_port) == port)
+                .flat_map(|m| m.sni.iter().cloned())
+                .collect();
+            if listed.is_empty() {
+                vec![vh.host.clone()]
+            } else {
+                listed
+            }
+        };
+        let is_any = |n: &Vec<HostPattern>| n.iter().any(|h| matches!(h, HostPattern::Any));
+        let by_sni = sni.and_then(|sni| {
+            l.tls.iter().find_map(|vh| {
+                vh.routes.iter().filter(on_port).find(|r| {
+                    let n = names(vh, r);
+                    !is_any(&n) && n.iter().any(|h| h.matches(sni, ""))
+                })
+            })
+        });
+        let unconditional = || {
+            l.tls
+                .iter()
+                .find_map(|vh| {
+                    vh.routes
+                        .iter()
+                        .filter(on_port)
+                        .find(|r| is_any(&names(vh, r)))
+                })
+                .or_else(|| {
+                    l.tcp
+                        .iter()
+                        .find_map(|vh| vh.routes.iter().find(|r| on_port(r)))
+                })
+        };
+        by_sni
+            .or_else(unconditional)
+            .map(|r| RouteChoice {
+                clusters: &r.clusters,
+                mirrors: &[],
+                policy: &super::policy::NO_POLICY,
+                scope: Scope::PerConnection,
+                source: &r.source,
+            })
+            .ok_or(RouteError::NoRoute)
     }
 
     fn gateway_listener(&self, name: &str, caller_ns: &str) -> Option<&Listener> {

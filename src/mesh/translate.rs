@@ -743,7 +743,7 @@ impl<'a> Builder<'a> {
                     let l4 = L4Match {
                         port: m.port,
                         source: source_match(m.source_labels, m.source_namespace),
-                        sni: m.sni.iter().map(|h| HostPattern::parse(h, ns)).collect(),
+                        sni: m.sni.iter().map(|h| HostPattern::server_name(h)).collect(),
                     };
                     (l4, self.match_gateways(m.gateways, ns, key))
                 })

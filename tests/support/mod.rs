@@ -1,3 +1,45 @@
-//! Helpers shared by the suites that run real programs.
+//! Helpers shared by the suites: real programs, and files that clean up after themselves.
+
+#![allow(dead_code)] // each suite uses some of these
 
 pub mod envoy;
+
+use std::path::{Path, PathBuf};
+
+/// A file in a fresh temporary directory; both are removed when it is dropped.
+pub struct TempFile {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl std::ops::Deref for TempFile {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for TempFile {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Writes `text` to a file called `name` in a fresh temporary directory.
+pub fn write_temp(name: &str, text: &str) -> TempFile {
+    let dir = tempfile::Builder::new()
+        .prefix("canarysim-test-")
+        .tempdir()
+        .expect("a temporary directory");
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).expect("a temporary file");
+    TempFile { _dir: dir, path }
+}
+
+/// A fresh temporary directory, removed when dropped.
+pub fn temp_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("canarysim-test-")
+        .tempdir()
+        .expect("a temporary directory")
+}
