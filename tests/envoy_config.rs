@@ -66,7 +66,19 @@ fn the_walkthrough_at_20_percent_exports_an_80_20_split_to_istios_clusters() {
 
 #[test]
 fn tls_and_tcp_routes_get_listeners_of_their_own() {
+    // Seed 003's Gateway opens only port 80: its VirtualServices' TLS (443) and TCP (8020)
+    // routes get no listener there, as Istio installs none.
     let (code, config, err) = export(&["scenarios/seed-003-multi-vs.yaml"]);
+    assert_eq!(code, 0, "{err}");
+    let names: Vec<&str> = config["static_resources"]["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["rollouts-demo/rollouts-demo-gateway 80"]);
+    // With a Gateway that opens 443 (TLS passthrough) and 8020 (TCP), they do.
+    let (code, config, err) = export(&["scenarios/tls-and-tcp-routes.yaml"]);
     assert_eq!(code, 0, "{err}");
     let listeners = config["static_resources"]["listeners"].as_array().unwrap();
     let names: Vec<&str> = listeners

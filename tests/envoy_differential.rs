@@ -254,6 +254,41 @@ fn mirror_route() {
 
 #[test]
 #[ignore = "needs envoy (the live suite: .ci/run)"]
+fn subset_level_split() {
+    // Seed 003's subset-level split at its first pause (step 4: 5 % to the canary subset),
+    // once the table has reached the gateway.
+    let plan = plan_of("seed-003-subset-level.yaml");
+    let mut runner = Runner::new(&plan, None);
+    for _ in 0..4 {
+        runner.step();
+    }
+    runner.world.advance(Duration::from_secs(1)).unwrap();
+    let shapes = [
+        Shape {
+            host: "istio-rollout.dev.argoproj.io".into(),
+            path: "/".into(),
+            headers: Vec::new(),
+            requests: REQUESTS,
+        },
+        unknown_host(),
+    ];
+    let mut seen_canary = false;
+    compare(
+        &plan,
+        &runner.world,
+        "seed-003-subset-level.yaml step 4",
+        &shapes,
+        &mut |_| {},
+        &mut |case, shape, ours, theirs| {
+            agree(case, shape, ours, theirs);
+            seen_canary |= ours.contains_key("version yellow");
+        },
+    );
+    assert!(seen_canary, "the canary subset answered");
+}
+
+#[test]
+#[ignore = "needs envoy (the live suite: .ci/run)"]
 fn subsets_selecting_no_pod_answer_503_alike() {
     assert!(each_gateway_load("subsets-selecting-no-pod.yaml", |_| {}, agree) >= 1);
 }
@@ -309,4 +344,141 @@ fn a_weight_moved_by_3_points_in_the_exported_config_is_caught() {
         },
     );
     assert_eq!(caught, 1, "the shifted split, and only it, differs");
+}
+
+/// What one router answered `requests` connections with, one request each (TLS with `sni`,
+/// or plain TCP): counts per version, and "no answer" for connections it closed.
+fn send_connections(port: u16, tls: bool, sni: &str, requests: u64) -> BTreeMap<String, u64> {
+    let shape = Shape {
+        host: "tls-and-tcp.test".into(),
+        path: "/".into(),
+        headers: Vec::new(),
+        requests,
+    };
+    let mut load = connection_load(port, &shape);
+    load.target.tls = tls;
+    load.sni = Some(sni.to_string());
+    let mut counts = BTreeMap::new();
+    let outcome: HttpOutcome = match canarysim::load::http::run(&load, &|_| {}) {
+        Ok(outcome) => outcome,
+        // The first connection was closed (the load's probe): so would every other be.
+        Err(e) => {
+            println!("port {port}, SNI {sni}: {e}");
+            counts.insert("no answer".into(), requests);
+            return counts;
+        }
+    };
+    let t = &outcome.tally;
+    for v in &t.versions {
+        counts.insert(format!("version {}", v.version), v.responses);
+    }
+    let failed = t.sent - t.classified();
+    if failed > 0 {
+        counts.insert("no answer".into(), failed);
+    }
+    counts
+}
+
+/// A fresh connection per request (a TLS or TCP route picks once per connection), the
+/// pods' certificate not checked (it is self-signed).
+fn connection_load(port: u16, shape: &Shape) -> HttpLoad {
+    HttpLoad {
+        target: Target {
+            tls: false,
+            host: "127.0.0.1".into(),
+            port,
+            path: shape.path.clone(),
+        },
+        requests: Some(shape.requests),
+        duration: Some(Duration::from_secs(300)),
+        connections: 16,
+        rate: None,
+        http2: false,
+        keepalive: false,
+        method: hyper::Method::GET,
+        headers: Vec::new(),
+        host: Some(shape.host.clone()),
+        timeout: Duration::from_secs(10),
+        insecure: true,
+        cacert: None,
+        sni: None,
+        connect_to: Vec::new(),
+        classifier: canarysim::load::classify::Classifier::Header("x-version".into()),
+        stop: None,
+        stop_counts: Vec::new(),
+    }
+}
+
+/// TLS (by SNI) and TCP (by port) routes of two VirtualServices at a gateway: at each of
+/// the scenario's TLS/TCP load steps, the live router's L4 listeners and Envoy's (the
+/// export, its clusters at the pods' TLS addresses for TLS and plain ones for TCP) split
+/// 50,000 connections alike, and both close a connection whose SNI no route names.
+#[test]
+#[ignore = "needs envoy (the live suite: .ci/run)"]
+fn tls_and_tcp_routes_choose_alike() {
+    use canarysim::mesh::Protocol;
+    let plan = plan_of("tls-and-tcp-routes.yaml");
+    let mut runner = Runner::new(&plan, None);
+    let gateway = "rollouts-demo/rollouts-demo-gateway";
+    let mut checked = 0;
+    for step in plan.steps.iter() {
+        let StepKind::Load(w) = &step.kind else {
+            runner.step();
+            continue;
+        };
+        let world = &runner.world;
+        let table = world.mesh.table_at(world.now()).expect("a table in force");
+        let mut live = Live::start(&plan.backends, &plan.namespace, plan.seed).unwrap();
+        live.sync(world);
+        let tls = w.protocol == Protocol::Tls;
+        let pods: BTreeMap<String, SocketAddr> = if tls {
+            live.tls_pods().map(|(n, a)| (n.to_string(), a)).collect()
+        } else {
+            live.pods().map(|(n, a)| (n.to_string(), a)).collect()
+        };
+        let lookup = |pod: &str| pods.get(pod).map(|a| (a.ip().to_string(), a.port()));
+        let options = EnvoyOptions {
+            listen_address: "127.0.0.1".into(),
+            ports: BTreeMap::new(),
+            default_port: 0,
+            admin_port: 0,
+            l4_port: &|_, _| 0,
+            pod_address: &lookup,
+            lb: canarysim::mesh::LbPolicy::RoundRobin,
+        };
+        let (config, _) = bootstrap(table, &options);
+        let envoy = start_envoy(&config);
+        let ours = live
+            .l4_address(gateway, w.port)
+            .expect("our L4 listener")
+            .port();
+        let theirs = envoy.listeners[&format!("{gateway} {}", w.port)];
+        let sni = w.sni.clone().unwrap_or_default();
+        let case = format!(
+            "tls-and-tcp-routes.yaml step {} ({:?})",
+            step.index, w.protocol
+        );
+        let a = send_connections(ours, tls, &sni, REQUESTS);
+        let b = send_connections(theirs, tls, &sni, REQUESTS);
+        let shape = Shape {
+            host: sni.clone(),
+            path: "/".into(),
+            headers: Vec::new(),
+            requests: REQUESTS,
+        };
+        agree(&case, &shape, &a, &b);
+        assert!(!a.contains_key("no answer"), "{case}: {a:?}");
+        if tls {
+            // No route names this server: both close the connection.
+            let a = send_connections(ours, true, "unknown.example", 200);
+            let b = send_connections(theirs, true, "unknown.example", 200);
+            assert_eq!(a, b, "{case}, unknown SNI");
+            assert_eq!(a.keys().collect::<Vec<_>>(), ["no answer"], "{a:?}");
+        }
+        checked += 1;
+        drop(envoy);
+        drop(live);
+        runner.step();
+    }
+    assert_eq!(checked, 5, "every TLS and TCP load of the scenario");
 }

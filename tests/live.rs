@@ -423,10 +423,17 @@ fn the_live_router_retries_aborts_and_times_out_as_the_route_says() {
 
     // A 10 ms route timeout against a 30 ms canary: every canary request ends as 504,
     // counted against the canary (the pod it went to), as the simulation counts it.
+    // (A stable answer, due in 1 ms, may also miss 10 ms on a loaded machine: it is then
+    // counted against the stable version.)
     let timed = &loads[2];
     let (canary_answers, canary_errors) = version_share(timed, "canary");
-    assert_eq!(count(timed, "timed_out"), canary_answers, "{timed}");
+    let (_, stable_errors) = version_share(timed, "stable");
     assert_eq!(canary_answers, canary_errors);
+    assert_eq!(
+        count(timed, "timed_out"),
+        canary_errors + stable_errors,
+        "{timed}"
+    );
     assert!((300..500).contains(&canary_answers), "{canary_answers}");
 }
 
@@ -449,9 +456,10 @@ fn the_live_router_ejects_an_outlier_and_answers_no_healthy_upstream() {
     );
     let load = &loads[0];
     // Three 500s in a row eject the only canary pod for ten minutes: the canary answers
-    // three requests, and the rest routed to it find no healthy upstream.
+    // three requests (and those already on their way to it: 8 connections send at once),
+    // and the rest routed to it find no healthy upstream.
     let (canary_answers, _) = version_share(load, "canary");
-    assert_eq!(canary_answers, 3, "{load}");
+    assert!((3..=10).contains(&canary_answers), "{load}");
     let none = count(load, "no_healthy_upstream");
     assert!((300..500).contains(&none), "{none}");
     assert_eq!(count(load, "answered") + none, 2000);

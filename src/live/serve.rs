@@ -54,6 +54,8 @@ pub fn serve(
     for (pod, address) in live.pods() {
         let _ = writeln!(out, "pod {pod} on {address}");
     }
+    let mut announced = Vec::new();
+    announce_l4(&live, &mut announced, out);
     let _ = out.flush();
     // The runner's hook and this function share the live side.
     let live = Rc::new(RefCell::new(live));
@@ -71,6 +73,7 @@ pub fn serve(
                 step.summary,
                 if step.passed { "ok" } else { "FAILED" }
             );
+            announce_l4(&live.borrow(), &mut announced, out);
             let _ = out.flush();
         }
         live.borrow_mut().sync(&runner.world);
@@ -86,4 +89,17 @@ pub fn serve(
     drop(live);
     let _ = writeln!(out, "stopped; every port closed");
     Ok(())
+}
+
+/// Prints each gateway TLS/TCP listener the first time it is open.
+fn announce_l4(live: &Live, announced: &mut Vec<(String, u32)>, out: &mut dyn Write) {
+    for (gateway, port, address) in live.l4_listeners() {
+        if !announced.contains(&(gateway.clone(), port)) {
+            let _ = writeln!(
+                out,
+                "gateway {gateway} port {port} (TLS/TCP routes) on {address}"
+            );
+            announced.push((gateway, port));
+        }
+    }
 }

@@ -151,6 +151,10 @@ fn l4_listeners(table: &RouteTable, l: &Listener, options: &EnvoyOptions) -> Vec
                 };
                 for (port, sni) in matches {
                     let port = port.unwrap_or(default_port);
+                    // The gateway's servers do not open this port: no listener for it.
+                    if !l.listens_on(port) {
+                        continue;
+                    }
                     let entry = by_port.entry(port).or_insert((false, Vec::new()));
                     let mut chain = json!({"filters": [proxy.clone()]});
                     if tls {

@@ -754,6 +754,11 @@ impl Listener {
     pub fn l4_default_port(&self) -> u32 {
         self.ports.first().copied().unwrap_or(443)
     }
+
+    /// Whether a gateway's servers open `port` (a gateway without a Gateway object: any).
+    pub fn listens_on(&self, port: u32) -> bool {
+        self.ports.is_empty() || self.ports.contains(&port)
+    }
 }
 
 /// A route's split with each cluster's round-robin position, for many requests in a row: the
@@ -1132,6 +1137,9 @@ impl RouteTable {
             for (tls, vhosts) in [(true, &l.tls), (false, &l.tcp)] {
                 for r in vhosts.iter().flat_map(|vh| &vh.routes) {
                     for port in r.ports(l.l4_default_port()) {
+                        if !l.listens_on(port) {
+                            continue;
+                        }
                         match ports
                             .iter_mut()
                             .find(|(g, p, _)| *g == gateway.full && *p == port)
@@ -1162,6 +1170,9 @@ impl RouteTable {
             .iter()
             .find(|l| l.gateway.as_ref().is_some_and(|g| g.full == gateway))
             .ok_or(RouteError::UnknownGateway)?;
+        if !l.listens_on(port) {
+            return Err(RouteError::NoListener);
+        }
         let default_port = l.l4_default_port();
         let on_port = |r: &&L4RouteEntry| r.ports(default_port).contains(&port);
         // A TLS route's SNI names: its matches' sniHosts, else its virtual host.

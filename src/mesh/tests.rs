@@ -663,6 +663,89 @@ fn tls_routes_match_sni_and_tcp_routes_match_port_per_connection() {
 }
 
 #[test]
+fn a_gateway_routes_a_connection_by_sni_alone_as_its_filter_chains_do() {
+    let mut api = store();
+    let tls_and_tcp = |sni: Value, stable: i64| {
+        json!({"hosts": ["reviews"], "gateways": ["tlsgw"],
+               "tls": [{"match": [{"port": 443, "sniHosts": sni}],
+                        "route": [{"destination": {"host": "reviews-stable"}, "weight": stable},
+                                  {"destination": {"host": "reviews-canary"}, "weight": 100 - stable}]}],
+               "tcp": [{"match": [{"port": 8020}],
+                        "route": [{"destination": {"host": "reviews-stable"}}]}]})
+    };
+    create(
+        &mut api,
+        Kind::Gateway,
+        json!({"metadata": {"name": "tlsgw", "namespace": NS},
+               "spec": {"selector": {"istio": "ingressgateway"},
+                        "servers": [{"port": {"number": 443, "name": "tls", "protocol": "TLS"},
+                                     "tls": {"mode": "PASSTHROUGH"}, "hosts": ["*"]},
+                                    {"port": {"number": 8020, "name": "tcp", "protocol": "TCP"},
+                                     "hosts": ["*"]}]}}),
+    );
+    // `localhost` is a server name as written, not a short Service name.
+    vs(
+        &mut api,
+        "a",
+        tls_and_tcp(json!(["localhost", "*.example.com"]), 80),
+    );
+    vs(&mut api, "b", tls_and_tcp(json!(["localhost"]), 0));
+    let table = translate(&api);
+    let mut ports = table.l4_ports();
+    ports.sort();
+    assert_eq!(
+        ports,
+        [
+            ("demo/tlsgw".to_string(), 443, true),
+            ("demo/tlsgw".to_string(), 8020, false)
+        ]
+    );
+    let by_sni = |sni| {
+        table
+            .route_connection("demo/tlsgw", 443, sni)
+            .map(|c| c.source.to_string())
+    };
+    // Both VirtualServices name `localhost`: the first one wins, as the export keeps it.
+    let first = by_sni(Some("localhost")).unwrap();
+    assert!(first.contains("VirtualService demo/a"), "{first}");
+    assert!(by_sni(Some("shop.example.com")).unwrap().contains("demo/a"));
+    // No TLS route names the server and no TCP route listens on 443: no route.
+    assert_eq!(by_sni(Some("other.org")).unwrap_err(), RouteError::NoRoute);
+    assert_eq!(by_sni(None).unwrap_err(), RouteError::NoRoute);
+    // A TCP port routes any connection, TLS or not.
+    let tcp = table
+        .route_connection("demo/tlsgw", 8020, Some("anything"))
+        .unwrap();
+    assert_eq!(
+        (tcp.source.route.as_str(), tcp.scope),
+        ("tcp/0", Scope::PerConnection)
+    );
+    assert_eq!(
+        table.route_connection("demo/other", 443, None).unwrap_err(),
+        RouteError::UnknownGateway
+    );
+    assert_eq!(
+        table
+            .route_connection("demo/tlsgw", 9443, None)
+            .unwrap_err(),
+        RouteError::NoListener,
+        "the Gateway opens no such port"
+    );
+    // The simulated load's view agrees: a TLS request through the gateway by SNI.
+    let through_gateway = RequestMeta {
+        protocol: Protocol::Tls,
+        port: 443,
+        sni: Some("localhost"),
+        ..req(Origin::Gateway("tlsgw"), "reviews")
+    };
+    let counts = roles(&table, &through_gateway, 100_000, 9);
+    assert!(
+        (share(&counts, Role::Canary) - 20.0).abs() < 0.5,
+        "{counts:?}"
+    );
+}
+
+#[test]
 fn sidecars_keep_the_oldest_virtual_service_and_gateways_merge() {
     let mut api = store();
     vs(

@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 pub struct Envoy {
     child: Child,
     dir: PathBuf,
+    /// The first listener's port (a gateway's HTTP listener).
     pub port: u16,
+    /// Every listener's port, by listener name (`namespace/gateway port`).
+    pub listeners: std::collections::BTreeMap<String, u16>,
 }
 
 impl Drop for Envoy {
@@ -70,6 +73,7 @@ pub fn start_envoy(config: &serde_json::Value) -> Envoy {
         child,
         dir,
         port: 0,
+        listeners: Default::default(),
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     while envoy.port == 0 {
@@ -95,13 +99,32 @@ pub fn start_envoy(config: &serde_json::Value) -> Envoy {
         let Ok(json) = serde_json::from_str::<serde_json::Value>(&listeners[from..=to]) else {
             continue;
         };
-        if let Some(port) =
-            json["listener_statuses"][0]["local_address"]["socket_address"]["port_value"].as_u64()
-        {
-            envoy.port = port as u16;
+        let statuses = json["listener_statuses"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let ports: Vec<(String, u64)> = statuses
+            .iter()
+            .filter_map(|l| {
+                let port = l["local_address"]["socket_address"]["port_value"].as_u64()?;
+                Some((l["name"].as_str()?.to_string(), port))
+            })
+            .collect();
+        // Every listener bound (a port of 0 is not bound yet).
+        if !ports.is_empty() && ports.len() == statuses.len() && ports.iter().all(|(_, p)| *p > 0) {
+            envoy.port = ports[0].1 as u16;
+            envoy.listeners = ports.into_iter().map(|(n, p)| (n, p as u16)).collect();
         }
     }
-    // What answers there is Envoy, not something else that took the port.
+    // What answers there is Envoy, not something else that took the port (a bootstrap
+    // whose first listener is a TLS/TCP one is checked by its caller).
+    if !config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["name"]
+        .as_str()
+        .unwrap_or("")
+        .ends_with("http_connection_manager")
+    {
+        return envoy;
+    }
     let hello = get(
         &format!("127.0.0.1:{}", envoy.port),
         "no-such-host.example",

@@ -2,7 +2,7 @@
 //! carries such routes (as `envoy-config` exports them), each connection routed once from
 //! what it shows, as Envoy's filter chains route it: the SNI of a TLS ClientHello (read, not
 //! terminated: the bytes pass through to the pod, which answers TLS itself), or nothing.
-//! No route or no healthy upstream: the connection is closed, as Envoy closes it.
+//! No route or no healthy upstream: the connection is reset, as Envoy resets it.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -80,12 +80,12 @@ impl State {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let Some(table) = &published.table else {
-            return;
+            return reset(client);
         };
         let sni = opening.tls.as_ref().and_then(|sni| sni.as_deref());
         let Ok(choice) = table.route_connection(gateway, port, sni) else {
             self.stats.not_found.fetch_add(1, Ordering::Relaxed);
-            return;
+            return reset(client);
         };
         let lb = self.data_plane.lock().unwrap_or_else(|p| p.into_inner()).0;
         let endpoint = {
@@ -115,7 +115,7 @@ impl State {
         };
         let Some(mut upstream) = upstream else {
             self.stats.upstream_failed.fetch_add(1, Ordering::Relaxed);
-            return;
+            return reset(client);
         };
         let _ = upstream.set_nodelay(true);
         if upstream.write_all(&opening.bytes).await.is_err() {
@@ -123,6 +123,11 @@ impl State {
         }
         let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
     }
+}
+
+/// Drops a connection with a reset (RST), as Envoy drops one it cannot route.
+fn reset(client: TcpStream) {
+    let _ = client.set_zero_linger();
 }
 
 /// Reads until the first bytes show a whole TLS ClientHello (its SNI, read with rustls's
