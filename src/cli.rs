@@ -67,6 +67,14 @@ pub enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Watch scenarios run in the terminal: the steps, the four weights (set,
+    /// VirtualService, router, observed), the share over time, the rollout as `get rollout`
+    /// shows it, latency and errors per version, events; promote, abort and retry with keys.
+    Tui {
+        /// A scenario directory or file (default: `scenarios/` when it exists, else the
+        /// bundled seed walkthrough).
+        path: Option<PathBuf>,
+    },
     /// Bring a scenario's world up on real loopback sockets and keep it up: a real server
     /// per ready pod and a router (its address printed) serving the route table in force,
     /// while the steps play on the wall clock. Stops cleanly on Ctrl-C.
@@ -260,6 +268,7 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
             time_scale,
             seed,
         } => serve(path.as_deref(), hold, time_scale, seed),
+        Command::Tui { path } => tui(path.as_deref()),
         Command::Backend {
             version_name,
             port,
@@ -389,6 +398,35 @@ fn envoy_config(
 }
 
 /// `canarysim serve`: prints as it goes (the address first), until Ctrl-C or SIGTERM.
+/// `canarysim tui`: the scenarios of a directory or a file, or the bundled walkthrough.
+fn tui(path: Option<&Path>) -> (u8, String, String) {
+    static DISK: Disk = Disk;
+    let (files, path): (&'static (dyn Files + Sync), PathBuf) = match path {
+        Some(p) => (&DISK, p.to_path_buf()),
+        None if Path::new("scenarios").is_dir() => (&DISK, PathBuf::from("scenarios")),
+        None => (&EMBEDDED, PathBuf::from(DEFAULT_SCENARIO)),
+    };
+    if files.read(&path).is_err() && !path.is_dir() {
+        return (
+            2,
+            String::new(),
+            format!("{}: no such scenario file or directory\n", path.display()),
+        );
+    }
+    let entries = crate::tui::entries(&path, files);
+    if entries.is_empty() {
+        return (
+            2,
+            String::new(),
+            format!("{}: no scenario (*.yaml) in it\n", path.display()),
+        );
+    }
+    match crate::tui::run(entries, files) {
+        Ok(()) => (0, String::new(), String::new()),
+        Err(e) => (2, String::new(), format!("the terminal: {e}\n")),
+    }
+}
+
 fn serve(
     path: Option<&Path>,
     hold: bool,

@@ -63,4 +63,5 @@ pub mod scenario;
 pub mod seed;
 pub mod sim;
 pub mod testing;
+pub mod tui;
 pub mod verify;

@@ -286,7 +286,7 @@ impl World {
     pub fn advance_until(
         &mut self,
         end: SimTime,
-        mut done: impl FnMut(&World) -> bool,
+        mut done: impl FnMut(&mut World) -> bool,
     ) -> Result<bool, SimError> {
         self.settle()?;
         loop {

@@ -77,7 +77,7 @@ impl fmt::Display for ScenarioFailure {
                         "✘ step {} at {}: {}",
                         step.index, step.time, step.summary
                     )?;
-                    for line in step.detail.lines() {
+                    for line in crate::report::text::step_detail(step).lines() {
                         writeln!(f, "    {line}")?;
                     }
                 }

@@ -104,6 +104,11 @@ fn the_layers_keep_their_direction() {
         ),
         ("outcome", "report", "data does not render itself"),
         (
+            "scenario",
+            "report",
+            "the runner hands over data; the text report, JSON and the TUI render it",
+        ),
+        (
             "endpoints",
             "controller",
             "the data plane reads objects, not the controller",
@@ -241,5 +246,32 @@ fn yaml_is_read_in_one_place() {
     assert!(
         found.is_empty(),
         "serde_yaml outside model/yaml.rs: {found:?}"
+    );
+}
+
+/// One file touches the terminal: the TUI's `terminal.rs` (state, update and render never do).
+#[test]
+fn only_the_tui_terminal_file_names_crossterm() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut found = Vec::new();
+    let mut dirs = vec![src.clone()];
+    while let Some(d) = dirs.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && !path.ends_with("tui/terminal.rs")
+                && std::fs::read_to_string(&path)
+                    .unwrap()
+                    .contains("crossterm::")
+            {
+                found.push(path.display().to_string());
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "crossterm outside tui/terminal.rs: {found:?}"
     );
 }

@@ -409,8 +409,8 @@ fn connection_load(port: u16, shape: &Shape) -> HttpLoad {
     }
 }
 
-/// TLS (by SNI) and TCP (by port) routes of two VirtualServices at a gateway: at each of
-/// the scenario's TLS/TCP load steps, the live router's L4 listeners and Envoy's (the
+/// TLS (by SNI) and TCP (by port) routes of two VirtualServices at a gateway (and their
+/// HTTP routes, at the first pause): at each of the scenario's TLS/TCP load steps, the live router's L4 listeners and Envoy's (the
 /// export, its clusters at the pods' TLS addresses for TLS and plain ones for TCP) split
 /// 50,000 connections alike, and both close a connection whose SNI no route names.
 #[test]
@@ -427,6 +427,22 @@ fn tls_and_tcp_routes_choose_alike() {
             continue;
         };
         let world = &runner.world;
+        if checked == 0 {
+            // The two VirtualServices' HTTP routes at the same gateway, at the first pause.
+            let http = |host: &str, requests| Shape {
+                host: host.into(),
+                path: "/".into(),
+                headers: Vec::new(),
+                requests,
+            };
+            let shapes = [
+                http("rollouts-demo-vsvc1.local", REQUESTS),
+                http("rollouts-demo-vsvc2.local", REQUESTS),
+                unknown_host(),
+            ];
+            let case = format!("tls-and-tcp-routes.yaml step {} (HTTP)", step.index);
+            compare(&plan, world, &case, &shapes, &mut |_| {}, &mut agree);
+        }
         let table = world.mesh.table_at(world.now()).expect("a table in force");
         let mut live = Live::start(&plan.backends, &plan.namespace, plan.seed).unwrap();
         live.sync(world);

@@ -1221,17 +1221,7 @@ fn route_shares(table: &crate::mesh::RouteTable, meta: &RequestMeta) -> Vec<(Rol
     let Ok(choice) = table.route(meta) else {
         return Vec::new();
     };
-    let total = choice.clusters.total() as f64;
-    let mut parts = Vec::new();
-    for (cluster, weight) in choice.clusters.iter() {
-        let eps = table.cluster(cluster).map(|c| c.endpoints()).unwrap_or(&[]);
-        for e in eps {
-            if let Some(ep) = table.endpoint(*e) {
-                parts.push((ep.role, weight as f64 / total / eps.len() as f64));
-            }
-        }
-    }
-    shares_by_role(parts.into_iter())
+    shares_by_role(table.role_shares(choice.clusters).into_iter())
 }
 
 /// Adds an epoch's shares, weighted by the draws it carried, to the running totals.

@@ -1128,6 +1128,54 @@ impl RouteTable {
             .find_map(|l| l.gateway.as_ref().map(|g| g.full.as_str()))
     }
 
+    /// The split of a VirtualService's route (`http/primary`, `tls/0`…) as the first
+    /// proxy that has it would pick: the gateways' and the mesh's copies carry the same
+    /// weights. None: no proxy has the route.
+    pub fn route_split(
+        &self,
+        virtual_service: &ObjectKey,
+        route: &str,
+    ) -> Option<&WeightedClusters> {
+        let from = |source: &RouteSource| {
+            source.virtual_service.as_ref() == Some(virtual_service) && source.route == route
+        };
+        self.listeners.iter().find_map(|l| {
+            l.http
+                .iter()
+                .flat_map(|vh| &vh.routes)
+                .find(|r| from(&r.source))
+                .map(|r| &r.clusters)
+                .or_else(|| {
+                    l.tls
+                        .iter()
+                        .chain(&l.tcp)
+                        .flat_map(|vh| &vh.routes)
+                        .find(|r| from(&r.source))
+                        .map(|r| &r.clusters)
+                })
+        })
+    }
+
+    /// What share of a split each role's pods get: a cluster's weight spread evenly over
+    /// its endpoints (an empty cluster gives its weight to no role).
+    pub fn role_shares(&self, split: &WeightedClusters) -> Vec<(crate::endpoints::Role, f64)> {
+        let total = split.total() as f64;
+        let mut shares: Vec<(crate::endpoints::Role, f64)> = Vec::new();
+        for (cluster, weight) in split.iter() {
+            let eps = self.cluster(cluster).map(|c| c.endpoints()).unwrap_or(&[]);
+            for e in eps {
+                if let Some(ep) = self.endpoint(*e) {
+                    let part = weight as f64 / total / eps.len() as f64;
+                    match shares.iter_mut().find(|(r, _)| *r == ep.role) {
+                        Some((_, s)) => *s += part,
+                        None => shares.push((ep.role, part)),
+                    }
+                }
+            }
+        }
+        shares
+    }
+
     /// Where the gateways' TLS and TCP routes listen: (gateway `namespace/name`, port,
     /// whether a TLS route is on it), as `envoy-config` exports the listeners.
     pub fn l4_ports(&self) -> Vec<(String, u32, bool)> {

@@ -407,6 +407,11 @@ pub fn escape_pointer(segment: &str) -> String {
     segment.replace('~', "~0").replace('/', "~1")
 }
 
+/// Writes a value as YAML (the TUI saves what was run as a scenario file).
+pub fn to_yaml(value: &Value) -> Result<String, String> {
+    serde_yaml::to_string(value).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,6 +30,7 @@ fn json_value(report: &RunReport) -> Value {
     let mut value = serde_json::to_value(report).expect("a report serializes");
     if let Some(steps) = value["steps"].as_array_mut() {
         for (json, step) in steps.iter_mut().zip(&report.steps) {
+            json["detail"] = Value::String(text::step_detail(step).into_owned());
             if step.views.is_empty() {
                 continue;
             }

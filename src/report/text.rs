@@ -43,7 +43,7 @@ pub fn render(report: &RunReport) -> String {
             let held = step.detail.split(", ").filter(|s| !s.is_empty()).count();
             let _ = writeln!(out, "        {held} check(s) held");
         } else {
-            for line in step.detail.lines().filter(|l| !l.is_empty()) {
+            for line in step_detail(step).lines().filter(|l| !l.is_empty()) {
                 let _ = writeln!(out, "        {line}");
             }
         }
@@ -420,5 +420,14 @@ fn unit_word(unit: crate::verify::SplitUnit) -> &'static str {
     match unit {
         crate::verify::SplitUnit::Request => "request",
         crate::verify::SplitUnit::Connection => "connection",
+    }
+}
+
+/// A step's detail as the text report shows it: a load step's figures rendered from its
+/// data, any other step's own words.
+pub fn step_detail(step: &crate::outcome::StepReport) -> std::borrow::Cow<'_, str> {
+    match &step.load {
+        Some(load) if step.detail.is_empty() => std::borrow::Cow::Owned(load_summary(load)),
+        _ => std::borrow::Cow::Borrowed(step.detail.as_str()),
     }
 }

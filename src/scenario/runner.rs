@@ -58,7 +58,7 @@ pub struct Runner<'p> {
 }
 
 /// See [`Runner::on_instant`].
-type InstantHook<'p> = Box<dyn FnMut(&World) + 'p>;
+type InstantHook<'p> = Box<dyn FnMut(&mut World) + 'p>;
 /// See [`Runner::load_with`].
 type LoadHook<'p> = Box<dyn FnMut(&mut World, &load::Workload) -> Result<LoadResult, String> + 'p>;
 
@@ -101,8 +101,9 @@ impl<'p> Runner<'p> {
         runner
     }
 
-    /// Calls `hook` at every instant the world reaches while a step waits.
-    pub fn on_instant(&mut self, hook: impl FnMut(&World) + 'p) {
+    /// Calls `hook` at every instant the world reaches while a step waits. The hook may act
+    /// on the world (the TUI's keys promote, abort or retry mid-wait, as a step would).
+    pub fn on_instant(&mut self, hook: impl FnMut(&mut World) + 'p) {
         self.on_instant = Some(Box::new(hook));
     }
 
@@ -150,6 +151,52 @@ impl<'p> Runner<'p> {
             split: self.split_verdict.take(),
         });
         self.steps.last()
+    }
+
+    /// The plan's next step (None: all have run).
+    pub fn next_step(&self) -> Option<&'p PlannedStep> {
+        self.plan.steps.get(self.next)
+    }
+
+    /// The steps run so far, in order (actions taken with [`Runner::act`] among them).
+    pub fn reports(&self) -> &[StepReport] {
+        &self.steps
+    }
+
+    /// The invariant violations found so far.
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// Runs an action the plan does not hold (a key pressed in the TUI: promote, abort,
+    /// retry…) through the same code path as a step, at the world's instant; it is
+    /// reported like one, with index 0.
+    pub fn act(&mut self, kind: StepKind, action: &'static str) -> &StepReport {
+        let step = PlannedStep {
+            index: 0,
+            action,
+            location: crate::model::yaml::Location {
+                file: "(interactive)".into(),
+                line: 0,
+                column: 0,
+            },
+            kind,
+        };
+        let (passed, detail) = self.execute(&step);
+        let views = self.pause_views();
+        self.steps.push(StepReport {
+            index: 0,
+            action: step.action.to_string(),
+            summary: step.summary(),
+            time: self.world.now().to_string(),
+            time_ms: self.world.now().as_duration().as_millis() as u64,
+            passed,
+            detail,
+            views,
+            load: self.load_report.take(),
+            split: self.split_verdict.take(),
+        });
+        self.steps.last().expect("just pushed")
     }
 
     /// The report so far (all steps run: the final one).
@@ -536,11 +583,10 @@ impl<'p> Runner<'p> {
                 message,
             });
         }
-        let report = split::load_report(&result);
-        let detail = crate::report::text::load_summary(&report);
-        self.load_report = Some(report);
+        // The figures travel as data (`StepReport::load`); each front end renders them.
+        self.load_report = Some(split::load_report(&result));
         self.last_load = Some(result);
-        Ok(detail)
+        Ok(String::new())
     }
 
     fn phase_of(&self, rollout: Option<&str>) -> String {
