@@ -74,6 +74,10 @@ pub enum Command {
         /// A scenario directory or file (default: `scenarios/` when it exists, else the
         /// bundled seed walkthrough).
         path: Option<PathBuf>,
+        /// Run each scenario on real loopback sockets (pods, the router; loads as real
+        /// requests), as `run --live` does; the router's address is in the header.
+        #[arg(long)]
+        live: bool,
     },
     /// Bring a scenario's world up on real loopback sockets and keep it up: a real server
     /// per ready pod and a router (its address printed) serving the route table in force,
@@ -268,7 +272,7 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
             time_scale,
             seed,
         } => serve(path.as_deref(), hold, time_scale, seed),
-        Command::Tui { path } => tui(path.as_deref()),
+        Command::Tui { path, live } => tui(path.as_deref(), live),
         Command::Backend {
             version_name,
             port,
@@ -399,7 +403,7 @@ fn envoy_config(
 
 /// `canarysim serve`: prints as it goes (the address first), until Ctrl-C or SIGTERM.
 /// `canarysim tui`: the scenarios of a directory or a file, or the bundled walkthrough.
-fn tui(path: Option<&Path>) -> (u8, String, String) {
+fn tui(path: Option<&Path>, live: bool) -> (u8, String, String) {
     static DISK: Disk = Disk;
     let (files, path): (&'static (dyn Files + Sync), PathBuf) = match path {
         Some(p) => (&DISK, p.to_path_buf()),
@@ -421,7 +425,7 @@ fn tui(path: Option<&Path>) -> (u8, String, String) {
             format!("{}: no scenario (*.yaml) in it\n", path.display()),
         );
     }
-    match crate::tui::run(entries, files) {
+    match crate::tui::run(live, entries, files) {
         Ok(()) => (0, String::new(), String::new()),
         Err(e) => (2, String::new(), format!("the terminal: {e}\n")),
     }

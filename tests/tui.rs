@@ -63,9 +63,10 @@ fn run_view_after(steps: usize) -> App {
     let commands = update(&mut app, Msg::Key(Key::Enter));
     assert_eq!(
         commands,
-        [Command::Start(PathBuf::from(
-            "scenarios/seed-004-walkthrough.yaml"
-        ))]
+        [Command::Start(
+            PathBuf::from("scenarios/seed-004-walkthrough.yaml"),
+            false
+        )]
     );
     for s in snapshots_of(&plan, steps) {
         update(&mut app, Msg::Snapshot(Box::new(s)));
@@ -182,7 +183,7 @@ fn current_step(s: &Snapshot) -> Option<usize> {
 #[test]
 fn promote_at_a_pause_advances_the_step_and_abort_sets_the_weights_to_zero() {
     let path = scenario_path("seed-004-walkthrough.yaml");
-    let session = Session::start(&path, &DISK, 300.0).unwrap();
+    let session = Session::start(&path, &DISK, 300.0, false).unwrap();
     // Steps 1–4: healthy, checked, the update applied, paused at 20 %.
     for _ in 0..4 {
         session.send(Control::NextStep);
@@ -238,7 +239,7 @@ fn a_saved_run_replays_to_the_same_result() {
     let path = scenarios.join("walk.yaml");
     std::fs::copy(source.join("seed-004-walkthrough.yaml"), &path).unwrap();
 
-    let session = Session::start(&path, &DISK, 300.0).unwrap();
+    let session = Session::start(&path, &DISK, 300.0, false).unwrap();
     for _ in 0..4 {
         session.send(Control::NextStep);
     }
@@ -284,4 +285,61 @@ fn a_saved_run_replays_to_the_same_result() {
     );
     assert_eq!(last.weights, live.weights);
     assert_eq!(last.time, live.time);
+}
+
+/// One GET through the live router; the version that answered.
+fn version_via(address: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(address).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET / HTTP/1.1\r\nHost: rollouts-demo.local\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    s.read_to_string(&mut response).ok()?;
+    let at = response.find("\"version\":\"")? + "\"version\":\"".len();
+    Some(response[at..].split('"').next()?.to_string())
+}
+
+#[test]
+fn a_live_session_serves_its_world_on_real_sockets_and_closes_them() {
+    let path = scenario_path("seed-004-walkthrough.yaml");
+    let session = Session::start(&path, &DISK, 300.0, true).unwrap();
+    let first = wait_for(&session, |s| s.live.is_some());
+    let live = first.live.clone().unwrap();
+    let address = live
+        .strip_prefix("router http://")
+        .and_then(|a| a.split(',').next())
+        .unwrap()
+        .to_string();
+    // Held at the 20 % pause (steps 1–4), at the instant the VirtualService changed: the
+    // router has not received the new weights yet (push delay), so blue answers.
+    for _ in 0..4 {
+        session.send(Control::NextStep);
+    }
+    let paused = wait_for(&session, |s| current_step(s) == Some(5));
+    assert_eq!(paused.weights[0].virtual_service, 20.0);
+    assert_eq!(version_via(&address).as_deref(), Some("blue"), "{live}");
+    // Steps 5 and 6 (`wait 1s`): the push has landed, both versions answer.
+    session.send(Control::NextStep);
+    session.send(Control::NextStep);
+    wait_for(&session, |s| current_step(s) == Some(7));
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..200 {
+        if let Some(v) = version_via(&address) {
+            seen.insert(v);
+        }
+    }
+    assert_eq!(
+        seen.into_iter().collect::<Vec<_>>(),
+        ["blue", "yellow"],
+        "both versions answer at 20 %"
+    );
+    drop(session);
+    assert!(
+        std::net::TcpStream::connect(&address).is_err(),
+        "the router's port is closed once the session ends"
+    );
 }

@@ -22,7 +22,7 @@ use crate::pod_server::{self, PodSpec, RunningPod};
 use crate::sim::World;
 
 pub use router::{Router, RouterCounts, UPSTREAM_HEADER};
-pub use run::run_live;
+pub use run::{real_load, run_live};
 pub use serve::{ServeOptions, serve};
 
 /// The real side of a live world: pod servers and the router, on a runtime of their own.

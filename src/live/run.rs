@@ -46,8 +46,9 @@ pub fn run_live(plan: &Plan, seed: Option<u64>, time_scale: f64) -> Result<RunRe
 }
 
 /// Sends a load step's requests through the router while the world keeps moving on the
-/// wall clock; the answers are attributed to pods by their `x-pod` header.
-fn real_load(
+/// wall clock (at 1×, whatever the time scale); the answers are attributed to the pods the
+/// router names. `run --live` and the TUI's live sessions send their loads so.
+pub fn real_load(
     world: &mut World,
     live: &mut Live,
     pacer: &Pacer,

@@ -58,10 +58,14 @@ pub fn entries(path: &Path, files: &dyn crate::scenario::Files) -> Vec<Entry> {
         .collect()
 }
 
-/// Runs the TUI on `entries` until the user quits.
+/// Runs the TUI on `entries` until the user quits; `live`: each scenario on real loopback
+/// sockets.
 pub fn run(
+    live: bool,
     entries: Vec<Entry>,
     files: &'static (dyn crate::scenario::Files + Sync),
 ) -> std::io::Result<()> {
-    terminal::run(App::new(entries), files)
+    let mut app = App::new(entries);
+    app.live = live;
+    terminal::run(app, files)
 }

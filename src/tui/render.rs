@@ -105,6 +105,12 @@ fn run_view(run: &RunState, status: &str, frame: &mut Frame, area: Rect) {
     if let Some(left) = &s.pause_left {
         head.push(Span::raw(format!("  pause {left} left")));
     }
+    if let Some(live) = &s.live {
+        head.push(Span::styled(
+            format!("  live: {live}"),
+            Style::default().fg(Color::Cyan),
+        ));
+    }
     frame.render_widget(Paragraph::new(Line::from(head)), header);
 
     let steps_width = (area.width / 3).clamp(24, 44);

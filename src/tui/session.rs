@@ -65,6 +65,8 @@ pub enum Report {
     Snapshot(Box<Snapshot>),
     /// Where the recorded scenario was written, or why not.
     Saved(Result<PathBuf, String>),
+    /// The session could not start (live mode could not listen).
+    Failed(String),
 }
 
 /// The running session; dropping it stops the thread.
@@ -77,10 +79,14 @@ pub struct Session {
 impl Session {
     /// Loads the scenario (a clear error when it cannot) and starts it, held before its
     /// first step.
+    ///
+    /// `live`: the world also runs on real loopback sockets (pods, the router), as
+    /// `canarysim run --live` runs it; load steps are sent as real requests.
     pub fn start(
         path: &Path,
         files: &'static (dyn Files + Sync),
         speed: f64,
+        live: bool,
     ) -> Result<Session, String> {
         let plan = crate::scenario::load(path, files).map_err(|e| e.to_string())?;
         let (controls, control_rx) = mpsc::channel();
@@ -90,7 +96,7 @@ impl Session {
         let thread = std::thread::Builder::new()
             .name("canarysim-session".into())
             .spawn(move || {
-                drive(&plan, &file, source, speed, control_rx, &report_tx);
+                drive(&plan, &file, source, (speed, live), control_rx, &report_tx);
             })
             .map_err(|e| e.to_string())?;
         Ok(Session {
@@ -148,6 +154,8 @@ struct Shared {
     step_started_ms: u64,
     /// Actions to take in the step loop (between steps).
     pending: Vec<Action>,
+    /// Live mode: where the router listens.
+    live_address: Option<String>,
 }
 
 impl Shared {
@@ -167,6 +175,7 @@ impl Shared {
             results: Vec::new(),
             step_started_ms: 0,
             pending: Vec::new(),
+            live_address: None,
         }
     }
 }
@@ -176,7 +185,7 @@ fn drive(
     plan: &Plan,
     file: &Path,
     source: Option<String>,
-    speed: f64,
+    (speed, live): (f64, bool),
     controls: Receiver<Control>,
     reports: &Sender<Report>,
 ) {
@@ -185,7 +194,22 @@ fn drive(
     let facts = Rc::new(RefCell::new(Facts::default()));
     let mut runner = Runner::new(plan, None);
     let rollout = plan_rollout(&runner.world, &plan.namespace);
+    let real = if live {
+        match start_live(plan, &mut runner, speed) {
+            Ok((real, address)) => {
+                shared.borrow_mut().live_address = Some(address);
+                Some(real)
+            }
+            Err(e) => {
+                let _ = reports.send(Report::Failed(e));
+                return;
+            }
+        }
+    } else {
+        None
+    };
     {
+        let real = real.clone();
         let (shared, facts, controls, reports) = (
             shared.clone(),
             facts.clone(),
@@ -203,6 +227,9 @@ fn drive(
                 &reports,
                 rollout.as_deref(),
             );
+            if let Some(real) = &real {
+                real.borrow_mut().sync(world);
+            }
         });
     }
     send_snapshot(
@@ -242,6 +269,9 @@ fn drive(
         for action in pending {
             let Some(name) = &rollout else { continue };
             let report = runner.act(action.step(name), action.verb()).clone();
+            if let Some(real) = &real {
+                real.borrow_mut().sync(&runner.world);
+            }
             let mut s = shared.borrow_mut();
             let after_steps = s.done;
             s.recorded.push(Recorded {
@@ -282,6 +312,9 @@ fn drive(
             let Some(report) = runner.step().cloned() else {
                 continue;
             };
+            if let Some(real) = &real {
+                real.borrow_mut().sync(&runner.world);
+            }
             after_step(
                 &runner,
                 &report,
@@ -450,7 +483,7 @@ fn send_snapshot(plan: &Plan, world: &World, s: &Shared, f: &Facts, reports: &Se
 }
 
 fn snapshot(plan: &Plan, world: &World, s: &Shared, f: &Facts) -> Snapshot {
-    Snapshot::take(
+    let mut snapshot = Snapshot::take(
         world,
         RunFacts {
             scenario: &plan.name,
@@ -462,7 +495,38 @@ fn snapshot(plan: &Plan, world: &World, s: &Shared, f: &Facts) -> Snapshot {
             step_events: &s.step_events,
             finished: f.finished,
         },
-    )
+    );
+    snapshot.live = s.live_address.clone();
+    snapshot
+}
+
+/// The world on real sockets: pods and the router up, load steps sent as real requests.
+/// Returns the live side and the router's address (with the gateways' TLS/TCP listeners).
+fn start_live(
+    plan: &Plan,
+    runner: &mut Runner<'_>,
+    speed: f64,
+) -> Result<(Rc<RefCell<crate::live::Live>>, String), String> {
+    let mut live = crate::live::Live::start(&plan.backends, &plan.namespace, plan.seed)
+        .map_err(|e| e.to_string())?;
+    let (lb, mode) = plan.data_plane();
+    live.set_data_plane(lb, mode);
+    live.sync(&runner.world);
+    let mut address = format!("router http://{}", live.address());
+    for (gateway, port, at) in live.l4_listeners() {
+        address.push_str(&format!(", {gateway} port {port} on {at}"));
+    }
+    let live = Rc::new(RefCell::new(live));
+    let pacer = crate::live::Pacer::new(
+        &runner.world,
+        speed,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
+    let loading = live.clone();
+    runner.load_with("live (tui)", move |world, workload| {
+        crate::live::real_load(world, &mut loading.borrow_mut(), &pacer, workload)
+    });
+    Ok((live, address))
 }
 
 fn take_controls(s: &mut Shared, controls: &Receiver<Control>) {

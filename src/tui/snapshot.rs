@@ -77,6 +77,8 @@ pub struct Snapshot {
     pub verdicts: Vec<String>,
     /// Some(passed) once every step has run.
     pub finished: Option<bool>,
+    /// Live mode: the router's address (and the gateways' TLS/TCP listeners).
+    pub live: Option<String>,
 }
 
 /// What the session knows besides the world.
@@ -145,6 +147,7 @@ impl Snapshot {
             events,
             verdicts: facts.verdicts,
             finished: facts.finished,
+            live: None,
         }
     }
 }

@@ -85,6 +85,8 @@ pub struct App {
     /// A one-line message (saved to…, cannot start…).
     pub status: String,
     pub quit: bool,
+    /// Scenarios run on real loopback sockets (`canarysim tui --live`).
+    pub live: bool,
 }
 
 impl App {
@@ -99,6 +101,7 @@ impl App {
             help: false,
             status: String::new(),
             quit: false,
+            live: false,
         }
     }
 

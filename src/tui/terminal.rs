@@ -91,15 +91,16 @@ fn event_loop(
                         }
                     }
                     Report::Saved(r) => messages.push(Msg::Saved(r)),
+                    Report::Failed(e) => messages.push(Msg::StartFailed(e)),
                 }
             }
         }
         for msg in messages {
             for command in update(app, msg) {
                 match command {
-                    Command::Start(path) => {
+                    Command::Start(path, live) => {
                         let speed = app.run.as_ref().map_or(10.0, |r| r.speed);
-                        match Session::start(&path, files, speed) {
+                        match Session::start(&path, files, speed, live) {
                             Ok(s) => session = Some((s, Instant::now())),
                             Err(e) => {
                                 update(app, Msg::StartFailed(e));

@@ -36,8 +36,9 @@ pub enum Msg {
 /// What the outside world should do after an update.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
-    /// Start a session on this scenario (held before its first step).
-    Start(PathBuf),
+    /// Start a session on this scenario (held before its first step); live: on real
+    /// sockets.
+    Start(PathBuf, bool),
     /// Tell the running session.
     Session(Control),
     /// End the session (back to the list).
@@ -140,7 +141,7 @@ fn list_key(app: &mut App, key: Key) -> Vec<Command> {
             app.run = Some(RunState::new(path.clone(), SPEEDS[3]));
             app.screen = Screen::Run;
             app.status.clear();
-            vec![Command::Start(path)]
+            vec![Command::Start(path, app.live)]
         }
         _ => Vec::new(),
     }
