@@ -165,6 +165,41 @@ where
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    spawn_acceptor(listener, move |stream| {
+        let handle = per_connection();
+        let tls = tls.clone();
+        async move {
+            let service = service_fn(move |req| {
+                let answer = handle(req);
+                async move { Ok::<_, Infallible>(answer.await) }
+            });
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let _ = match tls {
+                None => {
+                    builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await
+                }
+                Some(acceptor) => {
+                    let Ok(stream) = acceptor.accept(stream).await else {
+                        return;
+                    };
+                    builder
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await
+                }
+            };
+        }
+    })
+}
+
+/// Accepts connections on `listener` (no Nagle delay) and serves each with `serve` until
+/// the returned task is aborted; aborting it drops every connection.
+pub(crate) fn spawn_acceptor<S, Fut>(listener: TcpListener, serve: S) -> tokio::task::JoinHandle<()>
+where
+    S: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     tokio::spawn(async move {
         // Connections live in this set: aborting the server drops them all.
         let mut connections = tokio::task::JoinSet::new();
@@ -173,22 +208,7 @@ where
                 accepted = listener.accept() => {
                     let Ok((stream, _)) = accepted else { continue };
                     let _ = stream.set_nodelay(true);
-                    let handle = per_connection();
-                    let tls = tls.clone();
-                    connections.spawn(async move {
-                        let service = service_fn(move |req| {
-                            let answer = handle(req);
-                            async move { Ok::<_, Infallible>(answer.await) }
-                        });
-                        let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-                        let _ = match tls {
-                            None => builder.serve_connection(TokioIo::new(stream), service).await,
-                            Some(acceptor) => {
-                                let Ok(stream) = acceptor.accept(stream).await else { return };
-                                builder.serve_connection(TokioIo::new(stream), service).await
-                            }
-                        };
-                    });
+                    connections.spawn(serve(stream));
                 }
                 Some(_) = connections.join_next(), if !connections.is_empty() => {}
             }

@@ -166,18 +166,7 @@ fn run_live_sends_the_load_as_real_requests_and_says_so() {
     use canarysim::cli::{Cli, execute};
     use clap::Parser;
     let path = small_live_scenario();
-    let (code, out, err) = execute(Cli::parse_from([
-        "canarysim",
-        "run",
-        path.to_str().unwrap(),
-        "--live",
-        "--time-scale",
-        "60",
-        "--format",
-        "json",
-    ]));
-    assert_eq!(code, 0, "{out}{err}");
-    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let r = live_report(&path);
     assert_eq!(r["mode"], "live (time scale 60)");
     let load = r["steps"]
         .as_array()
@@ -208,8 +197,6 @@ fn run_live_sends_the_load_as_real_requests_and_says_so() {
 
 #[test]
 fn run_live_without_a_mesh_pins_each_connection_to_one_pod() {
-    use canarysim::cli::{Cli, execute};
-    use clap::Parser;
     let original = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/no-mesh-keepalive.yaml"),
     )
@@ -226,18 +213,7 @@ fn run_live_without_a_mesh_pins_each_connection_to_one_pod() {
 "
     );
     let path = support::write_temp("plain.yaml", &text);
-    let (code, out, err) = execute(Cli::parse_from([
-        "canarysim",
-        "run",
-        path.to_str().unwrap(),
-        "--live",
-        "--time-scale",
-        "60",
-        "--format",
-        "json",
-    ]));
-    assert_eq!(code, 0, "{out}{err}");
-    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let r = live_report(&path);
     let load = r["steps"]
         .as_array()
         .unwrap()
@@ -263,11 +239,10 @@ fn run_live_without_a_mesh_pins_each_connection_to_one_pod() {
     assert!((1..=6).contains(&answering), "{answering}");
 }
 
-/// Runs a scenario live at 60× and returns its JSON report's load steps.
-fn live_loads(name: &str, text: &str) -> Vec<serde_json::Value> {
+/// Runs a scenario file live at 60×; its JSON report (the run must pass).
+fn live_report(path: &std::path::Path) -> serde_json::Value {
     use canarysim::cli::{Cli, execute};
     use clap::Parser;
-    let path = support::write_temp(name, text);
     let (code, out, err) = execute(Cli::parse_from([
         "canarysim",
         "run",
@@ -279,7 +254,13 @@ fn live_loads(name: &str, text: &str) -> Vec<serde_json::Value> {
         "json",
     ]));
     assert_eq!(code, 0, "{out}{err}");
-    let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+    serde_json::from_str(&out).unwrap()
+}
+
+/// Runs a scenario live at 60× and returns its JSON report's load steps.
+fn live_loads(name: &str, text: &str) -> Vec<serde_json::Value> {
+    let path = support::write_temp(name, text);
+    let r = live_report(&path);
     r["steps"]
         .as_array()
         .unwrap()

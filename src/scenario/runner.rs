@@ -127,13 +127,19 @@ impl<'p> Runner<'p> {
     pub fn step(&mut self) -> Option<&StepReport> {
         let step = self.plan.steps.get(self.next)?;
         self.next += 1;
-        let (passed, mut detail) = match &self.setup_error {
+        let (passed, detail) = match &self.setup_error {
             Some(e) => (
                 false,
                 format!("not run: applying the manifests failed: {e}"),
             ),
             None => self.execute(step),
         };
+        Some(self.report(step, passed, detail))
+    }
+
+    /// Books a step that ran: its result, the route notes it caused, the views of rollouts
+    /// it paused, its load and split figures.
+    fn report(&mut self, step: &PlannedStep, passed: bool, mut detail: String) -> &StepReport {
         for w in self.collect_route_notes() {
             detail.push_str(&format!("\nwarning: {}", w.text()));
         }
@@ -150,7 +156,7 @@ impl<'p> Runner<'p> {
             load: self.load_report.take(),
             split: self.split_verdict.take(),
         });
-        self.steps.last()
+        self.steps.last().expect("just pushed")
     }
 
     /// The plan's next step (None: all have run).
@@ -183,20 +189,7 @@ impl<'p> Runner<'p> {
             kind,
         };
         let (passed, detail) = self.execute(&step);
-        let views = self.pause_views();
-        self.steps.push(StepReport {
-            index: 0,
-            action: step.action.to_string(),
-            summary: step.summary(),
-            time: self.world.now().to_string(),
-            time_ms: self.world.now().as_duration().as_millis() as u64,
-            passed,
-            detail,
-            views,
-            load: self.load_report.take(),
-            split: self.split_verdict.take(),
-        });
-        self.steps.last().expect("just pushed")
+        self.report(&step, passed, detail)
     }
 
     /// The report so far (all steps run: the final one).

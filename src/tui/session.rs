@@ -232,13 +232,7 @@ fn drive(
             }
         });
     }
-    send_snapshot(
-        plan,
-        &runner.world,
-        &shared.borrow(),
-        &facts.borrow(),
-        reports,
-    );
+    publish(plan, &runner.world, &shared, &facts, reports);
     loop {
         take_controls(&mut shared.borrow_mut(), &controls);
         let (stop, save, go, pending) = {
@@ -291,13 +285,7 @@ fn drive(
                 ),
             ));
             drop(s);
-            send_snapshot(
-                plan,
-                &runner.world,
-                &shared.borrow(),
-                &facts.borrow(),
-                reports,
-            );
+            publish(plan, &runner.world, &shared, &facts, reports);
         }
         let finished = facts.borrow().finished.is_some();
         if go && !finished {
@@ -321,13 +309,7 @@ fn drive(
                 &mut shared.borrow_mut(),
                 &mut facts.borrow_mut(),
             );
-            send_snapshot(
-                plan,
-                &runner.world,
-                &shared.borrow(),
-                &facts.borrow(),
-                reports,
-            );
+            publish(plan, &runner.world, &shared, &facts, reports);
         } else {
             // Held: wait for a key.
             match controls.recv_timeout(Duration::from_millis(50)) {
@@ -476,6 +458,17 @@ fn within_step(
         }
         std::thread::sleep((due - now).min(Duration::from_millis(20)));
     }
+}
+
+/// Sends the snapshot of now, from the step loop.
+fn publish(
+    plan: &Plan,
+    world: &World,
+    shared: &RefCell<Shared>,
+    facts: &RefCell<Facts>,
+    reports: &Sender<Report>,
+) {
+    send_snapshot(plan, world, &shared.borrow(), &facts.borrow(), reports);
 }
 
 fn send_snapshot(plan: &Plan, world: &World, s: &Shared, f: &Facts, reports: &Sender<Report>) {

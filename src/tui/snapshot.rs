@@ -254,7 +254,9 @@ fn route_weights(world: &World, ns: &str, rollout: &str) -> Vec<RouteWeights> {
                         .iter()
                         .filter(|(r, _)| *r == Role::Canary)
                         .map(|(_, s)| s * 100.0)
-                        .sum(),
+                        // An empty sum is −0.0; the panel shows 0.
+                        .sum::<f64>()
+                        + 0.0,
                 )
             });
             out.push(RouteWeights {

@@ -35,20 +35,12 @@ pub(super) fn spawn_listener(
     port: u32,
     reads_hello: bool,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut connections = tokio::task::JoinSet::new();
-        loop {
-            tokio::select! {
-                accepted = listener.accept() => {
-                    let Ok((stream, _)) = accepted else { continue };
-                    let _ = stream.set_nodelay(true);
-                    let (state, gateway) = (state.clone(), gateway.clone());
-                    connections.spawn(async move {
-                        state.proxy_connection(stream, &gateway, port, reads_hello).await;
-                    });
-                }
-                Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            }
+    crate::pod_server::spawn_acceptor(listener, move |stream| {
+        let (state, gateway) = (state.clone(), gateway.clone());
+        async move {
+            state
+                .proxy_connection(stream, &gateway, port, reads_hello)
+                .await;
         }
     })
 }
