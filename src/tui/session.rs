@@ -122,10 +122,18 @@ impl Session {
 }
 
 impl Drop for Session {
+    /// Stops the session and waits for it (its sockets closed) up to 2 s; a live load in
+    /// flight finishes on its own thread rather than freeze the screen.
     fn drop(&mut self) {
         let _ = self.controls.send(Control::Stop);
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while !t.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
         }
     }
 }
