@@ -97,9 +97,11 @@ pub fn set_image(
             .get_mut(list)
             .and_then(Value::as_array_mut)
         {
-            for c in cs {
+            // A list entry that is not an object is no container: it is left as written
+            // (indexing it would panic).
+            for c in cs.iter_mut().filter_map(Value::as_object_mut) {
                 if container == "*" || c.get("name").and_then(Value::as_str) == Some(container) {
-                    c["image"] = Value::String(image.to_string());
+                    c.insert("image".into(), Value::String(image.to_string()));
                     found = true;
                 }
             }

@@ -232,10 +232,25 @@ pub fn stray_rules() -> Vec<String> {
 /// Every field of `manifest` that is not simulated: warnings for fields kept but not acted
 /// on (and for unknown fields), rejections for fields canarysim refuses. A kind with a
 /// whole-object rule (path `-`) gets one finding for the object.
+/// The most pods one workload may ask for: canarysim simulates every pod on its own.
+pub const MAX_REPLICAS: i64 = 10_000;
+
 pub fn review(manifest: &Manifest) -> Review {
     let mut out = Review::default();
     let kind = manifest.object.kind;
     let object = format!("{kind} \"{}\"", manifest.object.name());
+    if matches!(kind, Kind::Rollout | Kind::ReplicaSet) {
+        if let Some(n) = manifest.object.value["spec"]["replicas"].as_i64() {
+            if n > MAX_REPLICAS {
+                out.rejections.push(Rejection {
+                    location: manifest.locate("/spec/replicas"),
+                    message: format!(
+                        "{object}: spec.replicas: {n} is more pods than canarysim simulates (at most {MAX_REPLICAS} per workload)"
+                    ),
+                });
+            }
+        }
+    }
     if let Some(t) = TABLE.rules.get(&(kind, "-".to_string())) {
         report(&mut out, manifest, &object, "", "", t);
         return out;

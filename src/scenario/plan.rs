@@ -629,6 +629,7 @@ fn plan_load(
         }
     };
     let mut w = workload(amount, l, traffic, namespace);
+    check_load_bounds(&w, l, inner, at)?;
     if let Some(u) = &l.until_decided {
         let mut shares = u.share.iter();
         let (Some((key, share)), None) = (shares.next(), shares.next()) else {
@@ -652,6 +653,77 @@ fn plan_load(
         ));
     }
     Ok(w)
+}
+
+/// The most connections one load step opens at once (each is simulated on its own).
+pub const MAX_CONNECTIONS: u32 = 100_000;
+/// The most requests one load step may send (or, for an open loop, rate × duration).
+pub const MAX_REQUESTS: u64 = 1_000_000_000;
+/// The longest load step: the virtual clock's cap for one load.
+pub const MAX_LOAD_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+/// A load's numbers within what canarysim runs (never a wrap, a huge allocation or a run
+/// without end), each refused with the field and the bound.
+fn check_load_bounds(
+    w: &crate::load::Workload,
+    l: &LoadSpec,
+    inner: &str,
+    at: &At,
+) -> Result<(), ScenarioError> {
+    use crate::load::{Amount, Arrival};
+    let field = |name: &str, own: bool| {
+        if own {
+            at(&format!("{inner}/{name}"))
+        } else {
+            at(&format!("/traffic/{name}"))
+        }
+    };
+    if w.connections == 0 || w.connections > MAX_CONNECTIONS {
+        return Err(ScenarioError::at(
+            field("connections", l.connections.is_some()),
+            format!(
+                "connections: {} is outside 1..={MAX_CONNECTIONS} (each connection is simulated on its own)",
+                w.connections
+            ),
+        ));
+    }
+    let rate = match w.arrival {
+        Arrival::Closed => None,
+        Arrival::Constant(r) | Arrival::Poisson(r) => Some(r),
+    };
+    if let Some(r) = rate {
+        if !(r.is_finite() && r > 0.0 && r <= MAX_REQUESTS as f64) {
+            return Err(ScenarioError::at(
+                field("rate", true),
+                format!(
+                    "rate: {r} requests per second: expected a number above 0 and at most {MAX_REQUESTS}"
+                ),
+            ));
+        }
+    }
+    match w.amount {
+        Amount::Requests(n) if n > MAX_REQUESTS => Err(ScenarioError::at(
+            field("requests", true),
+            format!("requests: {n} is more than one load step sends (at most {MAX_REQUESTS})"),
+        )),
+        Amount::Duration(d) if d > MAX_LOAD_DURATION => Err(ScenarioError::at(
+            field("duration", true),
+            format!(
+                "duration: {:.0}h is longer than one load step runs (at most 24h of scenario time)",
+                d.as_secs_f64() / 3600.0
+            ),
+        )),
+        Amount::Duration(d) if rate.is_some_and(|r| r * d.as_secs_f64() > MAX_REQUESTS as f64) => {
+            Err(ScenarioError::at(
+                field("rate", true),
+                format!(
+                    "rate × duration is {:.0} requests, more than one load step sends (at most {MAX_REQUESTS})",
+                    rate.unwrap_or(0.0) * d.as_secs_f64()
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A load step's workload: its own keys, else the scenario's `traffic`, else the defaults.

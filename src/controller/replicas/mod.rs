@@ -212,10 +212,12 @@ pub fn approximate_weighted_canary_stable_replica_counts(
         options.push((floor_count, spec_replicas));
     }
     if max_surge > 0 {
-        options.push((ceil_count, spec_replicas + 1));
-        let surge_tied = floor_ceiling_tied(desired_weight, max_weight, spec_replicas + 1);
+        // Go's int32 addition wraps.
+        let surged = spec_replicas.wrapping_add(1);
+        options.push((ceil_count, surged));
+        let surge_tied = floor_ceiling_tied(desired_weight, max_weight, surged);
         if !surge_tied && (floor_count != 0 || zero_allowed) {
-            options.push((floor_count, spec_replicas + 1));
+            options.push((floor_count, surged));
         }
     }
     if options.is_empty() {

@@ -1,0 +1,116 @@
+//! Numbers beyond what canarysim runs are refused at the border, with the field, its place
+//! in the file and the bound; inputs that once panicked now run (regressions found by
+//! trying canarysim as a new user would).
+
+use canarysim::cli::{Cli, execute};
+use clap::Parser;
+
+mod support;
+
+fn run(name: &str, text: &str) -> (u8, String, String) {
+    let path = support::write_temp(name, text);
+    execute(Cli::parse_from([
+        "canarysim",
+        "run",
+        path.to_str().unwrap(),
+    ]))
+}
+
+const SERVICE: &str = r#"name: bounds
+namespace: ns
+manifests:
+  - inline: |
+      apiVersion: v1
+      kind: Service
+      metadata: {name: demo}
+      spec: {selector: {app: demo}, ports: [{port: 80}]}
+traffic: {host: demo}
+steps:
+"#;
+
+#[test]
+fn load_numbers_beyond_the_bounds_are_refused_with_the_field_and_the_bound() {
+    let cases = [
+        (
+            "{requests: 10, connections: 4294967295}",
+            "11:39: connections: 4294967295 is outside 1..=100000",
+        ),
+        (
+            "{requests: 10, connections: 0}",
+            "11:39: connections: 0 is outside 1..=100000",
+        ),
+        (
+            "{requests: 10, rate: -5}",
+            "11:32: rate: -5 requests per second: expected a number above 0",
+        ),
+        (
+            "{requests: 1000000000000}",
+            "11:22: requests: 1000000000000 is more than one load step sends (at most 1000000000)",
+        ),
+        (
+            "{duration: 1000h, rate: 1000000}",
+            "11:22: duration: 1000h is longer than one load step runs (at most 24h",
+        ),
+        (
+            "{duration: 24h, rate: 1000000}",
+            "rate × duration is 86400000000 requests, more than one load step sends",
+        ),
+    ];
+    for (load, expected) in cases {
+        let (code, out, err) = run("bounds.yaml", &format!("{SERVICE}  - load: {load}\n"));
+        assert_eq!(code, 2, "{load}: {out}{err}");
+        assert!(err.contains(expected), "{load}: {err}");
+        assert!(
+            err.contains("bounds.yaml:"),
+            "{load}: the file is named: {err}"
+        );
+    }
+}
+
+const ROLLOUT: &str = r#"name: rollout
+namespace: ns
+manifests:
+  - inline: |
+      apiVersion: argoproj.io/v1alpha1
+      kind: Rollout
+      metadata: {name: demo}
+      spec:
+        replicas: REPLICAS
+        selector: {matchLabels: {app: demo}}
+        template:
+          metadata: {labels: {app: demo}}
+          spec:
+            containers: CONTAINERS
+        strategy: {canary: {steps: [{setWeight: 50}]}}
+steps:
+  - set_image: {rollout: demo, container: "*", image: "demo:2"}
+  - wait: 10s
+"#;
+
+#[test]
+fn replicas_beyond_what_is_simulated_are_refused_not_overflowed() {
+    let text = ROLLOUT
+        .replace("REPLICAS", "2147483647")
+        .replace("CONTAINERS", r#"[{name: app, image: "demo:1"}]"#);
+    let (code, out, err) = run("replicas.yaml", &text);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("replicas.yaml:9:19: Rollout \"demo\": spec.replicas: 2147483647 is more pods than canarysim simulates (at most 10000 per workload)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn set_image_on_every_container_skips_a_list_entry_that_is_not_one() {
+    // `container: "*"` over a containers list holding a string once panicked.
+    let text = ROLLOUT.replace("REPLICAS", "2").replace(
+        "CONTAINERS",
+        r#"["not-a-container", {name: app, image: "demo:1"}]"#,
+    );
+    let (code, out, err) = run("star.yaml", &text);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("app image is demo:2") || out.contains("* image is demo:2"),
+        "{out}"
+    );
+}
