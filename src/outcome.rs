@@ -96,6 +96,9 @@ pub struct LoadReport {
     pub latency_comparison: Option<MannWhitney>,
     /// The sequential test's outcome, when the load had `until_decided`.
     pub sequential: Option<crate::load::Sequential>,
+    /// A limit that stopped the load short of what it was asked for, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capped: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

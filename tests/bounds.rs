@@ -114,3 +114,57 @@ fn set_image_on_every_container_skips_a_list_entry_that_is_not_one() {
         "{out}"
     );
 }
+
+#[test]
+fn a_load_stopped_by_the_24_hour_cap_says_so() {
+    let manifests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests");
+    let m = |f: &str| manifests.join(f).display().to_string();
+    let text = format!(
+        r#"name: capped
+namespace: my-demo
+manifests:
+  - file: {}
+  - file: {}
+  - file: {}
+  - file: {}
+cluster:
+  backends:
+    argoproj/rollouts-demo:blue: {{latency: 10s}}
+traffic: {{host: rollouts-demo.local, connections: 1}}
+steps:
+  - wait: {{until: healthy, timeout: 1m}}
+  - wait: 1s
+  - load: {{requests: 1000000000}}
+"#,
+        m("seed-004-rollout.yaml"),
+        m("seed-004-services.yaml"),
+        m("seed-004-gateway.yaml"),
+        m("seed-004-virtualsvc.yaml"),
+    );
+    let path = support::write_temp("capped.yaml", &text);
+    let (code, out, err) = execute(Cli::parse_from([
+        "canarysim",
+        "run",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(code, 0, "{out}{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let load = &report["steps"][2]["load"];
+    // One connection, 10 s per answer: 24 h holds 8,640 of them.
+    let sent = load["sent"].as_u64().unwrap();
+    assert!((8_640..=8_641).contains(&sent), "{load}");
+    assert_eq!(
+        load["capped"],
+        format!(
+            "stopped at the 24 h cap on a load's scenario time after {sent} requests; asked for 1000000000"
+        )
+    );
+    assert!(
+        report["steps"][2]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("stopped at the 24 h cap")
+    );
+}

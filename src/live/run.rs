@@ -337,6 +337,14 @@ fn result(
             },
         }),
         configured: Vec::new(),
+        capped: match w.amount {
+            Amount::Requests(n) if t.sent < n && outcome.decided.is_none() => Some(format!(
+                "stopped at the {} min cap on a live load after {} requests; asked for {n}",
+                MAX_LIVE_LOAD.as_secs() / 60,
+                t.sent
+            )),
+            _ => None,
+        },
         started,
         ended: world.now(),
     }

@@ -269,6 +269,9 @@ pub struct LoadResult {
     /// weights (or, through kube-proxy, the ratio of ready pods) of each route table in
     /// force, weighted by the requests sent while it was in force (push delays included).
     pub configured: Vec<(Role, f64)>,
+    /// A limit that stopped the load before it sent what it was asked for, in words
+    /// ("stopped at the 24 h cap … after N requests; asked for M"); None when none did.
+    pub capped: Option<String>,
     pub started: crate::clock::SimTime,
     pub ended: crate::clock::SimTime,
 }

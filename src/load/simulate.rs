@@ -384,7 +384,20 @@ impl<'w> LoadRun<'w> {
                 state.answered,
             )
         });
+        // A request count the load did not reach, with no sequential decision to explain
+        // it: the virtual-time cap stopped it, and the report says so.
+        let capped = match self.workload.amount {
+            Amount::Requests(n) if state.result_sent < n && self.decided.is_none() => {
+                Some(format!(
+                    "stopped at the {} h cap on a load's scenario time after {} requests; asked for {n}",
+                    MAX_LOAD_TIME.as_secs() / 3600,
+                    state.result_sent
+                ))
+            }
+            _ => None,
+        };
         LoadResult {
+            capped,
             sent: state.result_sent,
             answered: state.answered,
             not_found: state.not_found,

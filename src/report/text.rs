@@ -139,6 +139,9 @@ pub fn load_summary(r: &crate::outcome::LoadReport) -> String {
             (retries, t) => format!("; {retries} retries, {t} answered 504 (route timeout)"),
         }
     );
+    if let Some(capped) = &r.capped {
+        let _ = writeln!(out, "{capped}");
+    }
     for v in &r.versions {
         // Per connection, the interval is of the connections' choices; the requests' share
         // follows it only when every connection carries as many requests.

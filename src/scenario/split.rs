@@ -120,6 +120,7 @@ pub fn load_report(r: &LoadResult) -> LoadReport {
         fit,
         latency_comparison,
         sequential: r.sequential.clone(),
+        capped: r.capped.clone(),
     }
 }
 
