@@ -1,0 +1,188 @@
+//! Properties of the controller and the data plane over random Rollouts and random
+//! sequences of what users do (images, promote, promote --full, abort, retry, waits): every
+//! route's weights stay in 0..100 and sum to 100 after every event; the run is the same
+//! for the same seed; and after `promote --full` every rollout ends Healthy (or Degraded,
+//! when aborted and not retried) within bounded scenario time, its replicas as asked.
+//! The generator is seeded (a fixed proptest seed), so a failure is reproducible.
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed};
+
+use canarysim::cli::{Cli, execute};
+use clap::Parser;
+
+mod support;
+
+#[derive(Debug, Clone)]
+enum Step {
+    SetWeight(u32),
+    Pause(Option<u32>),
+}
+
+#[derive(Debug, Clone)]
+enum Act {
+    NewImage,
+    Promote,
+    PromoteFull,
+    Abort,
+    Retry,
+    Wait(u32),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (0u32..=20).prop_map(|w| Step::SetWeight(w * 5)),
+        prop::option::of(0u32..=60).prop_map(Step::Pause),
+    ]
+}
+
+fn act() -> impl Strategy<Value = Act> {
+    prop_oneof![
+        3 => Just(Act::NewImage),
+        2 => Just(Act::Promote),
+        1 => Just(Act::PromoteFull),
+        1 => Just(Act::Abort),
+        1 => Just(Act::Retry),
+        3 => (1u32..=120).prop_map(Act::Wait),
+    ]
+}
+
+/// The walkthrough's Service, Gateway and VirtualService with a Rollout of these numbers.
+fn scenario(
+    replicas: u32,
+    (surge, unavailable): (&str, &str),
+    steps: &[Step],
+    acts: &[Act],
+) -> String {
+    let manifests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests");
+    let m = |f: &str| manifests.join(f).display().to_string();
+    let steps: Vec<String> = steps
+        .iter()
+        .map(|s| match s {
+            Step::SetWeight(w) => format!("{{setWeight: {w}}}"),
+            Step::Pause(Some(d)) => format!("{{pause: {{duration: {d}s}}}}"),
+            Step::Pause(None) => "{pause: {}}".to_string(),
+        })
+        .collect();
+    let mut image = 1;
+    let mut out = Vec::new();
+    for a in acts {
+        out.push(match a {
+            Act::NewImage => {
+                image += 1;
+                format!(
+                    "  - set_image: {{rollout: rollouts-demo, container: rollouts-demo, image: \"demo:{image}\"}}"
+                )
+            }
+            Act::Promote => "  - promote: rollouts-demo".into(),
+            Act::PromoteFull => "  - promote: {rollout: rollouts-demo, full: true}".into(),
+            Act::Abort => "  - abort: rollouts-demo".into(),
+            Act::Retry => "  - retry: rollouts-demo".into(),
+            Act::Wait(s) => format!("  - wait: {s}s"),
+        });
+    }
+    format!(
+        r#"name: property
+seed: 11
+namespace: my-demo
+manifests:
+  - file: {services}
+  - file: {gateway}
+  - file: {vs}
+  - inline: |
+      apiVersion: argoproj.io/v1alpha1
+      kind: Rollout
+      metadata: {{name: rollouts-demo}}
+      spec:
+        replicas: {replicas}
+        revisionHistoryLimit: 2
+        selector: {{matchLabels: {{app: rollouts-demo}}}}
+        template:
+          metadata: {{labels: {{app: rollouts-demo}}}}
+          spec:
+            containers: [{{name: rollouts-demo, image: "demo:1"}}]
+        strategy:
+          canary:
+            canaryService: rollouts-demo-canary
+            stableService: rollouts-demo-stable
+            maxSurge: {surge}
+            maxUnavailable: {unavailable}
+            trafficRouting:
+              istio:
+                virtualService: {{name: rollouts-demo-vsvc, routes: [primary]}}
+            steps: [{steps}]
+steps:
+  - wait: {{until: healthy, timeout: 2m}}
+{acts}
+  - promote: {{rollout: rollouts-demo, full: true}}
+  - wait: 10m
+"#,
+        services = m("seed-004-services.yaml"),
+        gateway = m("seed-004-gateway.yaml"),
+        vs = m("seed-004-virtualsvc.yaml"),
+        steps = steps.join(", "),
+        acts = out.join("\n"),
+    )
+}
+
+fn run_json(path: &std::path::Path) -> serde_json::Value {
+    let (code, out, err) = execute(Cli::parse_from([
+        "canarysim",
+        "run",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    assert!(code <= 1, "the run itself failed ({code}): {err}{out}");
+    serde_json::from_str(&out).unwrap()
+}
+
+/// 48 cases in `cargo test`; a long run sets `CANARYSIM_PROPTEST_CASES` (and may change
+/// the seed with `CANARYSIM_PROPTEST_SEED`).
+fn config() -> Config {
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    Config {
+        cases: env("CANARYSIM_PROPTEST_CASES").map_or(48, |n| n as u32),
+        rng_seed: RngSeed::Fixed(env("CANARYSIM_PROPTEST_SEED").unwrap_or(20261125)),
+        failure_persistence: None,
+        ..Config::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn weights_stay_whole_runs_repeat_and_every_rollout_settles(
+        replicas in 1u32..=6,
+        budget in prop_oneof![
+            Just(("25%", "25%")), Just(("1", "0")), Just(("0", "1")), Just(("2", "1")), Just(("50%", "0"))
+        ],
+        steps in prop::collection::vec(step(), 1..=4),
+        acts in prop::collection::vec(act(), 1..=8),
+    ) {
+        let text = scenario(replicas, budget, &steps, &acts);
+        let path = support::write_temp("property.yaml", &text);
+        let first = run_json(&path);
+        // Weights in 0..100 summing to 100, after every event of the run.
+        for v in first["violations"].as_array().unwrap() {
+            let message = v["message"].as_str().unwrap();
+            prop_assert!(!message.contains("do not sum to 100"), "{message}\n{text}");
+        }
+        // The same seed, the same run.
+        let again = run_json(&path);
+        prop_assert_eq!(&first, &again);
+        // Promoted in full and given 10 minutes, the rollout has settled.
+        let view = first["final_views"][0].as_str().unwrap();
+        let status = view.lines().find(|l| l.starts_with("Status:")).unwrap_or("");
+        let healthy = status.contains("✔ Healthy");
+        let aborted_last = acts.iter().rev().find(|a| matches!(a, Act::Abort | Act::Retry | Act::NewImage));
+        let settled = healthy || (matches!(aborted_last, Some(Act::Abort)) && status.contains("Degraded"));
+        prop_assert!(settled, "{view}\n{text}");
+        if healthy {
+            let desired = format!("Desired:       {replicas}");
+            let available = format!("Available:     {replicas}");
+            prop_assert!(view.contains(&desired) && view.contains(&available), "{view}");
+        }
+    }
+}
