@@ -350,3 +350,27 @@ fn an_interrupted_update_scales_the_intermediate_replica_set_down_at_once() {
     assert_eq!(rs_replicas(&w, "5cf4fb69f8"), 0);
     assert_eq!(rs_replicas(&w, "76c569d8b"), 4, "stable stays");
 }
+
+#[test]
+fn promote_full_clears_an_abort_and_promotes() {
+    // Argo's controller removes the abort when promoting in full (found by the property
+    // tests: the rollout had stayed Degraded with its canary up).
+    let mut w = world(|s| s);
+    w.set_image(NS, RO, "rollouts-demo", "argoproj/rollouts-demo:yellow")
+        .unwrap();
+    w.advance(Duration::from_secs(10)).unwrap();
+    w.abort(NS, RO).unwrap();
+    w.advance(Duration::from_secs(5)).unwrap();
+    assert_eq!(status(&w, "phase"), "Degraded");
+    assert_eq!(canary_weight(&w), 0);
+    w.promote(NS, RO, true).unwrap();
+    w.advance(Duration::from_secs(120)).unwrap();
+    assert_eq!(status(&w, "abort"), serde_json::Value::Null);
+    assert_eq!(status(&w, "phase"), "Healthy");
+    assert_eq!(
+        status(&w, "stableRS"),
+        "5cf4fb69f8",
+        "yellow is the stable now"
+    );
+    assert_eq!(rs_replicas(&w, "5cf4fb69f8"), 4);
+}

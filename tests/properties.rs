@@ -1,8 +1,9 @@
 //! Properties of the controller and the data plane over random Rollouts and random
 //! sequences of what users do (images, promote, promote --full, abort, retry, waits): every
 //! route's weights stay in 0..100 and sum to 100 after every event; the run is the same
-//! for the same seed; and after `promote --full` every rollout ends Healthy (or Degraded,
-//! when aborted and not retried) within bounded scenario time, its replicas as asked.
+//! for the same seed; and after `promote --full` every rollout ends Healthy within bounded
+//! scenario time, its replicas as asked (an abort before it included: this property found
+//! that promote --full did not clear an abort, as Argo's controller does).
 //! The generator is seeded (a fixed proptest seed), so a failure is reproducible.
 
 use proptest::prelude::*;
@@ -175,11 +176,10 @@ proptest! {
         // Promoted in full and given 10 minutes, the rollout has settled.
         let view = first["final_views"][0].as_str().unwrap();
         let status = view.lines().find(|l| l.starts_with("Status:")).unwrap_or("");
+        // `promote --full` clears an abort too (Argo's RemoveAbort), so every run ends Healthy.
         let healthy = status.contains("✔ Healthy");
-        let aborted_last = acts.iter().rev().find(|a| matches!(a, Act::Abort | Act::Retry | Act::NewImage));
-        let settled = healthy || (matches!(aborted_last, Some(Act::Abort)) && status.contains("Degraded"));
-        prop_assert!(settled, "{view}\n{text}");
-        if healthy {
+        prop_assert!(healthy, "{view}\n{text}");
+        {
             let desired = format!("Desired:       {replicas}");
             let available = format!("Available:     {replicas}");
             prop_assert!(view.contains(&desired) && view.contains(&available), "{view}");

@@ -514,9 +514,14 @@ impl Reconciler<'_> {
         remove_condition(&mut self.status.conditions, "Paused");
     }
 
-    /// An abort goes back to step 0 (and clears itself once promoted); promote-full jumps
-    /// past the last step; both clear the pauses.
+    /// An abort goes back to step 0 (and clears itself once promoted); promote-full clears
+    /// an abort and jumps past the last step; both clear the pauses.
     fn apply_abort_and_promote_full(&mut self, fully_promoted: bool, step_count: usize) {
+        if self.status.promote_full {
+            // Argo: `RemoveAbort()` when promoting in full (found by tests/properties.rs).
+            self.status.abort = false;
+            self.status.aborted_at = None;
+        }
         if self.status.abort && fully_promoted {
             self.status.abort = false; // an abort on a promoted rollout clears itself
             self.status.aborted_at = None;
