@@ -26,6 +26,9 @@
 //! * [`pod_server`] — a real pod on loopback (`canarysim backend`).
 //! * [`live`] — the world on real loopback sockets: a pod server per ready pod and a hyper
 //!   router serving the route table in force, paced on the wall clock (`canarysim serve`).
+//! * [`analysis`] — Argo's AnalysisRuns on the virtual clock: measurements against a
+//!   built-in Prometheus (Istio's request metrics, counted from the simulated traffic;
+//!   PromQL), conditions in Argo's expression language, phases and limits.
 //! * [`verify`] — statistics: intervals, goodness of fit, sequential tests, sample sizes,
 //!   latency comparison; the verdict on an observed split.
 //! * [`gateway`] — `canarysim load`'s verdict on a real gateway: the unit of randomisation
@@ -40,6 +43,7 @@
 //!   benchmarks.
 //! * [`random`] — named seeded random streams; [`clock`] — virtual time.
 
+pub mod analysis;
 pub mod apiserver;
 pub mod cli;
 pub mod clock;

@@ -139,6 +139,49 @@ pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<Rollo
             None => revisions.push(RevisionView {
                 revision: rev,
                 replica_sets: vec![view],
+                analysis_runs: Vec::new(),
+            }),
+        }
+    }
+    // AnalysisRuns under the revision they were created for, oldest first.
+    let mut runs = crate::controller::analysis::owned_runs(api, rollout);
+    runs.sort_by(|a, b| {
+        let uid = |o: &crate::model::Object| {
+            o.value["metadata"]["uid"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        uid(a).cmp(&uid(b))
+    });
+    for run in &runs {
+        let rev = revision(run);
+        let counts = |key: &str| -> i64 {
+            run.value["status"]["metricResults"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| r[key].as_i64().unwrap_or(0))
+                .sum()
+        };
+        let view = AnalysisRunView {
+            name: run.name().to_string(),
+            status: run.value["status"]["phase"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            age: age(run, now),
+            successful: counts("successful"),
+            failed: counts("failed"),
+            inconclusive: counts("inconclusive"),
+            error: counts("error"),
+        };
+        match revisions.iter_mut().find(|r| r.revision == rev) {
+            Some(r) => r.analysis_runs.push(view),
+            None => revisions.push(RevisionView {
+                revision: rev,
+                replica_sets: Vec::new(),
+                analysis_runs: vec![view],
             }),
         }
     }
@@ -282,6 +325,21 @@ pub struct RevisionView {
     pub revision: i64,
     /// ReplicaSets of this revision, in display order.
     pub replica_sets: Vec<ReplicaSetView>,
+    /// AnalysisRuns created for this revision, oldest first (after the ReplicaSets).
+    pub analysis_runs: Vec<AnalysisRunView>,
+}
+
+/// An `α` AnalysisRun row: phase, age and the measurement counts summed over its metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AnalysisRunView {
+    pub name: String,
+    /// `Successful`, `Failed`, `Error`, `Inconclusive`, `Running`, `Pending` or empty.
+    pub status: String,
+    pub age: Duration,
+    pub successful: i64,
+    pub failed: i64,
+    pub inconclusive: i64,
+    pub error: i64,
 }
 
 /// A `⧉` ReplicaSet row and its pods.

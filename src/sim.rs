@@ -76,6 +76,11 @@ pub struct World {
     /// Every distinct note of the route tables translated so far (what the translation
     /// skipped or could not honour), in the order first seen.
     pub route_notes: Vec<crate::endpoints::Note>,
+    /// The built-in Prometheus: Istio's request metrics from the simulated traffic.
+    pub metrics: crate::analysis::Prometheus,
+    /// Per metric name, the values its measurements return when its provider is not the
+    /// built-in Prometheus (`cluster.analysis_results`).
+    pub scripted_results: BTreeMap<String, Vec<serde_json::Value>>,
 }
 
 impl World {
@@ -94,6 +99,8 @@ impl World {
             mesh: Mesh::new(),
             pushed: None,
             route_notes: Vec::new(),
+            metrics: crate::analysis::Prometheus::new(),
+            scripted_results: BTreeMap::new(),
         }
     }
 
@@ -167,6 +174,39 @@ impl World {
         }
     }
 
+    /// Advances to `end` (or until `done` holds) while `workload` (an open loop, its
+    /// amount ignored) sends requests the whole time: background traffic, so that metrics
+    /// have requests to count while a scenario waits. Returns whether `done` held.
+    #[allow(clippy::too_many_arguments)]
+    pub fn advance_with_traffic(
+        &mut self,
+        end: SimTime,
+        mut done: impl FnMut(&mut World) -> bool,
+        workload: &crate::load::Workload,
+        backends: &crate::load::Backends,
+        lb: mesh::LbPolicy,
+        proxy_mode: crate::kubeproxy::ProxyMode,
+        streams: &mut crate::load::Streams,
+    ) -> Result<bool, SimError> {
+        self.settle()?;
+        if done(self) || end <= self.now {
+            return Ok(done(self));
+        }
+        let mut workload = workload.clone();
+        workload.amount = crate::load::Amount::Duration(end.since(self.now));
+        let mut run = crate::load::LoadRun::start(self, &workload, backends, lb, proxy_mode)?;
+        loop {
+            match run.epoch(self, streams)? {
+                crate::load::Progress::AdvanceTo(t) => {
+                    if self.advance_until(t, &mut done)? {
+                        return Ok(true);
+                    }
+                }
+                crate::load::Progress::Finished(_) => return self.advance_until(end, done),
+            }
+        }
+    }
+
     /// Reconciles every controller until nothing changes at the current instant.
     pub fn settle(&mut self) -> Result<(), SimError> {
         self.api.set_time(self.now);
@@ -200,6 +240,18 @@ impl World {
                     None => {}
                 }
             }
+            let providers = crate::analysis::Providers {
+                prometheus: &self.metrics,
+                scripted: &self.scripted_results,
+            };
+            let (runs_changed, runs_wake) = crate::controller::analysis_run::reconcile_all(
+                &mut self.api,
+                self.now,
+                &providers,
+                &mut self.events,
+            )?;
+            changed |= runs_changed;
+            wake = min_time(wake, runs_wake);
             let (rs_changed, rs_wake) = replicaset::reconcile_all(
                 &mut self.api,
                 self.now,
@@ -407,5 +459,9 @@ impl crate::load::Cluster for World {
 
     fn mesh_mut(&mut self) -> &mut Mesh {
         &mut self.mesh
+    }
+
+    fn observe(&mut self, traffic: &crate::load::EpochTraffic) {
+        self.metrics.record(&self.api, traffic);
     }
 }

@@ -34,7 +34,17 @@ pub fn promote(api: &mut ApiServer, ns: &str, name: &str, full: bool) -> Result<
         .as_array()
         .map(Vec::len)
         .unwrap_or(0) as i32;
-    let patch = if !status.pause_conditions.is_empty() {
+    // An analysis step that ended Inconclusive: clear the pause and skip the step, or the
+    // rollout would stay paused on it (`isInconclusive` in the plugin's promote).
+    let inconclusive = status
+        .canary
+        .current_step_analysis_run_status
+        .as_ref()
+        .is_some_and(|r| r.status == "Inconclusive");
+    let patch = if inconclusive && !status.pause_conditions.is_empty() && status.controller_pause {
+        let next = (status.current_step_index.unwrap_or(0) + 1).min(steps);
+        json!({"status": {"pauseConditions": null, "controllerPause": false, "currentStepIndex": next}})
+    } else if !status.pause_conditions.is_empty() {
         // The controller sees controllerPause with no CanaryPauseStep condition and treats
         // the pause step as done.
         json!({"status": {"pauseConditions": null}})

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::analysis;
 use super::hash::{self, GoJsonFlavor};
 use super::istio::{self, IstioContext, RemoveOutcome};
 use super::replicas::{self, ReplicaProgressThreshold, RsCounts, StepInfo};
@@ -31,12 +32,13 @@ pub use crate::model::vocabulary::REVISION;
 /// ReplicaSet annotation: when a delayed scale-down happens.
 pub use crate::model::vocabulary::SCALE_DOWN_DEADLINE;
 const CANARY_PAUSE_STEP: &str = "CanaryPauseStep";
+const INCONCLUSIVE_ANALYSIS: &str = "InconclusiveAnalysisRun";
 
-/// A Kubernetes event emitted by the controller.
+/// A Kubernetes event emitted by the controllers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     pub time: SimTime,
-    /// `Rollout/rollouts-demo`
+    /// `Rollout/rollouts-demo`, `AnalysisRun/rollouts-demo-5cf4fb69f8-2`
     pub object: String,
     pub warning: bool,
     pub reason: String,
@@ -158,6 +160,7 @@ pub fn reconcile(
         status,
         rollout,
         outcome: Outcome::default(),
+        abort_message: None,
     };
     r.run()?;
     Ok(r.outcome)
@@ -175,6 +178,8 @@ struct Reconciler<'a> {
     original_status: RolloutStatus,
     status: RolloutStatus,
     outcome: Outcome,
+    /// Why an analysis aborted the rollout (after "Rollout aborted update to revision N: ").
+    abort_message: Option<String>,
 }
 
 impl Reconciler<'_> {
@@ -269,6 +274,31 @@ impl Reconciler<'_> {
         for (field, svc) in referenced_services(canary) {
             if self.api.get(Kind::Service, ns, svc).is_err() {
                 return Some(service_not_found(field, svc));
+            }
+        }
+        // `getReferencedRolloutAnalyses`: every template an analysis names must exist.
+        for (path, analysis) in analysis_refs(canary) {
+            for t in &analysis.templates {
+                let found = if t.cluster_scope {
+                    self.api
+                        .get(Kind::ClusterAnalysisTemplate, "", &t.template_name)
+                        .is_ok()
+                } else {
+                    self.api
+                        .get(Kind::AnalysisTemplate, ns, &t.template_name)
+                        .is_ok()
+                };
+                if !found {
+                    let kind = if t.cluster_scope {
+                        "ClusterAnalysisTemplate"
+                    } else {
+                        "AnalysisTemplate"
+                    };
+                    return Some(format!(
+                        "{path}: Invalid value: \"{0}\": {kind} '{0}' not found",
+                        t.template_name
+                    ));
+                }
             }
         }
         // `ValidateRolloutVirtualServicesConfig`, before the VirtualServices are looked up:
@@ -400,6 +430,22 @@ impl Reconciler<'_> {
             }
         }
 
+        // Analysis: the runs this step and the background need, and what their phases mean.
+        let decision = analysis::reconcile(
+            self.api,
+            &analysis::Context {
+                rollout: &self.rollout,
+                canary,
+                status: &self.status,
+                new_hash: &new_hash,
+                revision: new_rs.revision,
+                fully_promoted,
+                aborted_before: self.original_status.aborted_at.is_some(),
+                now: self.now,
+            },
+        )?;
+        self.apply_analysis(decision);
+
         // Scaling: stable, then canary, then older ReplicaSets; one change per reconcile.
         let mut scaled = false;
         if let Some(stable) = stable_rs.as_ref().filter(|_| !stable_is_new) {
@@ -524,6 +570,10 @@ impl Reconciler<'_> {
         }
         if self.status.abort && fully_promoted {
             self.status.abort = false; // an abort on a promoted rollout clears itself
+            self.status.aborted_at = None;
+        }
+        if !self.status.abort {
+            // `CalculateAbortStatus`: not aborted (a retry) → no abortedAt.
             self.status.aborted_at = None;
         }
         if self.status.abort {
@@ -1386,6 +1436,44 @@ impl Reconciler<'_> {
             })
     }
 
+    /// Records the current runs and applies their effects: Failed or Error abort the
+    /// rollout, Inconclusive pauses it (`InconclusiveAnalysisRun`).
+    fn apply_analysis(&mut self, d: analysis::Decision) {
+        self.status.canary.current_step_analysis_run_status = d.step_run;
+        self.status.canary.current_background_analysis_run_status = d.background_run;
+        self.outcome.changed |= d.changed;
+        for (warning, reason, message) in d.events {
+            self.event(warning, &reason, message);
+        }
+        if let Some(e) = d.error {
+            self.outcome.error = Some(e);
+        }
+        if let Some(message) = d.abort {
+            if !self.status.abort {
+                self.status.abort = true;
+                self.status.aborted_at = Some(self.now.rfc3339());
+                self.abort_message = Some(message);
+            }
+        } else if d.pause_inconclusive
+            && !self
+                .status
+                .pause_conditions
+                .iter()
+                .any(|c| c.reason == INCONCLUSIVE_ANALYSIS)
+        {
+            self.status.pause_conditions.push(PauseCondition {
+                reason: INCONCLUSIVE_ANALYSIS.into(),
+                start_time: self.now.rfc3339(),
+            });
+            self.status.controller_pause = true;
+            self.event(
+                false,
+                "RolloutPaused",
+                format!("Rollout is paused ({INCONCLUSIVE_ANALYSIS})"),
+            );
+        }
+    }
+
     /// `completedCurrentCanaryStep` and the pause handling of `pause.go`.
     fn progress_steps(&mut self, steps: &[CanaryStep], at_desired: bool) {
         let Some(index) = self.status.current_step_index else {
@@ -1436,8 +1524,15 @@ impl Reconciler<'_> {
             }
         } else if step.set_header_route.is_some() || step.set_mirror_route.is_some() {
             true
+        } else if step.analysis.is_some() {
+            // The step's AnalysisRun must have succeeded.
+            self.status
+                .canary
+                .current_step_analysis_run_status
+                .as_ref()
+                .is_some_and(|r| r.status == "Successful")
         } else {
-            // experiment / analysis / plugin steps are not simulated: they pass.
+            // experiment / plugin steps are not simulated: they pass.
             self.event(
                 true,
                 "StepNotSimulated",
@@ -1506,7 +1601,10 @@ impl Reconciler<'_> {
             if s.abort && !aborted_already {
                 // Argo keeps an existing RolloutAborted condition as it is (same status and
                 // reason), so the reason given with the abort stays in its message.
-                let message = format!("Rollout aborted update to revision {revision}");
+                let mut message = format!("Rollout aborted update to revision {revision}");
+                if let Some(why) = &self.abort_message {
+                    message.push_str(&format!(": {why}"));
+                }
                 set_condition(
                     &mut s.conditions,
                     "Progressing",
@@ -1608,6 +1706,19 @@ impl Reconciler<'_> {
         }
         if let Some(message) = deadline_abort {
             self.event(true, "RolloutAborted", message);
+        }
+        if let Some(why) = self.abort_message.take() {
+            let revision = self
+                .owned_replica_sets()
+                .iter()
+                .find(|rs| rs.hash == self.status.current_pod_hash)
+                .map(|rs| rs.revision)
+                .unwrap_or(1);
+            self.event(
+                true,
+                "RolloutAborted",
+                format!("Rollout aborted update to revision {revision}: {why}"),
+            );
         }
 
         if self.original_status != self.status {
@@ -1997,4 +2108,30 @@ pub fn template_images(template: &Value) -> BTreeMap<String, String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Every analysis a canary names, with the field path Argo reports a missing template at:
+/// each `analysis` step, then the background analysis.
+pub fn analysis_refs(canary: &CanaryStrategy) -> Vec<(String, analysis::RolloutAnalysis)> {
+    let mut out = Vec::new();
+    for (i, step) in canary.steps.iter().enumerate() {
+        if let Some(a) = step
+            .analysis
+            .as_ref()
+            .and_then(|a| serde_json::from_value(a.clone()).ok())
+        {
+            out.push((
+                format!("spec.strategy.canary.steps[{i}].analysis.templates"),
+                a,
+            ));
+        }
+    }
+    if let Some(a) = canary
+        .analysis
+        .as_ref()
+        .and_then(|a| serde_json::from_value(a.clone()).ok())
+    {
+        out.push(("spec.strategy.canary.analysis.templates".to_string(), a));
+    }
+    out
 }

@@ -50,6 +50,45 @@ pub trait Cluster {
     fn mesh(&self) -> &crate::mesh::Mesh;
     /// The proxies' tables with their load-balancer state (round-robin positions).
     fn mesh_mut(&mut self) -> &mut crate::mesh::Mesh;
+    /// Hears what each epoch of an HTTP load through the mesh did at the pods (the
+    /// simulation's built-in metrics count it, as the sidecars' telemetry would).
+    fn observe(&mut self, _traffic: &EpochTraffic) {}
+}
+
+/// What one epoch of a simulated HTTP load did at the pods: the route's weighted
+/// destinations and each pod's answers (every attempt, as the pods saw them).
+#[derive(Debug, Clone)]
+pub struct EpochTraffic {
+    pub start: crate::clock::SimTime,
+    pub end: crate::clock::SimTime,
+    /// `namespace/name` of the gateway the requests entered through; None: a sidecar's.
+    pub gateway: Option<String>,
+    /// The calling pod's labels (a sidecar's caller).
+    pub source_labels: Vec<(String, String)>,
+    pub destinations: Vec<TrafficDestination>,
+    /// Indexed by the epoch's endpoint ids (what [`TrafficDestination::endpoints`] holds).
+    pub pods: Vec<PodTraffic>,
+}
+
+/// One weighted destination of the route in force: a Service host, maybe a subset.
+#[derive(Debug, Clone)]
+pub struct TrafficDestination {
+    pub host: String,
+    pub subset: String,
+    pub weight: u32,
+    pub endpoints: Vec<u32>,
+}
+
+/// One pod's answers in an epoch, and how it answers (for latency buckets).
+#[derive(Debug, Clone)]
+pub struct PodTraffic {
+    pub namespace: String,
+    pub pod: String,
+    pub answers: u64,
+    pub errors: u64,
+    pub error_status: u16,
+    pub latency_us: u64,
+    pub jitter_us: u64,
 }
 
 /// How much to send.

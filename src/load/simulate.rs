@@ -332,6 +332,27 @@ impl<'w> LoadRun<'w> {
                 (Some((table, lb_state)), Some(route))
             }
         };
+        // The route's destinations, for the traffic record (HTTP through the mesh only: the
+        // sidecars' request metrics).
+        let destinations: Option<Vec<crate::load::TrafficDestination>> = match (&mesh_state, &route)
+        {
+            (Some((table, _)), Some(Ok(choice))) if workload.protocol == Protocol::Http => Some(
+                choice
+                    .clusters
+                    .iter()
+                    .filter_map(|(id, weight)| {
+                        let c = table.cluster(id)?;
+                        Some(crate::load::TrafficDestination {
+                            host: c.host().to_string(),
+                            subset: c.subset().to_string(),
+                            weight,
+                            endpoints: c.endpoints().iter().map(|e| e.0).collect(),
+                        })
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        };
         run_epoch(
             &mut self.state,
             &mut ctx,
@@ -346,6 +367,10 @@ impl<'w> LoadRun<'w> {
             epoch_end_us,
             &mut self.limit,
         );
+        if let Some(destinations) = destinations {
+            let traffic = self.traffic(cluster, now, epoch_end_us, destinations, &ep_info);
+            cluster.observe(&traffic);
+        }
         fold_pods(&mut self.state, &ep_info);
         // Per request, each request drew from this epoch's tables; per connection, only the
         // connections opened in it did (a kept-alive one stays where it was sent before).
@@ -369,6 +394,55 @@ impl<'w> LoadRun<'w> {
             self.started
                 .after(Duration::from_micros(last_us.min(self.end_us))),
         ))
+    }
+
+    /// The epoch's traffic record: what each endpoint answered between `now` and the
+    /// epoch's end (or the load's last request, if sooner).
+    fn traffic(
+        &self,
+        cluster: &impl Cluster,
+        now: SimTime,
+        epoch_end_us: u64,
+        destinations: Vec<crate::load::TrafficDestination>,
+        ep: &EpochEndpoints,
+    ) -> crate::load::EpochTraffic {
+        let last_us = match self.workload.arrival {
+            Arrival::Closed => self.free_at.iter().copied().max().unwrap_or(0),
+            _ => self.next_arrival_us,
+        };
+        let end = self
+            .started
+            .after(Duration::from_micros(last_us.min(epoch_end_us)))
+            .max(now);
+        let table = cluster.mesh().table_at(now);
+        let pods = (0..ep.pod.len())
+            .map(|e| {
+                let model = ep.model[e];
+                crate::load::PodTraffic {
+                    namespace: table
+                        .and_then(|t| t.endpoint(crate::endpoints::EndpointId(e as u32)))
+                        .map(|ep| ep.namespace.clone())
+                        .unwrap_or_default(),
+                    pod: ep.pod[e].clone(),
+                    answers: self.state.ep_responses[e],
+                    errors: self.state.ep_errors[e],
+                    error_status: model.error_status,
+                    latency_us: model.latency_us,
+                    jitter_us: model.jitter_us,
+                }
+            })
+            .collect();
+        crate::load::EpochTraffic {
+            start: now,
+            end,
+            gateway: match &self.path {
+                Path::Gateway(g) => Some(g.clone()),
+                _ => None,
+            },
+            source_labels: self.caller_labels.clone(),
+            destinations,
+            pods,
+        }
     }
 
     /// What the load observed, once [`Progress::Finished`] came and the clock was moved to

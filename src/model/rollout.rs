@@ -428,6 +428,22 @@ pub struct CanaryStatus {
     pub weights: Option<TrafficWeights>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub stable_ping_pong: String,
+    /// The AnalysisRun of the current `analysis` step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_step_analysis_run_status: Option<AnalysisRunRef>,
+    /// The background AnalysisRun (`strategy.canary.analysis`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_background_analysis_run_status: Option<AnalysisRunRef>,
+}
+
+/// `RolloutAnalysisRunStatus`: a run's name, phase and message as the rollout records them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct AnalysisRunRef {
+    pub name: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -38,6 +38,7 @@ const ICON_ROLLOUT: &str = "⟳";
 const ICON_REVISION: &str = "#";
 const ICON_REPLICA_SET: &str = "⧉";
 const ICON_POD: &str = "□";
+const ICON_ANALYSIS_RUN: &str = "α";
 
 const TAG_CANARY: &str = "canary";
 const TAG_STABLE: &str = "stable";
@@ -74,6 +75,19 @@ pub fn replica_set_icon(status: &str) -> &'static str {
 
 /// Icon for a Pod status (`info.podIcon`). Note that the plugin shows
 /// `Pending` as progressing (`◌`), not waiting.
+/// The plugin's `analysisIcon`.
+pub fn analysis_icon(status: &str) -> &'static str {
+    match status {
+        "Successful" => "✔",
+        "Inconclusive" => "?",
+        "Failed" => "✖",
+        "Error" => "⚠",
+        "Running" => "◌",
+        "Pending" => "◷",
+        _ => " ",
+    }
+}
+
 pub fn pod_icon(status: &str) -> &'static str {
     if status.starts_with("Init:") {
         return ICON_PROGRESSING;
@@ -278,9 +292,32 @@ fn tree_rows(view: &RolloutView, c: &Colorizer) -> Vec<[String; 5]> {
             String::new(),
             String::new(),
         ]);
+        let children = rev.replica_sets.len() + rev.analysis_runs.len();
         for (j, rs) in rev.replica_sets.iter().enumerate() {
-            let (rs_prefix, rs_subpfx) = prefixes(j + 1 == rev.replica_sets.len(), &subpfx);
+            let (rs_prefix, rs_subpfx) = prefixes(j + 1 == children, &subpfx);
             push_replica_set(&mut rows, rs, &rs_prefix, &rs_subpfx, c);
+        }
+        for (k, run) in rev.analysis_runs.iter().enumerate() {
+            let last = rev.replica_sets.len() + k + 1 == children;
+            let (run_prefix, _) = prefixes(last, &subpfx);
+            let info: Vec<String> = [
+                ("✔", run.successful),
+                ("✖", run.failed),
+                ("?", run.inconclusive),
+                ("⚠", run.error),
+            ]
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(icon, n)| format!("{} {n}", c.colorize(icon)))
+            .collect();
+            let icon = analysis_icon(&run.status);
+            rows.push([
+                format!("{run_prefix}{ICON_ANALYSIS_RUN} {}", run.name),
+                "AnalysisRun".to_string(),
+                format!("{} {}", c.colorize(icon), run.status),
+                human_duration(run.age),
+                info.join(","),
+            ]);
         }
     }
     rows
@@ -630,6 +667,7 @@ NAME                                       KIND        STATUS        AGE    INFO
         RevisionView {
             revision,
             replica_sets: vec![rs],
+            analysis_runs: Vec::new(),
         }
     }
 

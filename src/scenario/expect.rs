@@ -60,6 +60,9 @@ pub fn check(
             let status: RolloutStatus = ro.status_as().unwrap_or_default();
             let vars = variables(world, ns, name);
             check_rollout(&mut out, world, ns, name, &status, &vars, e);
+            if let Some(a) = &e.analysis {
+                check_analysis(&mut out, world, ns, name, a, &vars);
+            }
             vars
         }
         None => {
@@ -69,7 +72,8 @@ pub fn check(
                 || e.set_weight.is_some()
                 || e.actual_weight.is_some()
                 || e.replicas.is_some()
-                || e.error.is_some();
+                || e.error.is_some()
+                || e.analysis.is_some();
             if needs_rollout {
                 out.failures
                     .push("no rollout to check (name one with `rollout:`)".into());
@@ -149,6 +153,155 @@ fn check_rollout(
     if let Some(err) = &e.error {
         let actual = world.errors.get(&ObjectKey::new(Kind::Rollout, ns, name));
         check_error(out, err, actual.map(String::as_str), vars);
+    }
+}
+
+/// An AnalysisRun of the rollout: its phase, message, a metric's counts and last value,
+/// and when it completed.
+fn check_analysis(
+    out: &mut Findings,
+    world: &World,
+    ns: &str,
+    rollout: &str,
+    e: &super::format::AnalysisExpect,
+    vars: &BTreeMap<&'static str, String>,
+) {
+    let Ok(ro) = world.api.get(Kind::Rollout, ns, rollout) else {
+        return;
+    };
+    let mut runs = crate::controller::analysis::owned_runs(&world.api, ro);
+    // Creation order: the store's uids count up.
+    runs.sort_by(|a, b| {
+        let uid = |o: &crate::model::Object| {
+            o.value["metadata"]["uid"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        uid(a).cmp(&uid(b))
+    });
+    if let Some(n) = e.runs {
+        out.compare("analysis.runs", n.to_string(), runs.len().to_string());
+    }
+    let run = match &e.run {
+        Some(name) => {
+            let name = expand(name, vars);
+            match runs.iter().find(|r| r.name() == name) {
+                Some(r) => r,
+                None => {
+                    let names: Vec<&str> = runs.iter().map(|r| r.name()).collect();
+                    out.failures.push(format!(
+                        "analysis: no AnalysisRun \"{name}\" (the rollout has: {})",
+                        if names.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names.join(", ")
+                        }
+                    ));
+                    return;
+                }
+            }
+        }
+        None => match runs.last() {
+            Some(r) => r,
+            None => {
+                if e.phase.is_some()
+                    || e.message.is_some()
+                    || e.metric.is_some()
+                    || e.measurements.is_some()
+                    || e.value.is_some()
+                    || e.completed_at.is_some()
+                    || e.successful.is_some()
+                    || e.failed.is_some()
+                    || e.inconclusive.is_some()
+                    || e.error.is_some()
+                {
+                    out.failures
+                        .push(format!("analysis: rollout '{rollout}' has no AnalysisRun"));
+                }
+                return;
+            }
+        },
+    };
+    let status: crate::analysis::types::RunStatus =
+        serde_json::from_value(run.value["status"].clone()).unwrap_or_default();
+    let label = format!("analysis {}", run.name());
+    if let Some(p) = &e.phase {
+        out.compare(&format!("{label} phase"), p.clone(), status.phase.clone());
+    }
+    if let Some(m) = &e.message {
+        let m = expand(m, vars);
+        if status.message.contains(&m) {
+            out.checked
+                .push(format!("{label} message contains \"{m}\""));
+        } else {
+            out.failures.push(format!(
+                "{label} message: expected to contain \"{m}\", got \"{}\"",
+                status.message
+            ));
+        }
+    }
+    let wants_metric = e.measurements.is_some()
+        || e.successful.is_some()
+        || e.failed.is_some()
+        || e.inconclusive.is_some()
+        || e.error.is_some()
+        || e.value.is_some();
+    if wants_metric {
+        let result = match &e.metric {
+            Some(m) => status.metric_results.iter().find(|r| &r.name == m),
+            None => status.metric_results.first(),
+        };
+        match result {
+            None => out.failures.push(format!(
+                "{label}: no measurement of metric {} yet",
+                e.metric.as_deref().unwrap_or("(first)")
+            )),
+            Some(r) => {
+                let l = format!("{label} metric {}", r.name);
+                if let Some(n) = e.measurements {
+                    out.compare(
+                        &format!("{l} measurements"),
+                        n.to_string(),
+                        (r.count + r.error).to_string(),
+                    );
+                }
+                for (what, want, got) in [
+                    ("successful", e.successful, r.successful),
+                    ("failed", e.failed, r.failed),
+                    ("inconclusive", e.inconclusive, r.inconclusive),
+                    ("error", e.error, r.error),
+                ] {
+                    if let Some(w) = want {
+                        out.compare(&format!("{l} {what}"), w.to_string(), got.to_string());
+                    }
+                }
+                if let Some(v) = &e.value {
+                    let got = r
+                        .measurements
+                        .last()
+                        .map(|m| m.value.clone())
+                        .unwrap_or_default();
+                    out.compare(&format!("{l} value"), v.clone(), got);
+                }
+            }
+        }
+    }
+    if let Some(at) = &e.completed_at {
+        let got = status
+            .completed_at
+            .as_deref()
+            .and_then(crate::clock::SimTime::parse_rfc3339)
+            .map(|t| crate::model::duration::format(t.as_duration()))
+            .unwrap_or_else(|| "none".into());
+        let want = if at == "none" {
+            "none".to_string()
+        } else {
+            crate::model::duration::parse(at)
+                .map(crate::model::duration::format)
+                .unwrap_or_else(|_| at.clone())
+        };
+        out.compare(&format!("{label} completed_at"), want, got);
     }
 }
 

@@ -60,6 +60,11 @@ pub struct ClusterSpec {
     /// sum to 100 before 1.15); default: a current release.
     #[serde(default)]
     pub istio_version: Option<String>,
+    /// Extension: per analysis metric name, the values its successive measurements return
+    /// when its provider is not the built-in Prometheus (job: `Successful` / `Failed`; web
+    /// and others: a number, a list, a string); the last one repeats.
+    #[serde(default)]
+    pub analysis_results: BTreeMap<String, Vec<serde_json::Value>>,
 }
 
 impl Default for ClusterSpec {
@@ -71,6 +76,7 @@ impl Default for ClusterSpec {
             kube_proxy: KubeProxyMode::default(),
             backends: BTreeMap::new(),
             istio_version: None,
+            analysis_results: BTreeMap::new(),
         }
     }
 }
@@ -149,6 +155,18 @@ pub struct TrafficSpec {
     pub gateway: Option<String>,
     /// Extension: the calling workload in the mesh, for `sourceLabels` / `sourceNamespace`.
     pub source: Option<SourceSpec>,
+    /// Extension: traffic that flows whenever the clock moves outside `load` steps (during
+    /// `wait`), so that an analysis has requests to measure; not reported as a load.
+    pub background: Option<BackgroundSpec>,
+}
+
+/// `traffic.background: {rate: 50}`: an open loop at this many requests per second.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BackgroundSpec {
+    pub rate: f64,
+    #[serde(default)]
+    pub poisson: bool,
 }
 
 /// The calling workload: its namespace (default: the scenario's) and pod labels.
@@ -404,6 +422,33 @@ pub struct Expect {
     /// Extension: the warnings so far, each matched by one of these substrings (and each
     /// substring matching one): a scenario states the warnings it expects.
     pub warnings: Option<Vec<String>>,
+    /// Extension: an AnalysisRun of the rollout (default: the newest).
+    pub analysis: Option<AnalysisExpect>,
+}
+
+/// `expect: {analysis: {...}}` — every key optional.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnalysisExpect {
+    /// The run's name (`$canary_hash` and the like expanded); default: the rollout's newest.
+    pub run: Option<String>,
+    /// How many AnalysisRuns the rollout has.
+    pub runs: Option<usize>,
+    pub phase: Option<String>,
+    /// Substring of the run's message.
+    pub message: Option<String>,
+    /// The metric the counts below refer to (default: the run's first).
+    pub metric: Option<String>,
+    /// Measurements taken (count + errors).
+    pub measurements: Option<i32>,
+    pub successful: Option<i32>,
+    pub failed: Option<i32>,
+    pub inconclusive: Option<i32>,
+    pub error: Option<i32>,
+    /// The metric's last measurement's value, as Argo records it (`[0.95]`, `[NaN]`).
+    pub value: Option<String>,
+    /// Scenario time at which the run completed (`4m`); `none`: it has not.
+    pub completed_at: Option<String>,
 }
 
 /// Route (`http/primary`, `tls/0`) → destination (`host` or `host/subset`) → weight.

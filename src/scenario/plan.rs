@@ -116,6 +116,8 @@ pub struct Plan {
     /// Fields of the manifests that are kept but not simulated, and references that no
     /// manifest satisfies (the controller reports those on the rollout, as Argo does).
     pub warnings: Vec<Warning>,
+    /// `traffic.background`: the open loop that runs while the scenario waits.
+    pub background: Option<crate::load::Workload>,
 }
 
 /// One step, checked.
@@ -331,6 +333,39 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
     };
     let pods = plan_backends(&parsed.cluster, &at, &dur)?;
 
+    let background = match &parsed.traffic.background {
+        None => None,
+        Some(b) => {
+            let spec = LoadSpec {
+                rate: Some(b.rate),
+                poisson: b.poisson,
+                ..LoadSpec::default()
+            };
+            let w = workload(
+                crate::load::Amount::Duration(Duration::ZERO),
+                &spec,
+                &parsed.traffic,
+                &parsed.namespace,
+            );
+            if !(b.rate.is_finite() && b.rate > 0.0 && b.rate <= MAX_BACKGROUND_RATE) {
+                return Err(ScenarioError::at(
+                    at("/traffic/background/rate"),
+                    format!(
+                        "rate: {} requests per second: expected a number above 0 and at most {MAX_BACKGROUND_RATE}",
+                        b.rate
+                    ),
+                ));
+            }
+            if w.host.is_empty() {
+                return Err(ScenarioError::at(
+                    at("/traffic/background"),
+                    "background traffic needs a host: `traffic.host`",
+                ));
+            }
+            Some(w)
+        }
+    };
+
     let mut manifests = Vec::new();
     for (i, m) in parsed.manifests.iter().enumerate() {
         manifests.extend(read_manifests(
@@ -429,6 +464,7 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
         manifests,
         steps,
         warnings: Vec::new(),
+        background,
     })
 }
 
@@ -654,6 +690,10 @@ fn plan_load(
     }
     Ok(w)
 }
+
+/// The highest background rate: it runs through every wait (a day of waiting at this rate
+/// is 8.6 billion requests, so the bound is kept low).
+pub const MAX_BACKGROUND_RATE: f64 = 10_000.0;
 
 /// The most connections one load step opens at once (each is simulated on its own).
 pub const MAX_CONNECTIONS: u32 = 100_000;

@@ -55,6 +55,8 @@ pub struct Runner<'p> {
     load_with: Option<LoadHook<'p>>,
     /// `live (time scale 60)` when the run is not simulated.
     mode: Option<String>,
+    /// Waits that carried background traffic so far (each gets its own random stream).
+    background_waits: usize,
 }
 
 /// See [`Runner::on_instant`].
@@ -77,6 +79,7 @@ impl<'p> Runner<'p> {
             ..ClusterConfig::default()
         };
         let mut world = World::new(config, seed);
+        world.scripted_results = plan.cluster.analysis_results.clone();
         let setup_error = world.apply(&plan.manifests).err().map(|e| e.to_string());
         let mut runner = Runner {
             plan,
@@ -95,6 +98,7 @@ impl<'p> Runner<'p> {
             on_instant: None,
             load_with: None,
             mode: None,
+            background_waits: 0,
         };
         runner.check_invariants();
         runner.collect_route_notes();
@@ -380,7 +384,21 @@ impl<'p> Runner<'p> {
         let mut found = Vec::new();
         let mut active = self.active.clone();
         let hook = &mut self.on_instant;
-        let result = self.world.advance_until(end, |w| {
+        // `traffic.background` flows while the clock moves (simulated runs only: a live
+        // run's requests are real).
+        let background = self
+            .plan
+            .background
+            .as_ref()
+            .filter(|_| self.load_with.is_none());
+        let mut streams = background.map(|_| {
+            self.background_waits += 1;
+            load::Streams::new(self.seed, &format!("background/{}", self.background_waits))
+        });
+        let (lb, mode) = self.plan.data_plane();
+        let backends = &self.plan.backends;
+        let world = &mut self.world;
+        let check = |w: &mut World| {
             if let Some(hook) = hook.as_mut() {
                 hook(w);
             }
@@ -394,7 +412,13 @@ impl<'p> Runner<'p> {
             }
             active = current;
             done(w)
-        });
+        };
+        let result = match (background, streams.as_mut()) {
+            (Some(traffic), Some(streams)) => {
+                world.advance_with_traffic(end, check, traffic, backends, lb, mode, streams)
+            }
+            _ => world.advance_until(end, check),
+        };
         self.violations.extend(found);
         self.active = active;
         result.map_err(|e| e.to_string())

@@ -1,0 +1,453 @@
+//! The built-in Prometheus: Istio's standard request metrics, counted from the simulated
+//! traffic on the virtual clock and scraped every [`SCRAPE_INTERVAL_MS`].
+//!
+//! Each epoch of a simulated HTTP load through the mesh ([`EpochTraffic`]) adds, per pod
+//! and response code, to `istio_requests_total` and to the
+//! `istio_request_duration_milliseconds` histogram, once as the client's sidecar reports it
+//! (`reporter="source"`) and once as the pod's (`reporter="destination"`), with Istio's
+//! labels. Within an epoch the requests are spread evenly over its time (the load's rate
+//! is constant there), so a scrape inside an epoch sees the part sent before it.
+//!
+//! What canarysim counts differs from a real mesh in two ways, documented in README: both
+//! reporters count every attempt a pod answered (Envoy's client side reports the final
+//! answer after retries, and the proxy's own 503/504s), and the latency buckets hold the
+//! backends' latency model (the share of answers below each bound), not each request's.
+
+use std::collections::BTreeMap;
+
+use super::promql::{Labels, Series, SeriesSource};
+use crate::apiserver::ApiServer;
+use crate::clock::SimTime;
+use crate::load::EpochTraffic;
+use crate::model::Kind;
+
+/// Prometheus' scrape interval in Istio's sample add-on configuration.
+pub const SCRAPE_INTERVAL_MS: i64 = 15_000;
+
+/// Istio's default bucket bounds for request durations, in milliseconds.
+pub const DURATION_BUCKETS_MS: [f64; 19] = [
+    0.5, 1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
+    60000.0, 300000.0, 600000.0, 1800000.0, 3600000.0,
+];
+
+/// How far back a query's samples are generated: a range selector longer than this (or a
+/// lookback) sees nothing older.
+const HISTORY_MS: i64 = 6 * 3600 * 1000;
+
+/// A counter, as a step function of time: each epoch's requests are evenly spaced over
+/// the epoch (request k of n at start + (k + ½)·span/n), so a scrape sees whole requests and
+/// a slow trickle shows as the steps a real counter makes.
+#[derive(Debug, Clone, Default)]
+struct Counter {
+    /// In time order, not overlapping.
+    increments: Vec<Increment>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Increment {
+    start: i64,
+    end: i64,
+    amount: f64,
+    /// The counter's value before this increment.
+    before: f64,
+}
+
+impl Counter {
+    /// Adds `amount` requests, evenly spaced over [start, end]. Requests of the same epoch
+    /// from several pods (one source series) join one increment.
+    fn add(&mut self, start: i64, end: i64, amount: f64) {
+        if let Some(last) = self.increments.last_mut() {
+            if last.start == start && last.end == end {
+                last.amount += amount;
+                return;
+            }
+        }
+        let (last_end, before) = self
+            .increments
+            .last()
+            .map(|i| (i.end, i.before + i.amount))
+            .unwrap_or((start, 0.0));
+        let start = start.max(last_end);
+        let end = end.max(start);
+        self.increments.push(Increment {
+            start,
+            end,
+            amount,
+            before,
+        });
+    }
+
+    /// The value at `t`; None before the first request.
+    fn at(&self, t: i64) -> Option<f64> {
+        if t < self.first_time()? {
+            return None;
+        }
+        let i = self.increments.partition_point(|x| x.start <= t);
+        let inc = self.increments[i.checked_sub(1)?];
+        if t >= inc.end || inc.end == inc.start {
+            return Some(inc.before + inc.amount);
+        }
+        let span = (inc.end - inc.start) as f64;
+        let sent = ((t - inc.start) as f64 * inc.amount / span + 0.5)
+            .floor()
+            .clamp(0.0, inc.amount);
+        Some(inc.before + sent)
+    }
+
+    /// When the first request was counted (the series exists from then on).
+    fn first_time(&self) -> Option<i64> {
+        let first = self.increments.first()?;
+        let span = (first.end - first.start) as f64;
+        Some(first.start + (span / (2.0 * first.amount.max(1.0))) as i64)
+    }
+}
+
+/// Every counter series, by name and labels.
+#[derive(Debug, Clone, Default)]
+pub struct Prometheus {
+    series: BTreeMap<String, BTreeMap<Labels, Counter>>,
+    /// Requests counted so far (for reports and tests).
+    pub requests: f64,
+}
+
+impl Prometheus {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether anything was counted yet.
+    pub fn is_empty(&self) -> bool {
+        self.series.is_empty()
+    }
+
+    /// Counts an epoch of traffic. `api` gives the pods' labels and owners at that time.
+    pub fn record(&mut self, api: &ApiServer, traffic: &EpochTraffic) {
+        let start = ms(traffic.start);
+        let end = ms(traffic.end);
+        let source = source_labels(traffic);
+        for (e, pod) in traffic.pods.iter().enumerate() {
+            if pod.answers == 0 {
+                continue;
+            }
+            let e = e as u32;
+            // The route's destinations that hold this pod, each weighted by its share of
+            // the pod's requests (its weight spread over its endpoints).
+            let holders: Vec<(&crate::load::TrafficDestination, f64)> = traffic
+                .destinations
+                .iter()
+                .filter(|d| d.endpoints.contains(&e))
+                .map(|d| (d, f64::from(d.weight) / d.endpoints.len() as f64))
+                .collect();
+            let total: f64 = holders.iter().map(|(_, w)| w).sum();
+            if holders.is_empty() || total <= 0.0 {
+                continue;
+            }
+            let Ok(object) = api.get(Kind::Pod, &pod.namespace, &pod.pod) else {
+                continue;
+            };
+            let destination = destination_labels(object);
+            for (dest, w) in holders {
+                let share = w / total;
+                let (service_name, service_ns) = service_of(&dest.host);
+                for reporter in ["source", "destination"] {
+                    let mut labels = source.clone();
+                    labels.extend(destination.clone());
+                    labels.insert("reporter".into(), reporter.into());
+                    if reporter == "destination" {
+                        // The scrape target: the reporting pod (Prometheus' relabelling
+                        // of Istio's pod scrapes adds it).
+                        labels.insert("namespace".into(), pod.namespace.clone());
+                        labels.insert("pod".into(), pod.pod.clone());
+                    }
+                    labels.insert("destination_service".into(), dest.host.clone());
+                    labels.insert("destination_service_name".into(), service_name.into());
+                    labels.insert("destination_service_namespace".into(), service_ns.into());
+                    labels.insert(
+                        "connection_security_policy".into(),
+                        if reporter == "destination" {
+                            "mutual_tls"
+                        } else {
+                            "unknown"
+                        }
+                        .into(),
+                    );
+                    let ok = (pod.answers - pod.errors) as f64 * share;
+                    let errors = pod.errors as f64 * share;
+                    for (code, count) in [
+                        ("200".to_string(), ok),
+                        (pod.error_status.to_string(), errors),
+                    ] {
+                        if count <= 0.0 {
+                            continue;
+                        }
+                        let mut l = labels.clone();
+                        l.insert("response_code".into(), code);
+                        l.insert("response_flags".into(), "-".into());
+                        self.add("istio_requests_total", l.clone(), start, end, count);
+                        let mean_ms = pod.latency_us.max(1) as f64 / 1000.0;
+                        self.add(
+                            "istio_request_duration_milliseconds_sum",
+                            l.clone(),
+                            start,
+                            end,
+                            count * mean_ms,
+                        );
+                        self.add(
+                            "istio_request_duration_milliseconds_count",
+                            l.clone(),
+                            start,
+                            end,
+                            count,
+                        );
+                        for bound in DURATION_BUCKETS_MS {
+                            let mut b = l.clone();
+                            b.insert("le".into(), format_bound(bound));
+                            let share = share_at_or_below(pod.latency_us, pod.jitter_us, bound);
+                            self.add(
+                                "istio_request_duration_milliseconds_bucket",
+                                b,
+                                start,
+                                end,
+                                count * share,
+                            );
+                        }
+                        let mut b = l;
+                        b.insert("le".into(), "+Inf".into());
+                        self.add(
+                            "istio_request_duration_milliseconds_bucket",
+                            b,
+                            start,
+                            end,
+                            count,
+                        );
+                        if reporter == "source" {
+                            self.requests += count;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn add(&mut self, name: &str, mut labels: Labels, start: i64, end: i64, amount: f64) {
+        labels.insert("__name__".into(), name.into());
+        self.series
+            .entry(name.to_string())
+            .or_default()
+            .entry(labels)
+            .or_default()
+            .add(start, end, amount);
+    }
+
+    /// The series as Prometheus holds them at `now`: one sample per scrape, from the first
+    /// scrape after a series began until `now`.
+    pub fn at(&self, now: SimTime) -> Scraped<'_> {
+        Scraped {
+            prometheus: self,
+            now_ms: ms(now),
+        }
+    }
+}
+
+/// [`Prometheus`] seen at an instant (what a query at that instant can read).
+pub struct Scraped<'p> {
+    prometheus: &'p Prometheus,
+    now_ms: i64,
+}
+
+impl SeriesSource for Scraped<'_> {
+    fn series(&self, metric: &str) -> Vec<Series> {
+        let Some(all) = self.prometheus.series.get(metric) else {
+            return Vec::new();
+        };
+        let oldest = self.now_ms - HISTORY_MS;
+        all.iter()
+            .filter_map(|(labels, counter)| {
+                let first = counter.first_time()?;
+                // The first scrape at or after the series began.
+                let mut t = first.max(oldest).div_euclid(SCRAPE_INTERVAL_MS) * SCRAPE_INTERVAL_MS;
+                if t < first {
+                    t += SCRAPE_INTERVAL_MS;
+                }
+                let mut samples = Vec::new();
+                while t <= self.now_ms {
+                    if let Some(v) = counter.at(t) {
+                        samples.push((t, v));
+                    }
+                    t += SCRAPE_INTERVAL_MS;
+                }
+                (!samples.is_empty()).then(|| Series {
+                    labels: labels.clone(),
+                    samples,
+                })
+            })
+            .collect()
+    }
+}
+
+fn ms(t: SimTime) -> i64 {
+    t.as_duration().as_millis() as i64
+}
+
+/// Prometheus' rendering of a bucket bound (`0.5`, `1`, `3.6e+06`).
+fn format_bound(b: f64) -> String {
+    if b >= 1e6 {
+        let exp = b.log10().floor() as i32;
+        let mantissa = b / 10f64.powi(exp);
+        format!("{mantissa}e+{exp:02}")
+    } else {
+        format!("{b}")
+    }
+}
+
+/// The share of answers at or below `bound_ms` when latency is uniform on the whole
+/// microseconds of [latency − jitter, latency + jitter] (at least 1 µs), as the backend
+/// model draws it.
+fn share_at_or_below(latency_us: u64, jitter_us: u64, bound_ms: f64) -> f64 {
+    let bound_us = (bound_ms * 1000.0).floor() as i64;
+    let lo = (latency_us as i64 - jitter_us as i64).max(1);
+    let hi = (latency_us as i64 + jitter_us as i64).max(1);
+    if bound_us < lo {
+        0.0
+    } else if bound_us >= hi {
+        1.0
+    } else {
+        // Values lo..=bound out of lo..=hi; the clamp to 1 µs folds the low tail onto 1.
+        let span = (2 * jitter_us + 1) as f64;
+        let below_one = (1 - (latency_us as i64 - jitter_us as i64)).max(0) as f64;
+        ((bound_us - lo + 1) as f64 + below_one) / span
+    }
+}
+
+/// `reporter`-independent labels of the caller: the ingress gateway's workload, or the
+/// calling pod's app.
+fn source_labels(traffic: &EpochTraffic) -> Labels {
+    let mut l = Labels::new();
+    let (workload, namespace) = match &traffic.gateway {
+        Some(_) => (
+            "istio-ingressgateway".to_string(),
+            "istio-system".to_string(),
+        ),
+        None => (
+            traffic
+                .source_labels
+                .iter()
+                .find(|(k, _)| k == "app")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| "unknown".into()),
+            "unknown".to_string(),
+        ),
+    };
+    l.insert("source_workload".into(), workload.clone());
+    l.insert("source_workload_namespace".into(), namespace);
+    l.insert("source_app".into(), workload.clone());
+    l.insert("source_canonical_service".into(), workload);
+    l.insert("request_protocol".into(), "http".into());
+    l
+}
+
+/// Istio's destination labels from the pod: the workload is the owning ReplicaSet's name
+/// (Istio strips a `pod-template-hash` suffix, which Argo's ReplicaSets do not carry: a
+/// Rollout's workloads are its ReplicaSets, `rollouts-demo-687d76d795`), app and version
+/// from the `app` and `version` labels, the canonical service and revision as Istio
+/// derives them.
+fn destination_labels(pod: &crate::model::Object) -> Labels {
+    let labels = pod.labels();
+    let owner = pod.value["metadata"]["ownerReferences"][0]["name"]
+        .as_str()
+        .unwrap_or(pod.name())
+        .to_string();
+    let workload = match labels.get("pod-template-hash") {
+        Some(h) => owner
+            .strip_suffix(&format!("-{h}"))
+            .map(str::to_string)
+            .unwrap_or(owner),
+        None => owner,
+    };
+    let get = |k: &str| labels.get(k).map(|v| v.to_string());
+    let canonical_service = get("service.istio.io/canonical-name")
+        .or_else(|| get("app.kubernetes.io/name"))
+        .or_else(|| get("app"))
+        .unwrap_or_else(|| workload.clone());
+    let canonical_revision = get("service.istio.io/canonical-revision")
+        .or_else(|| get("app.kubernetes.io/version"))
+        .or_else(|| get("version"))
+        .unwrap_or_else(|| "latest".into());
+    let mut l = Labels::new();
+    l.insert("destination_workload".into(), workload);
+    l.insert(
+        "destination_workload_namespace".into(),
+        pod.namespace().to_string(),
+    );
+    l.insert(
+        "destination_app".into(),
+        get("app").unwrap_or_else(|| "unknown".into()),
+    );
+    l.insert(
+        "destination_version".into(),
+        get("version").unwrap_or_else(|| "unknown".into()),
+    );
+    l.insert("destination_canonical_service".into(), canonical_service);
+    l.insert("destination_canonical_revision".into(), canonical_revision);
+    l
+}
+
+/// (name, namespace) of a Service host `name.namespace.svc.cluster.local`.
+fn service_of(host: &str) -> (&str, &str) {
+    let mut parts = host.split('.');
+    let name = parts.next().unwrap_or(host);
+    let ns = parts.next().unwrap_or("");
+    (name, ns)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_counter_steps_through_an_epoch_and_holds_between_epochs() {
+        let mut c = Counter::default();
+        // 600 requests in a minute: one every 100 ms, the first at 50 ms.
+        c.add(0, 60_000, 600.0);
+        c.add(120_000, 180_000, 60.0);
+        assert_eq!(c.at(49), None);
+        assert_eq!(c.at(50), Some(1.0));
+        assert_eq!(c.at(30_000), Some(300.0));
+        assert_eq!(c.at(90_000), Some(600.0));
+        // 60 in the next minute, one a second from 120.5 s: 30 by 150 s.
+        assert_eq!(c.at(150_000), Some(630.0));
+        assert_eq!(c.at(999_000), Some(660.0));
+        // Another pod's requests in the same epoch join it.
+        c.add(120_000, 180_000, 60.0);
+        assert_eq!(c.at(150_000), Some(660.0));
+        assert_eq!(c.at(999_000), Some(720.0));
+        // A trickle: 2 requests in 10 minutes, at 2.5 min and 7.5 min; flat in between.
+        let mut t = Counter::default();
+        t.add(0, 600_000, 2.0);
+        assert_eq!(t.at(100_000), None);
+        assert_eq!(t.at(200_000), Some(1.0));
+        assert_eq!(t.at(400_000), Some(1.0));
+        assert_eq!(t.at(500_000), Some(2.0));
+    }
+
+    #[test]
+    fn latency_shares_follow_the_uniform_model() {
+        // 5 ms ± 2 ms: 4001 equally likely microsecond values from 3000 to 7000.
+        assert_eq!(share_at_or_below(5_000, 2_000, 1.0), 0.0);
+        assert_eq!(share_at_or_below(5_000, 2_000, 10.0), 1.0);
+        // At or below 5 ms: 3000..=5000, 2001 values.
+        assert!((share_at_or_below(5_000, 2_000, 5.0) - 2001.0 / 4001.0).abs() < 1e-12);
+        // No jitter: a step at the latency.
+        assert_eq!(share_at_or_below(1_000, 0, 0.5), 0.0);
+        assert_eq!(share_at_or_below(1_000, 0, 1.0), 1.0);
+    }
+
+    #[test]
+    fn bucket_bounds_are_written_as_prometheus_writes_them() {
+        assert_eq!(format_bound(0.5), "0.5");
+        assert_eq!(format_bound(250.0), "250");
+        assert_eq!(format_bound(600000.0), "600000");
+        assert_eq!(format_bound(1800000.0), "1.8e+06");
+        assert_eq!(format_bound(3600000.0), "3.6e+06");
+    }
+}

@@ -1,0 +1,568 @@
+//! The rollout's side of analysis (`rollout/analysis.go`): which AnalysisRuns a canary
+//! needs (one per `analysis` step, one in the background from `startingStep`), creating
+//! them from their templates, terminating the ones no longer needed, and what their phase
+//! means for the rollout (Failed/Error abort it, Inconclusive pauses it).
+//!
+//! Pure over the store: [`reconcile`] returns what the rollout reconciler applies.
+
+use serde_json::{Value, json};
+
+use crate::analysis::Phase;
+use crate::analysis::types::{AnalysisSpec, Argument, Metric};
+use crate::apiserver::{ApiError, ApiServer, Patch};
+use crate::model::rollout::{CanaryStep, CanaryStrategy, RolloutStatus};
+use crate::model::{Kind, Object};
+
+pub use crate::model::rollout::AnalysisRunRef as RunRef;
+
+/// `analysis` of a step or of the canary strategy (`RolloutAnalysis`).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutAnalysis {
+    #[serde(default)]
+    pub templates: Vec<TemplateRef>,
+    #[serde(default)]
+    pub args: Vec<Argument>,
+    #[serde(default)]
+    pub dry_run: Vec<Value>,
+    #[serde(default)]
+    pub measurement_retention: Vec<Value>,
+    #[serde(default)]
+    pub analysis_run_metadata: Option<Value>,
+    /// Background analysis only.
+    pub starting_step: Option<i32>,
+}
+
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateRef {
+    #[serde(default)]
+    pub template_name: String,
+    #[serde(default)]
+    pub cluster_scope: bool,
+}
+
+/// What the rollout reconciler does with the analysis' outcome.
+#[derive(Debug, Default)]
+pub struct Decision {
+    pub step_run: Option<RunRef>,
+    pub background_run: Option<RunRef>,
+    /// Abort the rollout with this message (after "Rollout aborted update to revision N: ").
+    pub abort: Option<String>,
+    /// Pause with reason `InconclusiveAnalysisRun`.
+    pub pause_inconclusive: bool,
+    /// Events: (warning, reason, message).
+    pub events: Vec<(bool, String, String)>,
+    pub changed: bool,
+    /// A run could not be created (a template missing): reported on the rollout.
+    pub error: Option<String>,
+}
+
+/// Everything [`reconcile`] reads about the rollout.
+pub struct Context<'a> {
+    pub rollout: &'a Object,
+    pub canary: &'a CanaryStrategy,
+    pub status: &'a RolloutStatus,
+    pub new_hash: &'a str,
+    pub revision: i64,
+    pub fully_promoted: bool,
+    /// `status.abortedAt` as this reconcile read it (a retry has just cleared the abort).
+    pub aborted_before: bool,
+    pub now: crate::clock::SimTime,
+}
+
+const STEP_INDEX_LABEL: &str = "step-index";
+const ROLLOUT_TYPE_LABEL: &str = "rollout-type";
+const INCONCLUSIVE: &str = "InconclusiveAnalysisRun";
+
+/// `reconcileAnalysisRuns`.
+pub fn reconcile(api: &mut ApiServer, cx: &Context) -> Result<Decision, ApiError> {
+    let mut d = Decision::default();
+    let ns = cx.rollout.namespace().to_string();
+    let current = |r: &Option<RunRef>| -> Option<Object> {
+        r.as_ref()
+            .and_then(|r| api.get(Kind::AnalysisRun, &ns, &r.name).ok().cloned())
+    };
+    let current_step = current(&cx.status.canary.current_step_analysis_run_status);
+    let current_background = current(&cx.status.canary.current_background_analysis_run_status);
+    let owned: Vec<Object> = owned_runs(api, cx.rollout);
+
+    let cancel_all = cx.fully_promoted
+        || cx.status.abort
+        || cx.status.promote_full
+        || cx.status.stable_r_s.is_empty();
+    let (step_run, background_run) = if cancel_all {
+        (None, None)
+    } else {
+        let step = step_run(api, cx, current_step, &mut d)?;
+        let background = background_run(api, cx, current_background, &mut d)?;
+        (step, background)
+    };
+    // Every other run of this rollout that still measures is terminated.
+    for run in owned {
+        let keep = [&step_run, &background_run]
+            .iter()
+            .any(|r| r.as_ref().is_some_and(|r| r.name() == run.name()));
+        if !keep {
+            terminate(api, &run, &mut d)?;
+        }
+    }
+    let previous = (
+        cx.status.canary.current_step_analysis_run_status.clone(),
+        cx.status
+            .canary
+            .current_background_analysis_run_status
+            .clone(),
+    );
+    d.step_run = step_run.as_ref().map(run_ref);
+    d.background_run = background_run.as_ref().map(run_ref);
+    for (before, now, kind) in [
+        (&previous.0, &d.step_run, "Step"),
+        (&previous.1, &d.background_run, "Background"),
+    ] {
+        let Some(now) = now else { continue };
+        if now.status.is_empty() {
+            continue;
+        }
+        let changed = match before {
+            None => true,
+            Some(b) => b.name == now.name && b.status != now.status,
+        };
+        if changed {
+            let prev = before
+                .as_ref()
+                .map(|b| b.status.clone())
+                .unwrap_or_else(|| "NoPreviousStatus".into());
+            d.events.push((
+                matches!(now.status.as_str(), "Failed" | "Error"),
+                format!("AnalysisRun{}", now.status),
+                format!(
+                    "{kind} Analysis Run '{}' Status New: '{}' Previous: '{prev}'",
+                    now.name, now.status
+                ),
+            ));
+        }
+    }
+    Ok(d)
+}
+
+fn run_ref(run: &Object) -> RunRef {
+    RunRef {
+        name: run.name().to_string(),
+        status: run.value["status"]["phase"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        message: run.value["status"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    }
+}
+
+fn phase_of(run: &Object) -> Option<Phase> {
+    Phase::parse(run.value["status"]["phase"].as_str().unwrap_or_default())
+}
+
+/// AnalysisRuns whose controller is this rollout.
+pub fn owned_runs(api: &ApiServer, rollout: &Object) -> Vec<Object> {
+    api.list(Kind::AnalysisRun, Some(rollout.namespace()), None)
+        .into_iter()
+        .filter(|r| {
+            r.value["metadata"]["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|o| o["kind"] == "Rollout" && o["name"] == rollout.name())
+        })
+        .cloned()
+        .collect()
+}
+
+/// `needsNewAnalysisRun`.
+fn needs_new(current: Option<&Object>, status: &RolloutStatus, aborted_before: bool) -> bool {
+    let Some(current) = current else { return true };
+    if status.controller_pause
+        && !status
+            .pause_conditions
+            .iter()
+            .any(|c| c.reason == "CanaryPauseStep")
+    {
+        return phase_of(current) == Some(Phase::Inconclusive);
+    }
+    aborted_before
+}
+
+/// `reconcileStepBasedAnalysisRun`.
+fn step_run(
+    api: &mut ApiServer,
+    cx: &Context,
+    current: Option<Object>,
+    d: &mut Decision,
+) -> Result<Option<Object>, ApiError> {
+    if !cx.status.pause_conditions.is_empty() || cx.status.abort {
+        return Ok(current);
+    }
+    let index = cx.status.current_step_index.unwrap_or(0);
+    let step: Option<&CanaryStep> = cx.canary.steps.get(index as usize);
+    let analysis: Option<RolloutAnalysis> = step
+        .and_then(|s| s.analysis.clone())
+        .and_then(|a| serde_json::from_value(a).ok());
+    let from_previous_step = current.as_ref().is_some_and(|r| {
+        r.labels().get(STEP_INDEX_LABEL).map(String::as_str) != Some(&index.to_string())
+    });
+    let Some(analysis) = analysis.filter(|a| !a.templates.is_empty() && !from_previous_step) else {
+        if let Some(run) = &current {
+            terminate(api, run, d)?;
+        }
+        return Ok(None);
+    };
+    if needs_new(current.as_ref(), cx.status, cx.aborted_before) {
+        let labels = json!({ROLLOUT_TYPE_LABEL: "Step", STEP_INDEX_LABEL: index.to_string()});
+        return create_run(api, cx, &analysis, Some(index), labels, d);
+    }
+    let run = current.expect("needs_new is true without a current run");
+    effects(&run, "Step-based analysis phase error/failed", d);
+    Ok(Some(run))
+}
+
+/// `reconcileBackgroundAnalysisRun`.
+fn background_run(
+    api: &mut ApiServer,
+    cx: &Context,
+    current: Option<Object>,
+    d: &mut Decision,
+) -> Result<Option<Object>, ApiError> {
+    let analysis: Option<RolloutAnalysis> = cx
+        .canary
+        .analysis
+        .clone()
+        .and_then(|a| serde_json::from_value(a).ok())
+        .filter(|a: &RolloutAnalysis| !a.templates.is_empty());
+    let Some(analysis) = analysis else {
+        if let Some(run) = &current {
+            terminate(api, run, d)?;
+        }
+        return Ok(None);
+    };
+    let before_starting_step = analysis
+        .starting_step
+        .is_some_and(|s| cx.status.current_step_index.unwrap_or(0) < s);
+    if cx.fully_promoted || cx.status.current_pod_hash.is_empty() || before_starting_step {
+        return Ok(None);
+    }
+    if cx
+        .status
+        .pause_conditions
+        .iter()
+        .any(|c| c.reason == INCONCLUSIVE)
+    {
+        return Ok(current);
+    }
+    if needs_new(current.as_ref(), cx.status, cx.aborted_before) {
+        let labels = json!({ROLLOUT_TYPE_LABEL: "Background"});
+        return create_run(api, cx, &analysis, None, labels, d);
+    }
+    let run = current.expect("needs_new is true without a current run");
+    effects(&run, "Background analysis phase error/failed", d);
+    Ok(Some(run))
+}
+
+/// Inconclusive pauses the rollout; Failed or Error abort it.
+fn effects(run: &Object, what: &str, d: &mut Decision) {
+    match phase_of(run) {
+        Some(Phase::Inconclusive) => d.pause_inconclusive = true,
+        Some(Phase::Failed | Phase::Error) => {
+            let message = run.value["status"]["message"].as_str().unwrap_or_default();
+            d.abort = Some(if message.is_empty() {
+                what.to_string()
+            } else {
+                format!("{what}: {message}")
+            });
+        }
+        _ => {}
+    }
+}
+
+/// `cancelAnalysisRuns`: `{"spec":{"terminate":true}}` on a run still measuring.
+fn terminate(api: &mut ApiServer, run: &Object, d: &mut Decision) -> Result<(), ApiError> {
+    let completed = phase_of(run).is_some_and(Phase::completed);
+    if completed || run.value["spec"]["terminate"] == true {
+        return Ok(());
+    }
+    api.patch(
+        Kind::AnalysisRun,
+        run.namespace(),
+        run.name(),
+        &Patch::Merge(json!({"spec": {"terminate": true}})),
+    )?;
+    d.changed = true;
+    Ok(())
+}
+
+/// Creates the run `<rollout>-<hash>-<revision>[-<step>]` (`.1`, `.2`… when the name is
+/// taken, as Argo's collision counter does) from the templates.
+fn create_run(
+    api: &mut ApiServer,
+    cx: &Context,
+    analysis: &RolloutAnalysis,
+    step: Option<i32>,
+    labels: Value,
+    d: &mut Decision,
+) -> Result<Option<Object>, ApiError> {
+    let ns = cx.rollout.namespace();
+    let spec = match run_spec(api, cx, analysis) {
+        Ok(s) => s,
+        Err(e) => {
+            d.error = Some(e);
+            return Ok(None);
+        }
+    };
+    let mut base = format!("{}-{}-{}", cx.rollout.name(), cx.new_hash, cx.revision);
+    if let Some(i) = step {
+        base.push_str(&format!("-{i}"));
+    }
+    let mut labels = labels;
+    labels["rollouts-pod-template-hash"] = json!(cx.new_hash);
+    if let Some(m) = cx.rollout.spec()["selector"]["matchLabels"].as_object() {
+        for (k, v) in m {
+            labels[k] = v.clone();
+        }
+    }
+    if let Some(extra) = analysis
+        .analysis_run_metadata
+        .as_ref()
+        .and_then(|m| m["labels"].as_object())
+    {
+        for (k, v) in extra {
+            labels[k] = v.clone();
+        }
+    }
+    let mut annotations = json!({crate::model::vocabulary::REVISION: cx.revision.to_string()});
+    if let Some(extra) = analysis
+        .analysis_run_metadata
+        .as_ref()
+        .and_then(|m| m["annotations"].as_object())
+    {
+        for (k, v) in extra {
+            annotations[k] = v.clone();
+        }
+    }
+    let mut name = base.clone();
+    let mut collisions = 0;
+    while api.get(Kind::AnalysisRun, ns, &name).is_ok() {
+        collisions += 1;
+        name = format!("{base}.{collisions}");
+    }
+    let object = Object::new(
+        Kind::AnalysisRun,
+        json!({
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "AnalysisRun",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": labels,
+                "annotations": annotations,
+                "ownerReferences": [{
+                    "apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+                    "name": cx.rollout.name(),
+                    "uid": cx.rollout.metadata().and_then(|m| m.get("uid")).cloned().unwrap_or(Value::Null),
+                    "controller": true, "blockOwnerDeletion": true
+                }]
+            },
+            "spec": spec,
+        }),
+    );
+    let created = api.create(object)?;
+    d.changed = true;
+    Ok(Some(created))
+}
+
+/// The run's spec: the templates' metrics (and nested templates'), their args with the
+/// rollout's values, dry-run and retention rules.
+fn run_spec(api: &ApiServer, cx: &Context, analysis: &RolloutAnalysis) -> Result<Value, String> {
+    let mut metrics: Vec<Metric> = Vec::new();
+    let mut template_args: Vec<Argument> = Vec::new();
+    let mut dry_run: Vec<Value> = Vec::new();
+    let mut retention: Vec<Value> = Vec::new();
+    let mut stack: Vec<TemplateRef> = analysis.templates.iter().rev().cloned().collect();
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(t) = stack.pop() {
+        if !seen.insert((t.cluster_scope, t.template_name.clone())) {
+            continue;
+        }
+        let found = if t.cluster_scope {
+            api.get(Kind::ClusterAnalysisTemplate, "", &t.template_name)
+        } else {
+            api.get(
+                Kind::AnalysisTemplate,
+                cx.rollout.namespace(),
+                &t.template_name,
+            )
+        };
+        let template = found.map_err(|_| missing_template(&t))?;
+        let spec: AnalysisSpec = serde_json::from_value(template.spec().clone())
+            .map_err(|e| format!("{}: {e}", t.template_name))?;
+        for m in spec.metrics {
+            if metrics.iter().any(|x| x.name == m.name) {
+                return Err(format!("two metrics have the same name '{}'", m.name));
+            }
+            metrics.push(m);
+        }
+        for a in spec.args {
+            if let Some(existing) = template_args.iter_mut().find(|x| x.name == a.name) {
+                if existing.value.is_none() {
+                    *existing = a;
+                }
+            } else {
+                template_args.push(a);
+            }
+        }
+        dry_run.extend(
+            template.spec()["dryRun"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+        );
+        retention.extend(
+            template.spec()["measurementRetention"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+        );
+        for nested in template.spec()["templates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .rev()
+        {
+            if let Ok(r) = serde_json::from_value::<TemplateRef>(nested.clone()) {
+                stack.push(r);
+            }
+        }
+    }
+    // The rollout's args give (or override) the templates' values.
+    let mut args = template_args;
+    for a in &analysis.args {
+        let value = resolve_arg(cx, a)?;
+        match args.iter_mut().find(|x| x.name == a.name) {
+            Some(x) => {
+                x.value = value;
+                x.value_from = None;
+            }
+            None => args.push(Argument {
+                name: a.name.clone(),
+                value,
+                value_from: None,
+            }),
+        }
+    }
+    if let Some(unresolved) = args
+        .iter()
+        .find(|a| a.value.is_none() && a.value_from.is_none())
+    {
+        return Err(format!("args.{} was not resolved", unresolved.name));
+    }
+    dry_run.extend(analysis.dry_run.iter().cloned());
+    retention.extend(analysis.measurement_retention.iter().cloned());
+    let mut spec = json!({"metrics": metrics, "args": args});
+    if !dry_run.is_empty() {
+        spec["dryRun"] = Value::Array(dry_run);
+    }
+    if !retention.is_empty() {
+        spec["measurementRetention"] = Value::Array(retention);
+    }
+    Ok(spec)
+}
+
+/// What the rollout reports when a template is missing.
+pub fn missing_template(t: &TemplateRef) -> String {
+    if t.cluster_scope {
+        format!(
+            "clusteranalysistemplate.argoproj.io \"{}\" not found",
+            t.template_name
+        )
+    } else {
+        format!(
+            "analysistemplate.argoproj.io \"{}\" not found",
+            t.template_name
+        )
+    }
+}
+
+/// An arg's value: given, or from the pod-template hash (Stable / Latest), or from a
+/// field of the rollout (`metadata.labels['app']`).
+fn resolve_arg(cx: &Context, a: &Argument) -> Result<Option<String>, String> {
+    if a.value.is_some() {
+        return Ok(a.value.clone());
+    }
+    let Some(from) = &a.value_from else {
+        return Ok(None);
+    };
+    if let Some(which) = from["podTemplateHashValue"].as_str() {
+        return Ok(Some(match which {
+            "Stable" => cx.status.stable_r_s.clone(),
+            "Latest" => cx.new_hash.to_string(),
+            other => {
+                return Err(format!(
+                    "args.{}: unknown podTemplateHashValue '{other}'",
+                    a.name
+                ));
+            }
+        }));
+    }
+    if let Some(path) = from["fieldRef"]["fieldPath"].as_str() {
+        return field(&cx.rollout.value, path)
+            .map(Some)
+            .ok_or_else(|| format!("failed to resolve fieldPath '{path}' on the rollout"));
+    }
+    Err(format!(
+        "args.{}: canarysim resolves value, podTemplateHashValue and fieldRef only",
+        a.name
+    ))
+}
+
+/// A field of an object by a path as Kubernetes' downward API writes it:
+/// `metadata.name`, `metadata.labels['app']`, `spec.template.metadata.labels["x"]`.
+pub fn field(object: &Value, path: &str) -> Option<String> {
+    let mut v = object;
+    let mut rest = path;
+    while !rest.is_empty() {
+        let (part, after) = match rest.find(['.', '[']) {
+            Some(0) if rest.starts_with('[') => {
+                let close = rest.find(']')?;
+                let key = rest[1..close].trim_matches(|c| c == '\'' || c == '"');
+                v = v.get(key)?;
+                rest = rest[close + 1..].trim_start_matches('.');
+                continue;
+            }
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        v = v.get(part)?;
+        rest = after.trim_start_matches('.');
+    }
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_paths_read_names_and_labels() {
+        let ro = json!({"metadata": {"name": "demo", "labels": {"app": "web", "a.b/c": "x"}}});
+        assert_eq!(field(&ro, "metadata.name").as_deref(), Some("demo"));
+        assert_eq!(field(&ro, "metadata.labels['app']").as_deref(), Some("web"));
+        assert_eq!(
+            field(&ro, "metadata.labels[\"a.b/c\"]").as_deref(),
+            Some("x")
+        );
+        assert_eq!(field(&ro, "metadata.labels['none']"), None);
+    }
+}
