@@ -44,6 +44,8 @@ pub struct Metric {
     pub inconclusive_limit: Option<IntOrString>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consecutive_error_limit: Option<IntOrString>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consecutive_success_limit: Option<IntOrString>,
     #[serde(default)]
     pub provider: Value,
 }
@@ -127,6 +129,8 @@ pub struct MetricResult {
     pub error: i32,
     #[serde(default)]
     pub consecutive_error: i32,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub consecutive_success: i32,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dry_run: bool,
 }
@@ -143,4 +147,8 @@ pub struct Measurement {
     pub finished_at: Option<String>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub value: String,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }

@@ -117,7 +117,11 @@ fn reconcile(
             None,
         );
     }
-    let dry_run = match matching_metrics(spec.dry_run.iter().map(|d| &d.metric_name), &metrics) {
+    let dry_run = match matching_metrics(
+        "dryRun",
+        spec.dry_run.iter().map(|d| &d.metric_name),
+        &metrics,
+    ) {
         Ok(m) => m,
         Err(e) => {
             return (
@@ -133,8 +137,28 @@ fn reconcile(
         }
     };
     let mut retention: BTreeMap<String, usize> = BTreeMap::new();
+    if let Err(e) = matching_metrics(
+        "measurementRetention",
+        spec.measurement_retention.iter().map(|r| &r.metric_name),
+        &metrics,
+    ) {
+        return (
+            error_status(
+                status,
+                format!("Analysis spec invalid: {e}"),
+                now,
+                run,
+                events,
+            ),
+            None,
+        );
+    }
     for r in &spec.measurement_retention {
-        match matching_metrics(std::iter::once(&r.metric_name), &metrics) {
+        match matching_metrics(
+            "measurementRetention",
+            std::iter::once(&r.metric_name),
+            &metrics,
+        ) {
             Ok(names) => {
                 for n in names {
                     if r.limit > 0 {
@@ -197,20 +221,24 @@ fn reconcile(
                 result.successful += 1;
                 result.count += 1;
                 result.consecutive_error = 0;
+                result.consecutive_success += 1;
             }
             Some(Phase::Failed) => {
                 result.failed += 1;
                 result.count += 1;
                 result.consecutive_error = 0;
+                result.consecutive_success = 0;
             }
             Some(Phase::Inconclusive) => {
                 result.inconclusive += 1;
                 result.count += 1;
                 result.consecutive_error = 0;
+                result.consecutive_success = 0;
             }
             _ => {
                 result.error += 1;
                 result.consecutive_error += 1;
+                result.consecutive_success = 0;
             }
         }
         result.measurements.push(measurement);
@@ -323,48 +351,79 @@ pub fn substitute(text: &str, args: &BTreeMap<String, Option<String>>) -> Result
     Ok(out)
 }
 
-/// `ValidateMetrics`: names unique, a count needs an interval, limits within count.
+/// `ValidateMetrics` (`utils/analysis/factory.go`), with Argo's messages.
 pub fn validate_metrics(metrics: &[Metric]) -> Result<(), String> {
     if metrics.is_empty() {
-        return Err("metrics must be non-empty".into());
+        return Err("no metrics specified".into());
     }
     let mut seen = std::collections::BTreeSet::new();
     for (i, m) in metrics.iter().enumerate() {
         if !seen.insert(m.name.as_str()) {
             return Err(format!("metrics[{i}]: duplicate name '{}'", m.name));
         }
-        let count = int_value(m.count.as_ref());
-        if count > 1 && m.interval.is_none() {
+        validate_metric(m).map_err(|e| format!("metrics[{i}]: {e}"))?;
+    }
+    Ok(())
+}
+
+/// `ValidateMetric`.
+fn validate_metric(m: &Metric) -> Result<(), String> {
+    let count = int_value(m.count.as_ref());
+    let failure_limit = int_value(m.failure_limit.as_ref());
+    let success_limit = int_value(m.consecutive_success_limit.as_ref());
+    let inconclusive_limit = int_value(m.inconclusive_limit.as_ref());
+    if success_limit < 0 {
+        return Err("consecutiveSuccessLimit must be >= 0".into());
+    }
+    if failure_limit < -1 {
+        return Err("failureLimit must be >= 0, or -1 to be disabled".into());
+    }
+    if success_limit == 0 && failure_limit == -1 {
+        return Err("failureLimit and consecutiveSuccessLimit cannot both be disabled".into());
+    }
+    if inconclusive_limit < 0 {
+        return Err("inconclusiveLimit must be >= 0".into());
+    }
+    if int_value(m.consecutive_error_limit.as_ref()) < 0 {
+        return Err("consecutiveErrorLimit must be >= 0".into());
+    }
+    if count > 0 {
+        if failure_limit >= 0 && count < failure_limit + success_limit {
             return Err(format!(
-                "metrics[{i}]: count must be >= 1 and <= 1 if interval is omitted"
+                "count ({count}) must be >= failureLimit + consecutiveSuccessLimit ({failure_limit} + {success_limit}) if both >= 0"
             ));
         }
-        if let Some(d) = &m.interval {
-            crate::model::duration::parse(d)
-                .map_err(|e| format!("metrics[{i}]: invalid interval string: {e}"))?;
+        if failure_limit < 0 && count < success_limit {
+            return Err("count must be >= consecutiveSuccessLimit".into());
         }
-        if let Some(d) = &m.initial_delay {
-            crate::model::duration::parse(d)
-                .map_err(|e| format!("metrics[{i}]: invalid startDelay string: {e}"))?;
+        if count < inconclusive_limit {
+            return Err("count must be >= inconclusiveLimit".into());
         }
-        if count > 0 && count < int_value(m.failure_limit.as_ref()) {
-            return Err(format!("metrics[{i}]: count must be >= failureLimit"));
-        }
-        if count > 0 && count < int_value(m.inconclusive_limit.as_ref()) {
-            return Err(format!("metrics[{i}]: count must be >= inconclusiveLimit"));
-        }
-        if int_value(m.consecutive_error_limit.as_ref()) < 0 {
-            return Err(format!("metrics[{i}]: consecutiveErrorLimit must be >= 0"));
-        }
-        if provider::kind(&m.provider).is_none() {
-            return Err(format!("metrics[{i}]: no provider specified"));
-        }
-        for c in [&m.success_condition, &m.failure_condition]
-            .into_iter()
-            .flatten()
-        {
-            condition::check_syntax(c).map_err(|e| format!("metrics[{i}]: {e}"))?;
-        }
+    }
+    if count > 1 && m.interval.is_none() {
+        return Err("interval must be specified when count > 1".into());
+    }
+    if let Some(d) = &m.interval {
+        crate::model::duration::parse(d).map_err(|e| format!("invalid interval string: {e}"))?;
+    }
+    if let Some(d) = &m.initial_delay {
+        crate::model::duration::parse(d).map_err(|e| format!("invalid startDelay string: {e}"))?;
+    }
+    let providers = m
+        .provider
+        .as_object()
+        .map(|o| o.values().filter(|v| !v.is_null()).count())
+        .unwrap_or(0);
+    match providers {
+        0 => return Err("no provider specified".into()),
+        1 => {}
+        _ => return Err("multiple providers specified".into()),
+    }
+    for c in [&m.success_condition, &m.failure_condition]
+        .into_iter()
+        .flatten()
+    {
+        condition::check_syntax(c)?;
     }
     Ok(())
 }
@@ -372,11 +431,12 @@ pub fn validate_metrics(metrics: &[Metric]) -> Result<(), String> {
 /// The metric names that the rules (regular expressions, as Argo matches them) select;
 /// a rule that selects none is an error.
 fn matching_metrics<'a>(
+    what: &str,
     rules: impl Iterator<Item = &'a String>,
     metrics: &[Metric],
 ) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
-    for rule in rules {
+    for (i, rule) in rules.enumerate() {
         let re = regex::Regex::new(rule).map_err(|e| e.to_string())?;
         let matched: Vec<String> = metrics
             .iter()
@@ -384,10 +444,7 @@ fn matching_metrics<'a>(
             .map(|m| m.name.clone())
             .collect();
         if matched.is_empty() {
-            return Err(format!(
-                "dryRun[{}]: Rule didn't match any metric name(s)",
-                out.len()
-            ));
+            return Err(format!("{what}[{i}]: Rule didn't match any metric name(s)"));
         }
         out.extend(matched);
     }
@@ -636,8 +693,20 @@ fn assess_metric(metric: &Metric, result: &MetricResult, terminating: bool) -> P
     if let (Some(p), _) = failure_inconclusive_or_error(metric, result) {
         return p;
     }
-    if effective_count(metric).is_some_and(|c| i64::from(result.count) >= c) {
+    let success_limit = int_value(metric.consecutive_success_limit.as_ref());
+    if success_limit > 0 && i64::from(result.consecutive_success) >= success_limit {
         return Phase::Successful;
+    }
+    if effective_count(metric).is_some_and(|c| i64::from(result.count) >= c) {
+        // The count is reached without the run of successes it needed: Inconclusive while
+        // a failure limit applies too, Failed when only the success limit does.
+        let failure_applies =
+            metric.failure_limit.is_none() || int_value(metric.failure_limit.as_ref()) >= 0;
+        return match (success_limit > 0, failure_applies) {
+            (true, true) => Phase::Inconclusive,
+            (true, false) => Phase::Failed,
+            _ => Phase::Successful,
+        };
     }
     if terminating {
         Phase::Successful
@@ -829,6 +898,70 @@ mod tests {
         let ok = &status.metric_results[0];
         // `ok` measured at 0, 1m and 2m; then the run was terminating and `ok` Successful.
         assert_eq!((ok.phase.as_str(), ok.count), ("Successful", 3));
+    }
+
+    #[test]
+    fn a_consecutive_success_limit_ends_the_metric_early_or_leaves_it_inconclusive() {
+        let spec = json!({"metrics": [web("m", json!({"interval": "1m", "count": 5, "consecutiveSuccessLimit": 2, "failureLimit": 3}))]});
+        let (status, measured) = drive(
+            spec.clone(),
+            &[("m", vec![json!(9), json!(0), json!(0)])],
+            Duration::from_secs(3600),
+        );
+        assert_eq!((status.phase.as_str(), measured.len()), ("Successful", 3));
+        // Never two in a row within the count: Inconclusive.
+        let (status, measured) = drive(
+            spec,
+            &[("m", vec![json!(0), json!(9), json!(0), json!(9), json!(0)])],
+            Duration::from_secs(3600),
+        );
+        assert_eq!((status.phase.as_str(), measured.len()), ("Inconclusive", 5));
+    }
+
+    #[test]
+    fn a_bad_spec_ends_the_run_in_error_with_argos_message() {
+        let cases = [
+            (
+                json!({"metrics": []}),
+                "Analysis spec invalid: no metrics specified",
+            ),
+            (
+                json!({"metrics": [web("m", json!({})), web("m", json!({}))]}),
+                "Analysis spec invalid: metrics[1]: duplicate name 'm'",
+            ),
+            (
+                json!({"metrics": [web("m", json!({"count": 3}))]}),
+                "Analysis spec invalid: metrics[0]: interval must be specified when count > 1",
+            ),
+            (
+                json!({"metrics": [web("m", json!({"interval": "1m", "count": 2, "failureLimit": 3}))]}),
+                "Analysis spec invalid: metrics[0]: count (2) must be >= failureLimit + consecutiveSuccessLimit (3 + 0) if both >= 0",
+            ),
+            (
+                json!({"metrics": [{"name": "m"}]}),
+                "Analysis spec invalid: metrics[0]: no provider specified",
+            ),
+            (
+                json!({"metrics": [web("m", json!({}))], "dryRun": [{"metricName": "x"}]}),
+                "Analysis spec invalid: dryRun[0]: Rule didn't match any metric name(s)",
+            ),
+            (
+                json!({"metrics": [web("m", json!({}))], "args": [{"name": "a"}], "x": 1}),
+                "",
+            ),
+        ];
+        for (spec, message) in cases {
+            let (status, measured) = drive(spec, &[("m", vec![json!(0)])], Duration::from_secs(60));
+            if message.is_empty() {
+                assert_eq!(status.phase, "Successful");
+                continue;
+            }
+            assert_eq!(
+                (status.phase.as_str(), status.message.as_str()),
+                ("Error", message)
+            );
+            assert!(measured.is_empty() && status.started_at.is_none());
+        }
     }
 
     #[test]

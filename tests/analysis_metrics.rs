@@ -1,0 +1,121 @@
+//! The built-in Prometheus as a query sees it: a simulated load through the seed's ingress
+//! gateway at setWeight 20 feeds Istio's request metrics, with Istio's labels, and PromQL
+//! over them gives the split, the error rate and the latency the backends were given.
+
+use canarysim::analysis::promql::{self, QueryValue};
+use canarysim::kubeproxy::ProxyMode;
+use canarysim::load::{Amount, Arrival, BackendModel, Backends, Streams, Workload};
+use canarysim::mesh::LbPolicy;
+use canarysim::model::Manifest;
+use canarysim::sim::{ClusterConfig, World};
+use std::path::Path;
+use std::time::Duration;
+
+const NS: &str = "my-demo";
+
+fn world() -> World {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests");
+    let mut manifests: Vec<Manifest> = Vec::new();
+    for f in [
+        "seed-004-rollout.yaml",
+        "seed-004-services.yaml",
+        "seed-004-gateway.yaml",
+        "seed-004-virtualsvc.yaml",
+    ] {
+        let text = std::fs::read_to_string(dir.join(f)).expect("manifest");
+        manifests.extend(canarysim::model::yaml::load_str(f, &text, NS).expect("parses"));
+    }
+    let mut w = World::new(ClusterConfig::default(), 1);
+    w.apply(&manifests).expect("applies");
+    w.advance(Duration::from_secs(30)).expect("settles");
+    w.set_image(
+        NS,
+        "rollouts-demo",
+        "rollouts-demo",
+        "argoproj/rollouts-demo:yellow",
+    )
+    .expect("set image");
+    // setWeight 20, then the indefinite pause.
+    w.advance(Duration::from_secs(30)).expect("advances");
+    w
+}
+
+fn vector(w: &World, q: &str) -> Vec<(String, f64)> {
+    let at = w.now().as_duration().as_millis() as i64;
+    match promql::query(&w.metrics.at(w.now()), q, at).expect("evaluates") {
+        QueryValue::Vector(v) => v
+            .into_iter()
+            .map(|(l, x)| (l.values().cloned().collect::<Vec<_>>().join(","), x))
+            .collect(),
+        other => panic!("not a vector: {other:?}"),
+    }
+}
+
+#[test]
+fn a_load_through_the_gateway_shows_in_istios_metrics() {
+    let mut w = world();
+    let mut backends = Backends::default();
+    backends.by_image.insert(
+        "argoproj/rollouts-demo:yellow".into(),
+        BackendModel::new(Duration::from_millis(40), Duration::ZERO, 0.1),
+    );
+    let workload = Workload {
+        amount: Amount::Duration(Duration::from_secs(300)),
+        arrival: Arrival::Constant(100.0),
+        namespace: NS.into(),
+        host: "rollouts-demo.local".into(),
+        ..Workload::default()
+    };
+    let mut streams = Streams::new(7, "metrics-test");
+    w.run_load(
+        &workload,
+        &backends,
+        LbPolicy::RoundRobin,
+        ProxyMode::Iptables,
+        &mut streams,
+    )
+    .expect("load runs");
+
+    // Requests per workload over the load's 5 minutes: 30,000 in all, about 20 % to the
+    // canary ReplicaSet (Argo's pods belong to their ReplicaSet: its name is the workload).
+    let by_workload = vector(
+        &w,
+        r#"sum by (destination_workload) (increase(istio_requests_total{reporter="destination"}[5m]))"#,
+    );
+    let names: Vec<&str> = by_workload.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["rollouts-demo-5cf4fb69f8", "rollouts-demo-76c569d8b"]
+    );
+    let total: f64 = by_workload.iter().map(|(_, x)| x).sum();
+    let canary = by_workload[0].1 / total;
+    assert!((29_000.0..=31_000.0).contains(&total), "{total}");
+    assert!((0.19..=0.21).contains(&canary), "{canary}");
+
+    // The canary Service's success rate, as Argo's documented query asks it: about 0.9.
+    let success = vector(
+        &w,
+        r#"sum(rate(istio_requests_total{reporter="source",destination_service=~"rollouts-demo-canary.my-demo.svc.cluster.local",response_code!~"5.*"}[5m])) / sum(rate(istio_requests_total{reporter="source",destination_service=~"rollouts-demo-canary.my-demo.svc.cluster.local"}[5m]))"#,
+    );
+    assert!((0.88..=0.92).contains(&success[0].1), "{success:?}");
+
+    // The canary's p99 from the duration histogram: every answer takes 40 ms, in the
+    // (25, 50] bucket; the interpolated 99th percentile is 25 + 25 × 0.99 = 49.75.
+    let p99 = vector(
+        &w,
+        r#"histogram_quantile(0.99, sum by (le) (rate(istio_request_duration_milliseconds_bucket{reporter="destination",destination_service="rollouts-demo-canary.my-demo.svc.cluster.local"}[5m])))"#,
+    );
+    assert!((p99[0].1 - 49.75).abs() < 1e-6, "{p99:?}");
+
+    // Through the gateway, the source is the ingress gateway workload.
+    let sources = vector(
+        &w,
+        r#"count by (source_workload, reporter) (istio_requests_total)"#,
+    );
+    assert!(
+        sources
+            .iter()
+            .any(|(l, _)| l == "source,istio-ingressgateway"),
+        "{sources:?}"
+    );
+}
