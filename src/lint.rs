@@ -211,6 +211,49 @@ fn check_services(
     }
 }
 
+/// The AnalysisTemplates (and ClusterAnalysisTemplates) each analysis names exist, as Argo's
+/// `getReferencedRolloutAnalyses` requires (the rollout is InvalidSpec otherwise).
+fn check_analysis_templates(
+    m: &Manifest,
+    all: &[Manifest],
+    canary: &crate::model::rollout::CanaryStrategy,
+    out: &mut Vec<Diagnostic>,
+) {
+    let ns = m.object.namespace();
+    for (path, analysis) in crate::controller::rollout::analysis_refs(canary) {
+        for t in &analysis.templates {
+            let (kind, found) = if t.cluster_scope {
+                (
+                    "ClusterAnalysisTemplate",
+                    all.iter().any(|x| {
+                        x.object.kind == Kind::ClusterAnalysisTemplate
+                            && x.object.name() == t.template_name
+                    }),
+                )
+            } else {
+                (
+                    "AnalysisTemplate",
+                    find(all, Kind::AnalysisTemplate, ns, &t.template_name).is_some(),
+                )
+            };
+            if !found {
+                // `spec.strategy.canary.steps[1].analysis.templates` → its JSON pointer.
+                let pointer = format!("/{}", path.replace(['.', '['], "/").replace(']', ""));
+                out.push(diag(
+                    m,
+                    &pointer,
+                    Severity::Error,
+                    Check::Reference,
+                    format!(
+                        "{path}: Invalid value: \"{0}\": {kind} '{0}' not found",
+                        t.template_name
+                    ),
+                ));
+            }
+        }
+    }
+}
+
 /// The VirtualServices (with Argo's route validation) and the DestinationRule the Istio
 /// traffic routing names; the VirtualServices found are recorded as managed.
 fn check_istio_references<'a>(
@@ -428,6 +471,7 @@ fn check_rollout<'a>(
     let Some(canary) = spec.canary() else { return };
 
     check_services(m, all, canary, out);
+    check_analysis_templates(m, all, canary, out);
 
     if canary
         .traffic_routing

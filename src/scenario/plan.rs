@@ -273,9 +273,11 @@ pub fn load(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
     for d in diagnostics.into_iter().filter(|d| {
         d.check == crate::lint::Check::Reference && d.severity == crate::lint::Severity::Error
     }) {
-        // A missing VirtualService or DestinationRule is what Argo reports on the rollout
-        // (InvalidSpec), so the run shows that; any other missing reference is a mistake.
-        if !d.message.contains(".networking.istio.io") {
+        // A missing VirtualService, DestinationRule or analysis template is what Argo
+        // reports on the rollout (InvalidSpec), so the run shows that; any other missing
+        // reference is a mistake.
+        if !d.message.contains(".networking.istio.io") && !d.message.contains("AnalysisTemplate '")
+        {
             return Err(ScenarioError::at(d.location, d.message));
         }
         plan.warnings.push(Warning::new(

@@ -120,6 +120,39 @@ impl<'p> Runner<'p> {
     ) {
         self.mode = Some(mode.to_string());
         self.load_with = Some(Box::new(load));
+        // What only simulated traffic feeds is said, not silently missing.
+        for m in self.plan.all_manifests() {
+            if !matches!(
+                m.object.kind,
+                Kind::AnalysisTemplate | Kind::ClusterAnalysisTemplate | Kind::AnalysisRun
+            ) {
+                continue;
+            }
+            let metrics = m.object.spec()["metrics"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            for (i, metric) in metrics.iter().enumerate() {
+                if metric["provider"]["prometheus"].is_object() {
+                    let field = format!("spec.metrics[{i}].provider.prometheus");
+                    self.warnings.push(Warning::new(
+                        m.locate(&format!("/spec/metrics/{i}/provider/prometheus")),
+                        format!("{} \"{}\"", m.object.kind, m.object.name()),
+                        field,
+                        "in a live run the built-in Prometheus counts no requests (it is fed by simulated traffic): this metric's queries find no data".into(),
+                    ));
+                }
+            }
+        }
+        if self.plan.background.is_some() {
+            self.warnings.push(Warning::new(
+                crate::model::SourceMap::synthetic(&self.plan.file).locate(""),
+                "scenario".into(),
+                "traffic.background".into(),
+                "flows in simulated runs only: a live run sends the load steps' requests alone"
+                    .into(),
+            ));
+        }
     }
 
     /// The plan being run.
