@@ -986,6 +986,60 @@ NAME                                       KIND        STATUS        AGE    INFO
     }
 
     #[test]
+    fn analysis_runs_follow_their_revisions_replica_sets() {
+        // The plugin's golden output (get_test.go, rollout-background-analysis), rows
+        // compared with their column padding collapsed.
+        let day = Duration::from_secs(7 * 86_400);
+        let canary = ReplicaSetView {
+            canary: true,
+            ..rs(
+                "rollout-background-analysis-db976bc44",
+                "ScaledDown",
+                day,
+                Vec::new(),
+            )
+        };
+        let view = RolloutView {
+            name: "rollout-background-analysis".to_string(),
+            namespace: "ns".to_string(),
+            status: "Degraded".to_string(),
+            age: day,
+            revisions: vec![RevisionView {
+                revision: 2,
+                replica_sets: vec![canary],
+                analysis_runs: vec![crate::rollout_info::AnalysisRunView {
+                    name: "rollout-background-analysis-db976bc44-2".to_string(),
+                    status: "Failed".to_string(),
+                    age: day,
+                    failed: 1,
+                    ..Default::default()
+                }],
+            }],
+            ..Default::default()
+        };
+        let out = render(&view, false);
+        let collapse = |l: &str| l.split_whitespace().collect::<Vec<_>>().join(" ");
+        let tree: Vec<String> = out
+            .lines()
+            .skip_while(|l| !l.starts_with("NAME"))
+            .skip(1)
+            .map(collapse)
+            .collect();
+        assert_eq!(
+            tree,
+            [
+                "⟳ rollout-background-analysis Rollout ✖ Degraded 7d",
+                "└──# revision:2",
+                "├──⧉ rollout-background-analysis-db976bc44 ReplicaSet • ScaledDown 7d canary",
+                "└──α rollout-background-analysis-db976bc44-2 AnalysisRun ✖ Failed 7d ✖ 1",
+            ]
+        );
+        assert_eq!(analysis_icon("Inconclusive"), "?");
+        assert_eq!(analysis_icon("Error"), "⚠");
+        assert_eq!(analysis_icon(""), " ");
+    }
+
+    #[test]
     fn icons() {
         assert_eq!(rollout_icon("Progressing"), "◌");
         assert_eq!(rollout_icon("Healthy"), "✔");
