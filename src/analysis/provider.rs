@@ -45,9 +45,7 @@ pub fn run(
     metric: &Metric,
     index: usize,
     now: SimTime,
-    namespace: &str,
 ) -> Result<Outcome, String> {
-    let _ = namespace;
     let kind = kind(&metric.provider).unwrap_or("");
     if kind == "prometheus" && !providers.scripted.contains_key(&metric.name) {
         let query = metric.provider["prometheus"]["query"]

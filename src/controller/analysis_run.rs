@@ -199,7 +199,7 @@ fn reconcile(
         let index = result_of(&status, &metric.name)
             .map(|r| r.count + r.error)
             .unwrap_or(0) as usize;
-        let measurement = measure(metric, index, now, providers, run);
+        let measurement = measure(metric, index, now, providers);
         let result = match status
             .metric_results
             .iter_mut()
@@ -523,13 +523,7 @@ fn next_measurement(metrics: &[Metric], status: &RunStatus, started: SimTime) ->
 }
 
 /// The `index`-th measurement of `metric` (its arguments resolved).
-fn measure(
-    metric: &Metric,
-    index: usize,
-    now: SimTime,
-    providers: &Providers,
-    run: &Object,
-) -> Measurement {
+fn measure(metric: &Metric, index: usize, now: SimTime, providers: &Providers) -> Measurement {
     let stamp = now.rfc3339();
     let mut m = Measurement {
         phase: String::new(),
@@ -538,7 +532,7 @@ fn measure(
         finished_at: Some(stamp),
         value: String::new(),
     };
-    match provider::run(providers, metric, index, now, run.namespace()) {
+    match provider::run(providers, metric, index, now) {
         Ok(provider::Outcome::Value(value)) => {
             m.value = value.recorded();
             match condition::evaluate(
