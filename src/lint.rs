@@ -220,37 +220,24 @@ fn check_analysis_templates(
     out: &mut Vec<Diagnostic>,
 ) {
     let ns = m.object.namespace();
-    for (path, analysis) in crate::controller::rollout::analysis_refs(canary) {
-        for t in &analysis.templates {
-            let (kind, found) = if t.cluster_scope {
-                (
-                    "ClusterAnalysisTemplate",
-                    all.iter().any(|x| {
-                        x.object.kind == Kind::ClusterAnalysisTemplate
-                            && x.object.name() == t.template_name
-                    }),
-                )
-            } else {
-                (
-                    "AnalysisTemplate",
-                    find(all, Kind::AnalysisTemplate, ns, &t.template_name).is_some(),
-                )
-            };
-            if !found {
-                // `spec.strategy.canary.steps[1].analysis.templates` → its JSON pointer.
-                let pointer = format!("/{}", path.replace(['.', '['], "/").replace(']', ""));
-                out.push(diag(
-                    m,
-                    &pointer,
-                    Severity::Error,
-                    Check::Reference,
-                    format!(
-                        "{path}: Invalid value: \"{0}\": {kind} '{0}' not found",
-                        t.template_name
-                    ),
-                ));
-            }
+    let missing = crate::controller::rollout::missing_analysis_templates(canary, |kind, name| {
+        if kind == Kind::ClusterAnalysisTemplate {
+            all.iter()
+                .any(|x| x.object.kind == kind && x.object.name() == name)
+        } else {
+            find(all, kind, ns, name).is_some()
         }
+    });
+    for (path, message) in missing {
+        // `spec.strategy.canary.steps[1].analysis.templates` → its JSON pointer.
+        let pointer = format!("/{}", path.replace(['.', '['], "/").replace(']', ""));
+        out.push(diag(
+            m,
+            &pointer,
+            Severity::Error,
+            Check::Reference,
+            message,
+        ));
     }
 }
 

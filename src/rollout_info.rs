@@ -144,16 +144,7 @@ pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<Rollo
         }
     }
     // AnalysisRuns under the revision they were created for, oldest first.
-    let mut runs = crate::controller::analysis::owned_runs(api, rollout);
-    runs.sort_by(|a, b| {
-        let uid = |o: &crate::model::Object| {
-            o.value["metadata"]["uid"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string()
-        };
-        uid(a).cmp(&uid(b))
-    });
+    let runs = crate::controller::analysis::owned_runs(api, rollout);
     for run in &runs {
         let rev = revision(run);
         let counts = |key: &str| -> i64 {

@@ -159,17 +159,30 @@ impl World {
         mut run: crate::load::LoadRun,
         streams: &mut crate::load::Streams,
     ) -> Result<crate::load::LoadResult, SimError> {
+        if let Some(last_answer) = self.drive_epochs(&mut run, streams, |_| false)? {
+            if last_answer > self.now {
+                self.advance_until(last_answer, |_| false)?;
+            }
+        }
+        Ok(run.finish(self.now))
+    }
+
+    /// Sends `run`'s epochs, moving the clock between them, until the load has sent all
+    /// it will (Some(the instant its last answer arrives)) or `done` holds (None).
+    fn drive_epochs(
+        &mut self,
+        run: &mut crate::load::LoadRun,
+        streams: &mut crate::load::Streams,
+        mut done: impl FnMut(&mut World) -> bool,
+    ) -> Result<Option<SimTime>, SimError> {
         loop {
             match run.epoch(self, streams)? {
                 crate::load::Progress::AdvanceTo(t) => {
-                    self.advance_until(t, |_| false)?;
-                }
-                crate::load::Progress::Finished(last_answer) => {
-                    if last_answer > self.now {
-                        self.advance_until(last_answer, |_| false)?;
+                    if self.advance_until(t, &mut done)? {
+                        return Ok(None);
                     }
-                    return Ok(run.finish(self.now));
                 }
+                crate::load::Progress::Finished(last_answer) => return Ok(Some(last_answer)),
             }
         }
     }
@@ -189,21 +202,16 @@ impl World {
         streams: &mut crate::load::Streams,
     ) -> Result<bool, SimError> {
         self.settle()?;
-        if done(self) || end <= self.now {
-            return Ok(done(self));
+        let held = done(self);
+        if held || end <= self.now {
+            return Ok(held);
         }
         let mut workload = workload.clone();
         workload.amount = crate::load::Amount::Duration(end.since(self.now));
         let mut run = crate::load::LoadRun::start(self, &workload, backends, lb, proxy_mode)?;
-        loop {
-            match run.epoch(self, streams)? {
-                crate::load::Progress::AdvanceTo(t) => {
-                    if self.advance_until(t, &mut done)? {
-                        return Ok(true);
-                    }
-                }
-                crate::load::Progress::Finished(_) => return self.advance_until(end, done),
-            }
+        match self.drive_epochs(&mut run, streams, &mut done)? {
+            None => Ok(true),
+            Some(_) => self.advance_until(end, done),
         }
     }
 

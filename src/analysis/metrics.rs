@@ -106,18 +106,11 @@ impl Counter {
 #[derive(Debug, Clone, Default)]
 pub struct Prometheus {
     series: BTreeMap<String, BTreeMap<Labels, Counter>>,
-    /// Requests counted so far (for reports and tests).
-    pub requests: f64,
 }
 
 impl Prometheus {
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// Whether anything was counted yet.
-    pub fn is_empty(&self) -> bool {
-        self.series.is_empty()
     }
 
     /// Counts an epoch of traffic. `api` gives the pods' labels and owners at that time.
@@ -220,9 +213,6 @@ impl Prometheus {
                             end,
                             count,
                         );
-                        if reporter == "source" {
-                            self.requests += count;
-                        }
                     }
                 }
             }

@@ -164,9 +164,10 @@ fn phase_of(run: &Object) -> Option<Phase> {
     Phase::parse(run.value["status"]["phase"].as_str().unwrap_or_default())
 }
 
-/// AnalysisRuns whose controller is this rollout.
+/// AnalysisRuns whose controller is this rollout, oldest first (the store's uids count up).
 pub fn owned_runs(api: &ApiServer, rollout: &Object) -> Vec<Object> {
-    api.list(Kind::AnalysisRun, Some(rollout.namespace()), None)
+    let mut runs: Vec<Object> = api
+        .list(Kind::AnalysisRun, Some(rollout.namespace()), None)
         .into_iter()
         .filter(|r| {
             r.value["metadata"]["ownerReferences"]
@@ -176,7 +177,17 @@ pub fn owned_runs(api: &ApiServer, rollout: &Object) -> Vec<Object> {
                 .any(|o| o["kind"] == "Rollout" && o["name"] == rollout.name())
         })
         .cloned()
-        .collect()
+        .collect();
+    runs.sort_by(|a, b| {
+        let uid = |o: &Object| {
+            o.value["metadata"]["uid"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        uid(a).cmp(&uid(b))
+    });
+    runs
 }
 
 /// `needsNewAnalysisRun`.

@@ -70,116 +70,15 @@ fn reconcile(
     if Phase::parse(&status.phase).is_some_and(Phase::completed) {
         return (status, None);
     }
-    let spec: AnalysisSpec = match serde_json::from_value(run.value["spec"].clone()) {
-        Ok(s) => s,
-        Err(e) => {
-            return (
-                error_status(
-                    status,
-                    format!("Analysis spec invalid: {e}"),
-                    now,
-                    run,
-                    events,
-                ),
-                None,
-            );
-        }
+    let Checked {
+        spec,
+        metrics,
+        dry_run,
+        retention,
+    } = match check(run) {
+        Ok(c) => c,
+        Err(message) => return (error_status(status, message, now, run, events), None),
     };
-    let args: BTreeMap<String, Option<String>> = spec
-        .args
-        .iter()
-        .map(|a| (a.name.clone(), a.value.clone()))
-        .collect();
-    let metrics = match resolve_metrics(&spec.metrics, &args) {
-        Ok(m) => m,
-        Err(e) => {
-            return (
-                error_status(
-                    status,
-                    format!("Unable to resolve metric arguments: {e}"),
-                    now,
-                    run,
-                    events,
-                ),
-                None,
-            );
-        }
-    };
-    if let Err(e) = validate_metrics(&metrics) {
-        return (
-            error_status(
-                status,
-                format!("Analysis spec invalid: {e}"),
-                now,
-                run,
-                events,
-            ),
-            None,
-        );
-    }
-    let dry_run = match matching_metrics(
-        "dryRun",
-        spec.dry_run.iter().map(|d| &d.metric_name),
-        &metrics,
-    ) {
-        Ok(m) => m,
-        Err(e) => {
-            return (
-                error_status(
-                    status,
-                    format!("Analysis spec invalid: {e}"),
-                    now,
-                    run,
-                    events,
-                ),
-                None,
-            );
-        }
-    };
-    let mut retention: BTreeMap<String, usize> = BTreeMap::new();
-    if let Err(e) = matching_metrics(
-        "measurementRetention",
-        spec.measurement_retention.iter().map(|r| &r.metric_name),
-        &metrics,
-    ) {
-        return (
-            error_status(
-                status,
-                format!("Analysis spec invalid: {e}"),
-                now,
-                run,
-                events,
-            ),
-            None,
-        );
-    }
-    for r in &spec.measurement_retention {
-        match matching_metrics(
-            "measurementRetention",
-            std::iter::once(&r.metric_name),
-            &metrics,
-        ) {
-            Ok(names) => {
-                for n in names {
-                    if r.limit > 0 {
-                        retention.insert(n, r.limit as usize);
-                    }
-                }
-            }
-            Err(e) => {
-                return (
-                    error_status(
-                        status,
-                        format!("Analysis spec invalid: {e}"),
-                        now,
-                        run,
-                        events,
-                    ),
-                    None,
-                );
-            }
-        }
-    }
 
     if status.started_at.is_none() {
         status.started_at = Some(now.rfc3339());
@@ -271,6 +170,50 @@ fn reconcile(
         next_measurement(&metrics, &status, started)
     };
     (status, wake)
+}
+
+/// A run's spec as the controller measures it: its metrics with their arguments
+/// resolved, the dry-run metrics, and the measurements kept per metric.
+struct Checked {
+    spec: AnalysisSpec,
+    metrics: Vec<Metric>,
+    dry_run: Vec<String>,
+    retention: BTreeMap<String, usize>,
+}
+
+/// Decodes, resolves and validates a run's spec; the error is the run's message.
+fn check(run: &Object) -> Result<Checked, String> {
+    let invalid = |e: String| format!("Analysis spec invalid: {e}");
+    let spec: AnalysisSpec =
+        serde_json::from_value(run.value["spec"].clone()).map_err(|e| invalid(e.to_string()))?;
+    let args: BTreeMap<String, Option<String>> = spec
+        .args
+        .iter()
+        .map(|a| (a.name.clone(), a.value.clone()))
+        .collect();
+    let metrics = resolve_metrics(&spec.metrics, &args)
+        .map_err(|e| format!("Unable to resolve metric arguments: {e}"))?;
+    validate_metrics(&metrics).map_err(invalid)?;
+    let mut dry_run = Vec::new();
+    for (i, d) in spec.dry_run.iter().enumerate() {
+        dry_run.extend(matching_metrics("dryRun", i, &d.metric_name, &metrics).map_err(invalid)?);
+    }
+    let mut retention = BTreeMap::new();
+    for (i, r) in spec.measurement_retention.iter().enumerate() {
+        let names = matching_metrics("measurementRetention", i, &r.metric_name, &metrics)
+            .map_err(invalid)?;
+        if r.limit > 0 {
+            for n in names {
+                retention.insert(n, r.limit as usize);
+            }
+        }
+    }
+    Ok(Checked {
+        spec,
+        metrics,
+        dry_run,
+        retention,
+    })
 }
 
 /// The run fails at once (bad spec, unresolved args).
@@ -428,27 +371,24 @@ fn validate_metric(m: &Metric) -> Result<(), String> {
     Ok(())
 }
 
-/// The metric names that the rules (regular expressions, as Argo matches them) select;
-/// a rule that selects none is an error.
-fn matching_metrics<'a>(
+/// The metric names that rule `i` of `what` (a regular expression, matched as Argo
+/// matches it) selects; a rule that selects none is an error.
+fn matching_metrics(
     what: &str,
-    rules: impl Iterator<Item = &'a String>,
+    i: usize,
+    rule: &str,
     metrics: &[Metric],
 ) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    for (i, rule) in rules.enumerate() {
-        let re = regex::Regex::new(rule).map_err(|e| e.to_string())?;
-        let matched: Vec<String> = metrics
-            .iter()
-            .filter(|m| re.is_match(&m.name))
-            .map(|m| m.name.clone())
-            .collect();
-        if matched.is_empty() {
-            return Err(format!("{what}[{i}]: Rule didn't match any metric name(s)"));
-        }
-        out.extend(matched);
+    let re = regex::Regex::new(rule).map_err(|e| e.to_string())?;
+    let matched: Vec<String> = metrics
+        .iter()
+        .filter(|m| re.is_match(&m.name))
+        .map(|m| m.name.clone())
+        .collect();
+    if matched.is_empty() {
+        return Err(format!("{what}[{i}]: Rule didn't match any metric name(s)"));
     }
-    Ok(out)
+    Ok(matched)
 }
 
 fn int_value(v: Option<&IntOrString>) -> i64 {

@@ -277,29 +277,16 @@ impl Reconciler<'_> {
             }
         }
         // `getReferencedRolloutAnalyses`: every template an analysis names must exist.
-        for (path, analysis) in analysis_refs(canary) {
-            for t in &analysis.templates {
-                let found = if t.cluster_scope {
-                    self.api
-                        .get(Kind::ClusterAnalysisTemplate, "", &t.template_name)
-                        .is_ok()
-                } else {
-                    self.api
-                        .get(Kind::AnalysisTemplate, ns, &t.template_name)
-                        .is_ok()
-                };
-                if !found {
-                    let kind = if t.cluster_scope {
-                        "ClusterAnalysisTemplate"
-                    } else {
-                        "AnalysisTemplate"
-                    };
-                    return Some(format!(
-                        "{path}: Invalid value: \"{0}\": {kind} '{0}' not found",
-                        t.template_name
-                    ));
-                }
-            }
+        let missing = missing_analysis_templates(canary, |kind, name| {
+            let ns = if kind == Kind::ClusterAnalysisTemplate {
+                ""
+            } else {
+                ns
+            };
+            self.api.get(kind, ns, name).is_ok()
+        });
+        if let Some((_, message)) = missing.into_iter().next() {
+            return Some(message);
         }
         // `ValidateRolloutVirtualServicesConfig`, before the VirtualServices are looked up:
         // exactly one of virtualService / virtualServices.
@@ -2108,6 +2095,34 @@ pub fn template_images(template: &Value) -> BTreeMap<String, String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Argo's `getReferencedRolloutAnalyses`: the templates the canary's analyses name that
+/// `exists(kind, name)` does not find, each with its field path and Argo's message.
+pub fn missing_analysis_templates(
+    canary: &CanaryStrategy,
+    exists: impl Fn(Kind, &str) -> bool,
+) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (path, analysis) in analysis_refs(canary) {
+        for t in &analysis.templates {
+            let kind = if t.cluster_scope {
+                Kind::ClusterAnalysisTemplate
+            } else {
+                Kind::AnalysisTemplate
+            };
+            if !exists(kind, &t.template_name) {
+                out.push((
+                    path.clone(),
+                    format!(
+                        "{path}: Invalid value: \"{0}\": {kind} '{0}' not found",
+                        t.template_name
+                    ),
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Every analysis a canary names, with the field path Argo reports a missing template at:

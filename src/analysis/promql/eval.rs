@@ -569,7 +569,7 @@ fn group_labels(labels: &Labels, without: bool, grouping: &[String]) -> Labels {
 
 /// The groups of `input` in the order their first members come, with what `pick` takes
 /// from each member.
-fn group<T>(
+pub(super) fn group<T>(
     input: Vec<Sample>,
     without: bool,
     grouping: &[String],

@@ -11,15 +11,15 @@
 //! `sort_desc`, `label_replace`, `label_join`. Scalar ones: `vector`, `time`, `pi`.
 //! Every other function is [`QueryError::Unsupported`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use promql_parser::label::MatchOp;
 use promql_parser::parser::{Call, Expr};
 use regex::Regex;
 
 use super::eval::{
-    Evaluator, METRIC_NAME, Matrix, Sample, Value, ensure_unique, kahan_inc, mean, nan_first,
-    quantile, without_name,
+    Evaluator, METRIC_NAME, Matrix, Sample, Value, ensure_unique, group, kahan_inc, mean,
+    nan_first, quantile, without_name,
 };
 use super::{Labels, QueryError};
 
@@ -480,26 +480,16 @@ fn absent(is_empty: bool, expr: &Expr) -> Vec<Sample> {
 /// but `le` and the name) and the quantile by Prometheus' `bucketQuantile`. Elements
 /// without a numeric `le` are ignored.
 fn histogram_quantile(q: f64, v: Vec<Sample>) -> Vec<Sample> {
-    let mut groups: Vec<(Labels, Vec<(f64, f64)>)> = Vec::new();
-    let mut index: HashMap<Labels, usize> = HashMap::new();
-    for s in v {
-        // Go's ParseFloat and Rust's both read "+Inf", "1e3", "NaN".
-        let Some(Ok(upper)) = s.labels.get(BUCKET_LABEL).map(|le| le.parse::<f64>()) else {
-            continue;
-        };
-        let mut key = s.labels;
-        key.remove(BUCKET_LABEL);
-        key.remove(METRIC_NAME);
-        let i = match index.get(&key) {
-            Some(&i) => i,
-            None => {
-                index.insert(key.clone(), groups.len());
-                groups.push((key, Vec::new()));
-                groups.len() - 1
-            }
-        };
-        groups[i].1.push((upper, s.value));
-    }
+    // Go's ParseFloat and Rust's both read "+Inf", "1e3", "NaN".
+    let upper = |s: &Sample| {
+        s.labels
+            .get(BUCKET_LABEL)
+            .and_then(|le| le.parse::<f64>().ok())
+    };
+    let buckets: Vec<Sample> = v.into_iter().filter(|s| upper(s).is_some()).collect();
+    let groups = group(buckets, true, &[BUCKET_LABEL.to_string()], |s| {
+        (upper(&s).unwrap_or(f64::NAN), s.value)
+    });
     groups
         .into_iter()
         .map(|(labels, buckets)| Sample {
