@@ -85,7 +85,9 @@ pub enum Command {
     Serve {
         /// Scenario file (default: the bundled seed walkthrough).
         path: Option<PathBuf>,
-        /// Serve the initial state only; no step runs.
+        /// Serve the initial state only; no step runs. With --api the clock stands still
+        /// but for writes: each lets the world run until nothing more is scheduled (at most
+        /// 1 h of virtual time per write).
         #[arg(long)]
         hold: bool,
         /// Virtual seconds per wall second (60: a `pause: {duration: 1m}` lasts a second).
@@ -93,6 +95,14 @@ pub enum Command {
         time_scale: f64,
         #[arg(long)]
         seed: Option<u64>,
+        /// Also serve the world's API server (Kubernetes REST, for kubectl) on 127.0.0.1,
+        /// and write a kubeconfig for it.
+        #[arg(long)]
+        api: bool,
+        /// Where to write the kubeconfig (default: a file in the temporary directory,
+        /// removed at exit). Implies --api.
+        #[arg(long, value_name = "PATH")]
+        kubeconfig: Option<PathBuf>,
     },
     /// Print the route table in force after a step as an Envoy v3 static bootstrap (JSON,
     /// which Envoy reads as YAML too): a listener per ingress gateway with its routes and
@@ -271,7 +281,13 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
             hold,
             time_scale,
             seed,
-        } => serve(path.as_deref(), hold, time_scale, seed),
+            api,
+            kubeconfig,
+        } => {
+            let api =
+                (api || kubeconfig.is_some()).then_some(crate::live::ApiOptions { kubeconfig });
+            serve(path.as_deref(), hold, time_scale, seed, api)
+        }
         Command::Tui { path, live } => tui(path.as_deref(), live),
         Command::Backend {
             version_name,
@@ -436,6 +452,7 @@ fn serve(
     hold: bool,
     time_scale: f64,
     seed: Option<u64>,
+    api: Option<crate::live::ApiOptions>,
 ) -> (u8, String, String) {
     if !(time_scale.is_finite() && time_scale > 0.0) {
         return (
@@ -456,6 +473,7 @@ fn serve(
         seed,
         hold,
         time_scale,
+        api,
     };
     match crate::live::serve(&plan, options, stop, &mut std::io::stdout()) {
         Ok(()) => (0, String::new(), String::new()),

@@ -275,6 +275,58 @@ pub fn parse_duration(orig: &str) -> Option<i64> {
     Some(d as i64)
 }
 
+/// `k8s.io/apimachinery/pkg/util/duration.HumanDuration`: the AGE column of `kubectl get`.
+pub fn human_duration(d: std::time::Duration) -> String {
+    let seconds = d.as_secs();
+    if seconds < 60 * 2 {
+        return format!("{seconds}s");
+    }
+    let minutes = seconds / 60;
+    if minutes < 10 {
+        let s = seconds % 60;
+        return if s == 0 {
+            format!("{minutes}m")
+        } else {
+            format!("{minutes}m{s}s")
+        };
+    }
+    if minutes < 60 * 3 {
+        return format!("{minutes}m");
+    }
+    let hours = minutes / 60;
+    if hours < 8 {
+        let m = minutes % 60;
+        return if m == 0 {
+            format!("{hours}h")
+        } else {
+            format!("{hours}h{m}m")
+        };
+    }
+    if hours < 48 {
+        return format!("{hours}h");
+    }
+    if hours < 24 * 8 {
+        let h = hours % 24;
+        return if h == 0 {
+            format!("{}d", hours / 24)
+        } else {
+            format!("{}d{h}h", hours / 24)
+        };
+    }
+    if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    }
+    if hours < 24 * 365 * 8 {
+        let dy = (hours / 24) % 365;
+        return if dy == 0 {
+            format!("{}y", hours / 24 / 365)
+        } else {
+            format!("{}y{dy}d", hours / 24 / 365)
+        };
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,5 +354,20 @@ mod tests {
         assert_eq!(quote("a\"b\\c\n"), "\"a\\\"b\\\\c\\n\"");
         assert_eq!(quote("\u{1}\u{7f}"), "\"\\x01\\x7f\"");
         assert_eq!(quote("\u{200b}é😀"), "\"\\u200bé😀\"");
+    }
+
+    #[test]
+    fn human_duration_matches_apimachinery() {
+        let h = |s: u64| human_duration(std::time::Duration::from_secs(s));
+        assert_eq!(h(0), "0s");
+        assert_eq!(h(119), "119s");
+        assert_eq!(h(150), "2m30s");
+        assert_eq!(h(300), "5m");
+        assert_eq!(h(600), "10m");
+        assert_eq!(h(3 * 3600 + 60), "3h1m");
+        assert_eq!(h(9 * 3600), "9h");
+        assert_eq!(h(50 * 3600), "2d2h");
+        assert_eq!(h(10 * 86400), "10d");
+        assert_eq!(h(3 * 365 * 86400 + 86400), "3y1d");
     }
 }

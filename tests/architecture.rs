@@ -211,6 +211,10 @@ fn the_core_names_no_runtime_or_terminal_crate() {
             }
         }
         for f in files {
+            // The API server's socket is its edge (DESIGN.md: "beside the store").
+            if f.ends_with("apiserver/http.rs") {
+                continue;
+            }
             let text = std::fs::read_to_string(&f).unwrap();
             for krate in ["tokio::", "hyper::", "ratatui::", "crossterm::"] {
                 if text.contains(krate) {

@@ -65,6 +65,7 @@ fn serve_shows_blue_then_a_mix_then_yellow_and_closes_its_port_on_stop() {
             seed: None,
             hold: false,
             time_scale: 20.0,
+            api: None,
         };
         serve(&plan, options, stop_serving, &mut writer).unwrap();
     });

@@ -9,6 +9,12 @@
 //! It knows nothing about rollouts: controllers are clients of it.
 
 pub mod admission;
+pub mod discovery;
+pub mod http;
+pub mod rest;
+pub mod selector;
+pub mod strategic;
+pub mod table;
 
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -126,6 +132,8 @@ pub struct ApiServer {
     uid_counter: u64,
     now: SimTime,
     log: Vec<WatchEvent>,
+    /// The newest resourceVersion dropped from the log by [`ApiServer::compact_log`].
+    compacted: u64,
     /// Keep the watch log (on by default; benchmarks may turn it off).
     pub keep_log: bool,
     /// Which istiod validates VirtualService writes.
@@ -181,9 +189,12 @@ impl ApiServer {
     }
 
     /// Creates an object; server-set metadata (uid, resourceVersion, generation,
-    /// creationTimestamp) is filled in, and namespace defaults to "default".
+    /// creationTimestamp) is filled in, and namespace defaults to "default" (cluster-scoped
+    /// kinds have none).
     pub fn create(&mut self, mut object: Object) -> Result<Object, ApiError> {
-        if object.namespace().is_empty() {
+        if !object.kind.namespaced() {
+            object.metadata_mut().remove("namespace");
+        } else if object.namespace().is_empty() {
             object
                 .metadata_mut()
                 .insert("namespace".into(), Value::String("default".into()));
@@ -345,6 +356,58 @@ impl ApiServer {
             });
         }
         Ok(object)
+    }
+
+    /// Drops all but the last `keep` watch events, as etcd compacts its history: a watch
+    /// from before them can no longer be served ([`ApiServer::watchable_since`]).
+    pub fn compact_log(&mut self, keep: usize) {
+        if self.log.len() > keep {
+            let drop = self.log.len() - keep;
+            self.compacted = self.log[drop - 1].resource_version;
+            self.log.drain(..drop);
+        }
+    }
+
+    /// Whether every event after `since` is still in the log.
+    pub fn watchable_since(&self, since: u64) -> bool {
+        since >= self.compacted
+    }
+
+    /// The oldest resourceVersion a watch can start from.
+    pub fn oldest_watchable(&self) -> u64 {
+        self.compacted
+    }
+
+    /// Deletes an object and, as Kubernetes' garbage collector does, every object it owns
+    /// (by `metadata.ownerReferences[].uid`), theirs in turn. Returns the object named.
+    pub fn delete_cascading(
+        &mut self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Object, ApiError> {
+        let deleted = self.delete(kind, namespace, name)?;
+        let mut owners = vec![deleted.value["metadata"]["uid"].clone()];
+        while let Some(uid) = owners.pop() {
+            if uid.is_null() {
+                continue;
+            }
+            let owned: Vec<ObjectKey> = self
+                .objects
+                .iter()
+                .filter(|(_, o)| {
+                    o.value["metadata"]["ownerReferences"]
+                        .as_array()
+                        .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            for key in owned {
+                let gone = self.delete(key.kind, &key.namespace, &key.name)?;
+                owners.push(gone.value["metadata"]["uid"].clone());
+            }
+        }
+        Ok(deleted)
     }
 
     /// Watch events with a resourceVersion greater than `since` (0 = the whole history).

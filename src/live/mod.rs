@@ -23,7 +23,7 @@ use crate::sim::World;
 
 pub use router::{Router, RouterCounts, UPSTREAM_HEADER};
 pub use run::{real_load, run_live};
-pub use serve::{ServeOptions, serve};
+pub use serve::{ApiOptions, QUIET_CAP, ServeOptions, serve};
 
 /// The real side of a live world: pod servers and the router, on a runtime of their own.
 pub struct Live {
@@ -49,6 +49,8 @@ pub enum LiveError {
     Listen(std::io::Error),
     #[error("cannot make the pods' TLS certificate: {0}")]
     Certificate(String),
+    #[error("cannot write the kubeconfig {0}: {1}")]
+    Kubeconfig(std::path::PathBuf, std::io::Error),
 }
 
 impl Live {
@@ -267,6 +269,16 @@ impl Pacer {
             std::thread::sleep((wall_target - now).min(Duration::from_millis(50)));
         }
         live.sync(world);
+    }
+
+    /// How long until the wall clock reaches the world's instant (None: reached, or
+    /// stopped).
+    pub fn wall_left(&self, world: &World) -> Option<Duration> {
+        let (wall, sim, scale) = self.anchor.get();
+        let virtual_elapsed = world.now().since(sim);
+        let wall_target = wall + Duration::from_secs_f64(virtual_elapsed.as_secs_f64() / scale);
+        let left = wall_target.saturating_duration_since(Instant::now());
+        (!left.is_zero() && !self.stopped()).then_some(left)
     }
 
     /// The world's instant that corresponds to the wall clock now.

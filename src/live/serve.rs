@@ -1,40 +1,250 @@
 //! `canarysim serve FILE`: the scenario's world up on real sockets until Ctrl-C, its steps
-//! played on the wall clock (scaled), or only its initial state with `--hold`.
+//! played on the wall clock (scaled), or only its initial state with `--hold`. With `--api`
+//! the world's API server listens too (Kubernetes' REST paths, for kubectl): a write goes
+//! through the simulation as a scenario step would, and the controllers react to it.
 
 use std::cell::RefCell;
 use std::io::Write;
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::{Live, LiveError, Pacer};
+use crate::apiserver::http::{Endpoint, kubeconfig};
 use crate::scenario::{Plan, Runner};
+use crate::sim::World;
 
 /// How `serve` runs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ServeOptions {
     pub seed: Option<u64>,
-    /// Serve the initial state only (no step runs).
+    /// Serve the initial state only (no step runs). With the API, time stands still but
+    /// for writes: each lets the world run until nothing more is scheduled.
     pub hold: bool,
     /// Virtual seconds per wall second.
     pub time_scale: f64,
+    /// Serve the API (None: no API server).
+    pub api: Option<ApiOptions>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct ApiOptions {
+    /// Where to write the kubeconfig (None: a file in the temporary directory, removed at
+    /// exit).
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// After a write with `--hold`, the world runs until nothing is scheduled, but at most this
+/// much virtual time (a background analysis keeps scheduling measurements forever).
+pub const QUIET_CAP: Duration = Duration::from_secs(3600);
+
+/// Watch history kept for watches that resume from a resourceVersion; older ones get 410.
+const WATCH_HISTORY: usize = 10_000;
+
+/// How long the loop waits for a request before moving the clock.
+const NAP: Duration = Duration::from_millis(20);
+
+type Out<'p> = Rc<RefCell<&'p mut dyn Write>>;
+
+fn say(out: &Out, line: &str) {
+    let mut out = out.borrow_mut();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// The API server of a served world and its kubeconfig.
+struct ApiSide {
+    endpoint: Endpoint,
+    kubeconfig: PathBuf,
+    /// Remove the kubeconfig at exit (canarysim chose its path).
+    ours: bool,
+}
+
+impl ApiSide {
+    fn start(options: &ApiOptions, namespace: &str) -> Result<ApiSide, LiveError> {
+        let endpoint = Endpoint::start().map_err(LiveError::Listen)?;
+        let (path, ours) = match &options.kubeconfig {
+            Some(p) => (p.clone(), false),
+            None => (
+                std::env::temp_dir().join(format!("canarysim-{}.kubeconfig", std::process::id())),
+                true,
+            ),
+        };
+        std::fs::write(&path, kubeconfig(endpoint.address(), namespace))
+            .map_err(|e| LiveError::Kubeconfig(path.clone(), e))?;
+        Ok(ApiSide {
+            endpoint,
+            kubeconfig: path,
+            ours,
+        })
+    }
+
+    /// Answers the requests that arrive within `wait`; after writes the controllers
+    /// reconcile (and with `hold`, the world runs until quiet). Every change then goes to
+    /// the watches.
+    fn serve(&mut self, world: &mut World, wait: Duration, hold: bool, out: &Out) {
+        world.api.set_time(world.now());
+        let writes = self.endpoint.answer_pending(&mut world.api, wait);
+        if !writes.is_empty() {
+            for w in &writes {
+                say(out, &format!("{} api: {w}", world.now()));
+            }
+            let result = if hold {
+                run_until_quiet(world, out)
+            } else {
+                world.settle()
+            };
+            if let Err(e) = result {
+                say(out, &format!("{} simulation error: {e}", world.now()));
+            }
+        }
+        self.forward(world);
+    }
+
+    fn forward(&mut self, world: &mut World) {
+        self.endpoint.forward(&world.api);
+        world.api.compact_log(WATCH_HISTORY);
+    }
+}
+
+impl Drop for ApiSide {
+    fn drop(&mut self) {
+        if self.ours {
+            let _ = std::fs::remove_file(&self.kubeconfig);
+        }
+    }
+}
+
+/// Runs the world until nothing more is scheduled, at most [`QUIET_CAP`] of virtual time.
+fn run_until_quiet(world: &mut World, out: &Out) -> Result<(), crate::sim::SimError> {
+    let start = world.now();
+    let quiet = world.advance_until(start.after(QUIET_CAP), |w| w.next_wake().is_none())?;
+    if world.now() > start {
+        let why = if quiet {
+            "nothing more is scheduled"
+        } else {
+            "the 1 h cap per write; something is still scheduled"
+        };
+        say(out, &format!("{} ran to {} ({why})", start, world.now()));
+    }
+    Ok(())
 }
 
 /// Serves until `stop` is set (the CLI sets it on Ctrl-C or SIGTERM), writing what happens
 /// to `out`: the router's address first, then each step as it completes.
-pub fn serve(
-    plan: &Plan,
+pub fn serve<'p>(
+    plan: &'p Plan,
     options: ServeOptions,
     stop: Arc<AtomicBool>,
-    out: &mut dyn Write,
+    out: &'p mut dyn Write,
 ) -> Result<(), LiveError> {
     let seed = options.seed.unwrap_or(plan.seed);
     let mut runner = Runner::new(plan, options.seed);
     let mut live = Live::start(&plan.backends, &plan.namespace, seed)?;
     let (lb, mode) = plan.data_plane();
     live.set_data_plane(lb, mode);
+    let out: Out<'p> = Rc::new(RefCell::new(out));
+    let api = match &options.api {
+        Some(a) => Some(Rc::new(RefCell::new(ApiSide::start(a, &plan.namespace)?))),
+        None => None,
+    };
+    if options.hold && api.is_some() {
+        if let Err(e) = run_until_quiet(&mut runner.world, &out) {
+            say(&out, &format!("simulation error: {e}"));
+        }
+    }
     live.sync(&runner.world);
+    announce(plan, &live, &out);
+    if let Some(api) = &api {
+        let api = api.borrow();
+        say(
+            &out,
+            &format!("api server on http://{}", api.endpoint.address()),
+        );
+        say(&out, &format!("kubeconfig {}", api.kubeconfig.display()));
+        say(
+            &out,
+            &format!(
+                "try: KUBECONFIG={} kubectl get rollouts,vs,dr,svc,rs,pods",
+                api.kubeconfig.display()
+            ),
+        );
+    }
+    let mut announced = Vec::new();
+    announce_l4(&live, &mut announced, &out);
+    // The runner's hook and this function share the live side and the API.
+    let live = Rc::new(RefCell::new(live));
+    let pacer = Rc::new(Pacer::new(&runner.world, options.time_scale, stop.clone()));
+    if !options.hold {
+        let (paced, pacer_hook, api_hook, out_hook) =
+            (live.clone(), pacer.clone(), api.clone(), out.clone());
+        runner.on_instant(move |w| {
+            // Until the wall clock reaches the world's instant, requests are answered.
+            while let Some(left) = pacer_hook.wall_left(w) {
+                match &api_hook {
+                    Some(api) => api.borrow_mut().serve(w, left.min(NAP), false, &out_hook),
+                    None => std::thread::sleep(left.min(Duration::from_millis(50))),
+                }
+            }
+            if let Some(api) = &api_hook {
+                api.borrow_mut().forward(w);
+            }
+            paced.borrow_mut().sync(w);
+        });
+        while !stop.load(Ordering::Relaxed) {
+            let Some(step) = runner.step() else { break };
+            say(
+                &out,
+                &format!(
+                    "{} step {} {}: {}",
+                    step.time,
+                    step.index,
+                    step.summary,
+                    if step.passed { "ok" } else { "FAILED" }
+                ),
+            );
+            announce_l4(&live.borrow(), &mut announced, &out);
+        }
+        live.borrow_mut().sync(&runner.world);
+        if !stop.load(Ordering::Relaxed) {
+            let next = if api.is_some() {
+                "the clock runs on and the API serves"
+            } else {
+                "serving the final state"
+            };
+            say(&out, &format!("all steps done; {next} until Ctrl-C"));
+        }
+        pacer.rebase(runner.world.now(), options.time_scale);
+    }
+    let world = &mut runner.world;
+    while !stop.load(Ordering::Relaxed) {
+        let Some(api) = &api else {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        let before = world.api.resource_version();
+        api.borrow_mut().serve(world, NAP, options.hold, &out);
+        if !options.hold {
+            if let Err(e) = world.advance_until(pacer.virtual_now(), |_| false) {
+                say(&out, &format!("{} simulation error: {e}", world.now()));
+            }
+            api.borrow_mut().forward(world);
+        }
+        if world.api.resource_version() != before {
+            live.borrow_mut().sync(world);
+            announce_l4(&live.borrow(), &mut announced, &out);
+        }
+    }
+    drop(live);
+    drop(api);
+    say(&out, "stopped; every port closed");
+    Ok(())
+}
+
+/// The router's address, a curl to try, and each pod's address.
+fn announce(plan: &Plan, live: &Live, out: &Out) {
     let host = plan
         .steps
         .iter()
@@ -43,61 +253,28 @@ pub fn serve(
             _ => None,
         })
         .unwrap_or_default();
-    let _ = writeln!(out, "router listening on http://{}", live.address());
+    say(
+        out,
+        &format!("router listening on http://{}", live.address()),
+    );
     if !host.is_empty() {
-        let _ = writeln!(
+        say(
             out,
-            "try: curl -H 'Host: {host}' http://{}/",
-            live.address()
+            &format!("try: curl -H 'Host: {host}' http://{}/", live.address()),
         );
     }
     for (pod, address) in live.pods() {
-        let _ = writeln!(out, "pod {pod} on {address}");
+        say(out, &format!("pod {pod} on {address}"));
     }
-    let mut announced = Vec::new();
-    announce_l4(&live, &mut announced, out);
-    let _ = out.flush();
-    // The runner's hook and this function share the live side.
-    let live = Rc::new(RefCell::new(live));
-    if !options.hold {
-        let pacer = Pacer::new(&runner.world, options.time_scale, stop.clone());
-        let paced = live.clone();
-        runner.on_instant(move |w| pacer.reach(w, &mut paced.borrow_mut()));
-        while !stop.load(Ordering::Relaxed) {
-            let Some(step) = runner.step() else { break };
-            let _ = writeln!(
-                out,
-                "{} step {} {}: {}",
-                step.time,
-                step.index,
-                step.summary,
-                if step.passed { "ok" } else { "FAILED" }
-            );
-            announce_l4(&live.borrow(), &mut announced, out);
-            let _ = out.flush();
-        }
-        live.borrow_mut().sync(&runner.world);
-        drop(runner);
-        if !stop.load(Ordering::Relaxed) {
-            let _ = writeln!(out, "all steps done; serving the final state until Ctrl-C");
-            let _ = out.flush();
-        }
-    }
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    drop(live);
-    let _ = writeln!(out, "stopped; every port closed");
-    Ok(())
 }
 
 /// Prints each gateway TLS/TCP listener the first time it is open.
-fn announce_l4(live: &Live, announced: &mut Vec<(String, u32)>, out: &mut dyn Write) {
+fn announce_l4(live: &Live, announced: &mut Vec<(String, u32)>, out: &Out) {
     for (gateway, port, address) in live.l4_listeners() {
         if !announced.contains(&(gateway.clone(), port)) {
-            let _ = writeln!(
+            say(
                 out,
-                "gateway {gateway} port {port} (TLS/TCP routes) on {address}"
+                &format!("gateway {gateway} port {port} (TLS/TCP routes) on {address}"),
             );
             announced.push((gateway, port));
         }

@@ -113,6 +113,11 @@ impl Kind {
         }
     }
 
+    /// Whether objects of this kind live in a namespace (ClusterAnalysisTemplates do not).
+    pub fn namespaced(self) -> bool {
+        self != Kind::ClusterAnalysisTemplate
+    }
+
     /// Lower-case plural resource name, as in REST paths.
     pub fn plural(self) -> &'static str {
         match self {

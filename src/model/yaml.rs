@@ -205,7 +205,10 @@ pub fn load_str(
                 ));
             }
         }
-        if object.namespace().is_empty() {
+        if !kind.namespaced() {
+            // Kubernetes drops a namespace given to a cluster-scoped object.
+            object.metadata_mut().remove("namespace");
+        } else if object.namespace().is_empty() {
             object.metadata_mut().insert(
                 "namespace".to_string(),
                 Value::String(default_namespace.to_string()),

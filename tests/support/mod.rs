@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each suite uses some of these
 
 pub mod envoy;
+pub mod kube;
 
 use std::path::{Path, PathBuf};
 

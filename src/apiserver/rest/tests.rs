@@ -1,0 +1,310 @@
+use super::*;
+use serde_json::json;
+
+fn request<'a>(method: &'a str, path: &'a str, query: &'a str, body: &'a [u8]) -> Request<'a> {
+    Request {
+        method,
+        path,
+        query,
+        content_type: "application/json",
+        accept: "application/json",
+        body,
+    }
+}
+
+fn call(api: &mut ApiServer, method: &str, path: &str, query: &str, body: &Value) -> Reply {
+    let bytes = body.to_string();
+    execute(api, parse(&request(method, path, query, bytes.as_bytes())))
+}
+
+fn patch(api: &mut ApiServer, path: &str, content_type: &str, body: &Value) -> Reply {
+    let bytes = body.to_string();
+    let mut r = request("PATCH", path, "", bytes.as_bytes());
+    r.content_type = content_type;
+    execute(api, parse(&r))
+}
+
+const RO: &str = "/apis/argoproj.io/v1alpha1/namespaces/demo/rollouts";
+
+fn rollout() -> Value {
+    json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+           "metadata": {"name": "ro", "labels": {"app": "demo"}},
+           "spec": {"replicas": 2, "userField": {"kept": true}},
+           "status": {"phase": "ignored on create"}})
+}
+
+#[test]
+fn create_get_list_in_the_requested_version() {
+    let mut api = ApiServer::new();
+    let created = call(&mut api, "POST", RO, "", &rollout());
+    assert_eq!(created.code, 201, "{}", created.body);
+    assert!(created.wrote);
+    assert_eq!(created.body["metadata"]["namespace"], "demo");
+    assert!(
+        created.body.get("status").is_none(),
+        "status is the subresource's"
+    );
+    let got = call(&mut api, "GET", &format!("{RO}/ro"), "", &Value::Null);
+    assert_eq!(got.body["spec"]["userField"]["kept"], true);
+    let list = call(
+        &mut api,
+        "GET",
+        RO,
+        "labelSelector=app%3Ddemo",
+        &Value::Null,
+    );
+    assert_eq!(list.body["kind"], "RolloutList");
+    assert_eq!(list.body["items"].as_array().unwrap().len(), 1);
+    let none = call(
+        &mut api,
+        "GET",
+        RO,
+        "labelSelector=app%3Dother",
+        &Value::Null,
+    );
+    assert_eq!(none.body["items"], json!([]));
+    // An Istio object written as v1alpha3 is read back in the version asked for.
+    let vs = json!({"apiVersion": "networking.istio.io/v1alpha3", "kind": "VirtualService",
+                    "metadata": {"name": "vs"}, "spec": {"hosts": ["a"]}});
+    let path = "/apis/networking.istio.io/v1beta1/namespaces/demo/virtualservices";
+    assert_eq!(call(&mut api, "POST", path, "", &vs).code, 201);
+    let got = call(&mut api, "GET", &format!("{path}/vs"), "", &Value::Null);
+    assert_eq!(got.body["apiVersion"], "networking.istio.io/v1beta1");
+}
+
+#[test]
+fn errors_are_kubernetes_status_objects() {
+    let mut api = ApiServer::new();
+    let missing = call(&mut api, "GET", &format!("{RO}/nope"), "", &Value::Null);
+    assert_eq!(missing.code, 404);
+    assert_eq!(missing.body["kind"], "Status");
+    assert_eq!(missing.body["reason"], "NotFound");
+    assert_eq!(
+        missing.body["message"],
+        "rollouts.argoproj.io \"nope\" not found"
+    );
+    assert_eq!(missing.body["details"]["kind"], "rollouts");
+    let unknown = call(
+        &mut api,
+        "GET",
+        "/apis/example.com/v1/widgets",
+        "",
+        &Value::Null,
+    );
+    assert_eq!(unknown.code, 404);
+    let malformed = execute(&mut api, parse(&request("POST", RO, "", b"{not json")));
+    assert_eq!(malformed.code, 400);
+    assert!(
+        malformed.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("at line 1 column 2"),
+        "{}",
+        malformed.body
+    );
+    let wrong_kind = call(
+        &mut api,
+        "POST",
+        RO,
+        "",
+        &json!({"kind": "Service", "metadata": {"name": "x"}}),
+    );
+    assert_eq!(wrong_kind.code, 400);
+    call(&mut api, "POST", RO, "", &rollout());
+    let again = call(&mut api, "POST", RO, "", &rollout());
+    assert_eq!(
+        (again.code, again.body["reason"].as_str()),
+        (409, Some("AlreadyExists"))
+    );
+    let smp = patch(
+        &mut api,
+        &format!("{RO}/ro"),
+        "application/strategic-merge-patch+json",
+        &json!({}),
+    );
+    assert_eq!(
+        smp.code, 415,
+        "custom resources take no strategic merge patch"
+    );
+    let bad = patch(
+        &mut api,
+        &format!("{RO}/ro"),
+        "application/json-patch+json",
+        &json!([{"op": "remove", "path": "/spec/none"}]),
+    );
+    assert_eq!(bad.code, 400, "{}", bad.body);
+    let rename = patch(
+        &mut api,
+        &format!("{RO}/ro"),
+        "application/merge-patch+json",
+        &json!({"metadata": {"name": "other"}}),
+    );
+    assert_eq!(rename.code, 422, "{}", rename.body);
+    assert_eq!(rename.body["details"]["kind"], "Rollout");
+    assert_eq!(rename.body["details"]["causes"][0]["field"], "metadata");
+    let typed = patch(
+        &mut api,
+        &format!("{RO}/ro"),
+        "application/merge-patch+json",
+        &json!({"spec": {"replicas": "many"}}),
+    );
+    assert_eq!(
+        typed.code, 422,
+        "a spec of the wrong type is refused as the CRD schema refuses it"
+    );
+    assert!(
+        typed.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("expected i32"),
+        "{}",
+        typed.body
+    );
+    let put = call(&mut api, "PUT", RO, "", &rollout());
+    assert_eq!(put.code, 405);
+}
+
+#[test]
+fn stale_resource_version_gets_409_and_the_status_subresource_is_separate() {
+    let mut api = ApiServer::new();
+    let created = call(&mut api, "POST", RO, "", &rollout()).body;
+    let mut first = created.clone();
+    first["spec"]["replicas"] = json!(3);
+    first["status"] = json!({"phase": "not through the main resource"});
+    let ok = call(&mut api, "PUT", &format!("{RO}/ro"), "", &first);
+    assert_eq!(ok.code, 200);
+    assert!(ok.body.get("status").is_none());
+    let mut stale = created;
+    stale["spec"]["replicas"] = json!(4);
+    let conflict = call(&mut api, "PUT", &format!("{RO}/ro"), "", &stale);
+    assert_eq!(
+        (conflict.code, conflict.body["reason"].as_str()),
+        (409, Some("Conflict"))
+    );
+    let status = patch(
+        &mut api,
+        &format!("{RO}/ro/status"),
+        "application/merge-patch+json",
+        &json!({"status": {"pauseConditions": null, "phase": "Paused"}, "spec": {"replicas": 9}}),
+    );
+    assert_eq!(status.code, 200);
+    assert_eq!(status.body["status"]["phase"], "Paused");
+    assert_eq!(
+        status.body["spec"]["replicas"], 3,
+        "a status write leaves spec alone"
+    );
+}
+
+#[test]
+fn strategic_merge_patch_on_a_service_and_dry_run() {
+    let mut api = ApiServer::new();
+    let path = "/api/v1/namespaces/demo/services";
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+                     "spec": {"ports": [{"port": 80}], "selector": {"app": "a"}}});
+    call(&mut api, "POST", path, "", &svc);
+    let r = patch(
+        &mut api,
+        &format!("{path}/s"),
+        "application/strategic-merge-patch+json",
+        &json!({"spec": {"ports": [{"port": 443}]}}),
+    );
+    assert_eq!(
+        r.body["spec"]["ports"],
+        json!([{"port": 80}, {"port": 443}])
+    );
+    let before = api.resource_version();
+    let dry = call(
+        &mut api,
+        "DELETE",
+        &format!("{path}/s"),
+        "dryRun=All",
+        &Value::Null,
+    );
+    assert_eq!(dry.code, 200);
+    assert!(!dry.wrote);
+    assert_eq!(api.resource_version(), before);
+    assert!(api.get(Kind::Service, "demo", "s").is_ok());
+}
+
+#[test]
+fn delete_takes_what_the_object_owns() {
+    let mut api = ApiServer::new();
+    let ro = call(&mut api, "POST", RO, "", &rollout()).body;
+    let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "metadata": {"name": "ro-1", "ownerReferences": [{"uid": ro["metadata"]["uid"]}]}});
+    let rs = call(
+        &mut api,
+        "POST",
+        "/apis/apps/v1/namespaces/demo/replicasets",
+        "",
+        &rs,
+    )
+    .body;
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": "ro-1-a", "ownerReferences": [{"uid": rs["metadata"]["uid"]}]}});
+    call(&mut api, "POST", "/api/v1/namespaces/demo/pods", "", &pod);
+    let gone = call(&mut api, "DELETE", &format!("{RO}/ro"), "", &Value::Null);
+    assert_eq!(gone.body["status"], "Success");
+    assert!(api.list(Kind::ReplicaSet, None, None).is_empty());
+    assert!(api.list(Kind::Pod, None, None).is_empty());
+}
+
+#[test]
+fn watches_replay_from_a_resource_version_and_410_once_compacted() {
+    let mut api = ApiServer::new();
+    call(&mut api, "POST", RO, "", &rollout());
+    let Call::Watch(w) = parse(&request("GET", RO, "watch=1&resourceVersion=1", b"")) else {
+        panic!("a watch")
+    };
+    assert!(w.start(&api).unwrap().is_empty());
+    patch(
+        &mut api,
+        &format!("{RO}/ro"),
+        "application/merge-patch+json",
+        &json!({"spec": {"replicas": 5}}),
+    );
+    let events = w.start(&api).unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["type"], "MODIFIED");
+    assert_eq!(events[0]["object"]["spec"]["replicas"], 5);
+    let Call::Watch(all) = parse(&request("GET", RO, "watch=true", b"")) else {
+        panic!("a watch")
+    };
+    assert_eq!(all.start(&api).unwrap()[0]["type"], "ADDED");
+    api.compact_log(0);
+    let expired = w.start(&api).unwrap_err();
+    assert_eq!(
+        (expired.code, expired.body["reason"].as_str()),
+        (410, Some("Expired"))
+    );
+    assert_eq!(expired.body["message"], "too old resource version: 1 (2)");
+}
+
+#[test]
+fn discovery_lists_groups_and_short_names() {
+    let mut api = ApiServer::new();
+    let groups = call(&mut api, "GET", "/apis", "", &Value::Null).body;
+    let names: Vec<&str> = groups["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["apps", "argoproj.io", "networking.istio.io"]);
+    let argo = call(
+        &mut api,
+        "GET",
+        "/apis/argoproj.io/v1alpha1",
+        "",
+        &Value::Null,
+    )
+    .body;
+    assert!(
+        argo["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["shortNames"] == json!(["ro"]))
+    );
+    assert_eq!(call(&mut api, "POST", "/apis", "", &Value::Null).code, 405);
+}

@@ -1,0 +1,215 @@
+//! Label and field selectors as the Kubernetes API reads them from `?labelSelector=` and
+//! `?fieldSelector=` (kubectl's `-l` and `get NAME -w`).
+
+use std::collections::BTreeMap;
+
+use crate::model::Object;
+
+/// One requirement of a label selector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    DoesNotExist(String),
+}
+
+impl Requirement {
+    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        match self {
+            Requirement::Equals(k, v) => labels.get(k) == Some(v),
+            Requirement::NotEquals(k, v) => labels.get(k) != Some(v),
+            Requirement::In(k, vs) => labels.get(k).is_some_and(|l| vs.contains(l)),
+            Requirement::NotIn(k, vs) => labels.get(k).is_none_or(|l| !vs.contains(l)),
+            Requirement::Exists(k) => labels.contains_key(k),
+            Requirement::DoesNotExist(k) => !labels.contains_key(k),
+        }
+    }
+}
+
+/// What a list or watch selects: every requirement must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selector {
+    labels: Vec<Requirement>,
+    /// `metadata.name` / `metadata.namespace` requirements: (field, value, equal).
+    fields: Vec<(String, String, bool)>,
+}
+
+impl Selector {
+    /// Parses `labelSelector` and `fieldSelector`; the error is the message Kubernetes gives.
+    pub fn parse(labels: Option<&str>, fields: Option<&str>) -> Result<Selector, String> {
+        let mut selector = Selector::default();
+        if let Some(text) = labels.filter(|t| !t.trim().is_empty()) {
+            for term in split_terms(text) {
+                selector.labels.push(label_requirement(term.trim())?);
+            }
+        }
+        if let Some(text) = fields.filter(|t| !t.trim().is_empty()) {
+            for term in text.split(',') {
+                let term = term.trim();
+                let (field, value, equal) = if let Some((f, v)) = term.split_once("!=") {
+                    (f, v, false)
+                } else if let Some((f, v)) = term.split_once("==") {
+                    (f, v, true)
+                } else if let Some((f, v)) = term.split_once('=') {
+                    (f, v, true)
+                } else {
+                    return Err(format!(
+                        "invalid selector: '{text}'; can't understand '{term}'"
+                    ));
+                };
+                let field = field.trim();
+                if field != "metadata.name" && field != "metadata.namespace" {
+                    return Err(format!(
+                        "field label not supported: {field} (canarysim selects by metadata.name and metadata.namespace)"
+                    ));
+                }
+                selector
+                    .fields
+                    .push((field.to_string(), value.trim().to_string(), equal));
+            }
+        }
+        Ok(selector)
+    }
+
+    /// Only the object named `name` (what a get by name turned into a watch selects).
+    pub fn named(name: &str) -> Selector {
+        Selector {
+            labels: Vec::new(),
+            fields: vec![("metadata.name".into(), name.into(), true)],
+        }
+    }
+
+    pub fn matches(&self, object: &Object) -> bool {
+        let fields_hold = self.fields.iter().all(|(field, value, equal)| {
+            let actual = if field == "metadata.name" {
+                object.name()
+            } else {
+                object.namespace()
+            };
+            (actual == value) == *equal
+        });
+        if !fields_hold {
+            return false;
+        }
+        if self.labels.is_empty() {
+            return true;
+        }
+        let labels = object.labels();
+        self.labels.iter().all(|r| r.matches(&labels))
+    }
+}
+
+/// Splits on the commas that are not inside `in (a,b)`.
+fn split_terms(text: &str) -> Vec<&str> {
+    let mut terms = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                terms.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    terms.push(&text[start..]);
+    terms
+}
+
+fn label_requirement(term: &str) -> Result<Requirement, String> {
+    let bad = || {
+        format!(
+            "unable to parse requirement: found '{term}', expected: a label selector such as app=x, app!=x, app in (x,y), app notin (x), app or !app"
+        )
+    };
+    if let Some(key) = term.strip_prefix('!') {
+        return valid_key(key.trim())
+            .map(Requirement::DoesNotExist)
+            .ok_or_else(bad);
+    }
+    if let Some((k, v)) = term.split_once("!=") {
+        let key = valid_key(k.trim()).ok_or_else(bad)?;
+        return Ok(Requirement::NotEquals(key, v.trim().to_string()));
+    }
+    if let Some((k, v)) = term.split_once("==").or_else(|| term.split_once('=')) {
+        let key = valid_key(k.trim()).ok_or_else(bad)?;
+        return Ok(Requirement::Equals(key, v.trim().to_string()));
+    }
+    for (word, negated) in [(" notin ", true), (" in ", false)] {
+        if let Some((k, rest)) = term.split_once(word) {
+            let key = valid_key(k.trim()).ok_or_else(bad)?;
+            let list = rest
+                .trim()
+                .strip_prefix('(')
+                .and_then(|r| r.strip_suffix(')'))
+                .ok_or_else(bad)?;
+            let values = list.split(',').map(|v| v.trim().to_string()).collect();
+            return Ok(if negated {
+                Requirement::NotIn(key, values)
+            } else {
+                Requirement::In(key, values)
+            });
+        }
+    }
+    valid_key(term).map(Requirement::Exists).ok_or_else(bad)
+}
+
+fn valid_key(key: &str) -> Option<String> {
+    let ok = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
+    ok.then(|| key.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Kind;
+    use serde_json::json;
+
+    fn pod(name: &str, labels: serde_json::Value) -> Object {
+        Object::new(
+            Kind::Pod,
+            json!({"metadata": {"name": name, "namespace": "demo", "labels": labels}}),
+        )
+    }
+
+    #[test]
+    fn label_selectors_read_every_form_kubectl_sends() {
+        let a = pod("a", json!({"app": "demo", "tier": "web"}));
+        let b = pod("b", json!({"app": "other"}));
+        let pick = |l: &str| {
+            let s = Selector::parse(Some(l), None).unwrap();
+            [&a, &b]
+                .iter()
+                .filter(|o| s.matches(o))
+                .map(|o| o.name().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(pick("app=demo"), ["a"]);
+        assert_eq!(pick("app==demo,tier=web"), ["a"]);
+        assert_eq!(pick("app!=demo"), ["b"]);
+        assert_eq!(pick("app in (other, x)"), ["b"]);
+        assert_eq!(pick("app notin (other),tier"), ["a"]);
+        assert_eq!(pick("!tier"), ["b"]);
+        assert!(Selector::parse(Some("app in other"), None).is_err());
+    }
+
+    #[test]
+    fn field_selectors_pick_by_name_and_refuse_other_fields() {
+        let s = Selector::parse(None, Some("metadata.name=a")).unwrap();
+        assert!(s.matches(&pod("a", json!({}))));
+        assert!(!s.matches(&pod("b", json!({}))));
+        let err = Selector::parse(None, Some("status.phase=Running")).unwrap_err();
+        assert!(
+            err.contains("field label not supported: status.phase"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,328 @@
+//! The API server over HTTP on 127.0.0.1 (port 0), with a bare client: concurrent writers
+//! and watches, malformed requests, and writes that go through the simulation
+//! (`canarysim serve --api --hold`). kubectl itself is driven in `tests/kubectl.rs`.
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+mod support;
+use support::kube::{self, WatchStream};
+
+use canarysim::apiserver::ApiServer;
+use canarysim::apiserver::http::Endpoint;
+
+const SERVICES: &str = "/api/v1/namespaces/demo/services";
+
+/// An API server answered by this thread until `done` is set.
+fn answer_until(endpoint: &mut Endpoint, api: &mut ApiServer, done: &AtomicBool) {
+    while !done.load(Ordering::Relaxed) {
+        endpoint.answer_pending(api, Duration::from_millis(5));
+        endpoint.forward(api);
+    }
+}
+
+#[test]
+fn eight_read_modify_write_clients_lose_no_update_and_watches_see_each_change_once() {
+    const WRITERS: usize = 8;
+    const EACH: u64 = 25;
+    let mut endpoint = Endpoint::start().unwrap();
+    let address = endpoint.address();
+    let mut api = ApiServer::new();
+    let done = Arc::new(AtomicBool::new(false));
+    let svc = json!({"apiVersion": "v1", "kind": "Service",
+                     "metadata": {"name": "counter", "annotations": {"count": "0"}}});
+    let clients = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let (code, _) = kube::send(address, "POST", SERVICES, &svc);
+            assert_eq!(code, 201);
+            let mut watch =
+                WatchStream::open(address, &format!("{SERVICES}?watch=1&resourceVersion=1"));
+            let writers: Vec<_> = (0..WRITERS)
+                .map(|_| {
+                    std::thread::spawn(move || {
+                        let (mut won, mut lost) = (0u64, 0u64);
+                        while won < EACH {
+                            let (_, mut current) =
+                                kube::get(address, &format!("{SERVICES}/counter"));
+                            let n: u64 = current["metadata"]["annotations"]["count"]
+                                .as_str()
+                                .unwrap()
+                                .parse()
+                                .unwrap();
+                            current["metadata"]["annotations"]["count"] =
+                                json!((n + 1).to_string());
+                            let (code, body) = kube::send(
+                                address,
+                                "PUT",
+                                &format!("{SERVICES}/counter"),
+                                &current,
+                            );
+                            match code {
+                                200 => won += 1,
+                                409 => {
+                                    assert_eq!(body["reason"], "Conflict", "{body}");
+                                    lost += 1;
+                                }
+                                other => panic!("a write answered {other}: {body}"),
+                            }
+                        }
+                        (won, lost)
+                    })
+                })
+                .collect();
+            let results: Vec<(u64, u64)> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+            let (_, last) = kube::get(address, &format!("{SERVICES}/counter"));
+            // Every change, in order, none twice.
+            let mut seen = Vec::new();
+            while seen.len() < (WRITERS as u64 * EACH) as usize {
+                let event = watch.next().expect("an event for every write");
+                assert_eq!(event["type"], "MODIFIED");
+                seen.push((
+                    event["object"]["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap()
+                        .parse::<u64>()
+                        .unwrap(),
+                    event["object"]["metadata"]["annotations"]["count"]
+                        .as_str()
+                        .unwrap()
+                        .parse::<u64>()
+                        .unwrap(),
+                ));
+            }
+            done.store(true, Ordering::Relaxed);
+            (results, last, seen)
+        })
+    };
+    answer_until(&mut endpoint, &mut api, &done);
+    let (results, last, seen) = clients.join().unwrap();
+    let won: u64 = results.iter().map(|r| r.0).sum();
+    let lost: u64 = results.iter().map(|r| r.1).sum();
+    assert_eq!(won, WRITERS as u64 * EACH);
+    assert_eq!(
+        last["metadata"]["annotations"]["count"],
+        json!(won.to_string()),
+        "the final count is the number of successful writes: no update lost"
+    );
+    assert!(lost > 0, "8 writers on one object conflict at least once");
+    let counts: Vec<u64> = seen.iter().map(|s| s.1).collect();
+    assert_eq!(
+        counts,
+        (1..=won).collect::<Vec<_>>(),
+        "each change once, in order"
+    );
+    assert!(seen.windows(2).all(|w| w[0].0 < w[1].0));
+    eprintln!("{WRITERS} writers: {won} writes, {lost} answered 409");
+}
+
+#[test]
+fn malformed_requests_get_status_errors_and_the_server_keeps_serving() {
+    let mut endpoint = Endpoint::start().unwrap();
+    let address = endpoint.address();
+    let mut api = ApiServer::new();
+    let done = Arc::new(AtomicBool::new(false));
+    let client = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut answers = Vec::new();
+            answers.push(kube::request(
+                address,
+                "POST",
+                SERVICES,
+                "application/json",
+                b"{\"kind\": ",
+            ));
+            answers.push(kube::get(
+                address,
+                "/apis/example.com/v1/namespaces/demo/widgets",
+            ));
+            answers.push(kube::request(
+                address,
+                "PATCH",
+                &format!("{SERVICES}/none"),
+                "text/plain",
+                b"x",
+            ));
+            let svc = json!({"kind": "Service", "metadata": {"name": "s"}});
+            assert_eq!(kube::send(address, "POST", SERVICES, &svc).0, 201);
+            answers.push(kube::request(
+                address,
+                "PATCH",
+                &format!("{SERVICES}/s"),
+                "application/json-patch+json",
+                b"[{\"op\": \"explode\"}]",
+            ));
+            answers.push(kube::get(
+                address,
+                &format!("{SERVICES}?labelSelector=a%20in%20b"),
+            ));
+            // Not HTTP at all, then a body far over the limit.
+            if let Ok(mut s) = TcpStream::connect(address) {
+                let _ = s.write_all(b"\x00\x01garbage\r\n\r\n");
+            }
+            let huge = vec![b' '; 4 * 1024 * 1024];
+            answers.push(kube::request(
+                address,
+                "POST",
+                SERVICES,
+                "application/json",
+                &huge,
+            ));
+            let still = kube::get(address, SERVICES);
+            done.store(true, Ordering::Relaxed);
+            (answers, still)
+        })
+    };
+    answer_until(&mut endpoint, &mut api, &done);
+    let (answers, still) = client.join().unwrap();
+    let codes: Vec<u16> = answers.iter().map(|a| a.0).collect();
+    assert_eq!(codes, [400, 404, 415, 400, 400, 413]);
+    for (_, body) in &answers {
+        assert_eq!(body["kind"], "Status", "{body}");
+        assert_eq!(body["status"], "Failure");
+        assert!(!body["message"].as_str().unwrap().is_empty());
+    }
+    assert_eq!(still.0, 200, "the server still serves");
+    assert_eq!(still.1["kind"], "ServiceList");
+}
+
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Shared {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+fn weights(vs: &Value) -> Vec<i64> {
+    vs["spec"]["http"][0]["route"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["weight"].as_i64().unwrap())
+        .collect()
+}
+
+#[test]
+fn writes_go_through_the_simulation_as_steps_do() {
+    use canarysim::live::{ApiOptions, ServeOptions, serve};
+    let dir = support::temp_dir();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let plan = canarysim::scenario::load(
+        std::path::Path::new(canarysim::cli::DEFAULT_SCENARIO),
+        &canarysim::cli::EMBEDDED,
+    )
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let out = Shared::default();
+    let (stop_serving, mut writer, config) = (stop.clone(), out.clone(), kubeconfig.clone());
+    let server = std::thread::spawn(move || {
+        let options = ServeOptions {
+            seed: None,
+            hold: true,
+            time_scale: 1.0,
+            api: Some(ApiOptions {
+                kubeconfig: Some(config),
+            }),
+        };
+        serve(&plan, options, stop_serving, &mut writer).unwrap();
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let address: SocketAddr = loop {
+        if let Some(line) = out.text().lines().find(|l| l.starts_with("api server on")) {
+            break line
+                .trim_start_matches("api server on http://")
+                .parse()
+                .unwrap();
+        }
+        assert!(Instant::now() < deadline, "no API address: {}", out.text());
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let config = std::fs::read_to_string(&kubeconfig).unwrap();
+    assert!(
+        config.contains(&format!("server: http://{address}")),
+        "{config}"
+    );
+    assert!(config.contains("namespace: my-demo"));
+    let ns = "/apis/argoproj.io/v1alpha1/namespaces/my-demo/rollouts/rollouts-demo";
+    let vs_path =
+        "/apis/networking.istio.io/v1alpha3/namespaces/my-demo/virtualservices/rollouts-demo-vsvc";
+    let (_, vs) = kube::get(address, vs_path);
+    assert_eq!(weights(&vs), [100, 0], "blue is healthy before any write");
+    let mut watch = WatchStream::open(
+        address,
+        &format!(
+            "/apis/networking.istio.io/v1/namespaces/my-demo/virtualservices?watch=1&resourceVersion={}",
+            vs["metadata"]["resourceVersion"].as_str().unwrap()
+        ),
+    );
+    // What `kubectl apply` of the seed's updated Rollout changes: the image.
+    let (code, _) = kube::merge_patch(
+        address,
+        ns,
+        &json!({"spec": {"template": {"spec": {"containers": [
+            {"name": "rollouts-demo", "image": "argoproj/rollouts-demo:yellow"}]}}}}),
+    );
+    assert_eq!(code, 200);
+    let (_, vs) = kube::get(address, vs_path);
+    assert_eq!(
+        weights(&vs),
+        [80, 20],
+        "paused at setWeight 20 once the write settled"
+    );
+    let (_, ro) = kube::get(address, ns);
+    assert_eq!(
+        ro["status"]["pauseConditions"][0]["reason"],
+        "CanaryPauseStep"
+    );
+    // What the plugin's promote sends for a pause step.
+    let (code, _) = kube::merge_patch(
+        address,
+        &format!("{ns}/status"),
+        &json!({"status": {"pauseConditions": null}}),
+    );
+    assert_eq!(code, 200);
+    let (_, ro) = kube::get(address, ns);
+    assert_eq!(ro["status"]["phase"], "Healthy", "{}", ro["status"]);
+    let mut seen = Vec::new();
+    while seen.last() != Some(&vec![100, 0]) || seen.len() < 2 {
+        let event = watch.next().expect("a VirtualService event per weight");
+        assert_eq!(event["object"]["apiVersion"], "networking.istio.io/v1");
+        seen.push(weights(&event["object"]));
+    }
+    assert_eq!(
+        seen,
+        [
+            vec![80, 20],
+            vec![60, 40],
+            vec![40, 60],
+            vec![20, 80],
+            vec![0, 100],
+            vec![100, 0]
+        ]
+    );
+    stop.store(true, Ordering::Relaxed);
+    server.join().unwrap();
+    assert!(out.text().contains("stopped; every port closed"));
+    assert!(
+        TcpStream::connect(address).is_err(),
+        "the API port is closed"
+    );
+}
