@@ -326,3 +326,86 @@ fn writes_go_through_the_simulation_as_steps_do() {
         "the API port is closed"
     );
 }
+
+#[test]
+fn while_the_steps_play_on_the_wall_clock_the_api_answers_and_watches_follow() {
+    use canarysim::live::{ApiOptions, ServeOptions, serve};
+    let dir = support::temp_dir();
+    let plan = canarysim::scenario::load(
+        std::path::Path::new(canarysim::cli::DEFAULT_SCENARIO),
+        &canarysim::cli::EMBEDDED,
+    )
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let out = Shared::default();
+    let (stop_serving, mut writer) = (stop.clone(), out.clone());
+    let config = dir.path().join("kubeconfig");
+    let server = std::thread::spawn(move || {
+        let options = ServeOptions {
+            seed: None,
+            hold: false,
+            // The walkthrough's 5 minutes of scenario time in about 2.5 s.
+            time_scale: 120.0,
+            api: Some(ApiOptions {
+                kubeconfig: Some(config),
+            }),
+        };
+        serve(&plan, options, stop_serving, &mut writer).unwrap();
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let address: SocketAddr = loop {
+        if let Some(line) = out.text().lines().find(|l| l.starts_with("api server on")) {
+            break line
+                .trim_start_matches("api server on http://")
+                .parse()
+                .unwrap();
+        }
+        assert!(Instant::now() < deadline, "no API address: {}", out.text());
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut watch = WatchStream::open(
+        address,
+        "/apis/networking.istio.io/v1/namespaces/my-demo/virtualservices?watch=1",
+    );
+    let first = watch.next().expect("the VirtualService as ADDED");
+    assert_eq!(first["type"], "ADDED");
+    // Reads are answered while the steps run.
+    let mut reads = 0;
+    while !out.text().contains("all steps done") {
+        assert!(
+            Instant::now() < deadline,
+            "the steps did not finish: {}",
+            out.text()
+        );
+        let (code, _) = kube::get(
+            address,
+            "/apis/argoproj.io/v1alpha1/namespaces/my-demo/rollouts/rollouts-demo",
+        );
+        assert_eq!(code, 200);
+        reads += 1;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(reads > 5, "{reads} reads while the steps ran");
+    let mut seen = vec![weights(&first["object"])];
+    while seen.last() != Some(&vec![100, 0]) || seen.len() < 2 {
+        let event = watch.next().expect("an event per weight change");
+        seen.push(weights(&event["object"]));
+    }
+    seen.dedup();
+    assert_eq!(
+        seen,
+        [
+            vec![100, 0],
+            vec![80, 20],
+            vec![60, 40],
+            vec![40, 60],
+            vec![20, 80],
+            vec![0, 100],
+            vec![100, 0]
+        ],
+        "{}",
+        out.text()
+    );
+    stop.store(true, Ordering::Relaxed);
+    server.join().unwrap();
+}
