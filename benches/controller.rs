@@ -15,7 +15,7 @@ const NS: &str = "my-demo";
 fn reconcile(c: &mut Criterion) {
     let world = seed::paused_at_20(1);
     let mut api = world.api.clone();
-    api.keep_log = false;
+    api.set_keep_log(false);
     let now = world.now();
     let settings = Settings::default();
 

@@ -31,6 +31,8 @@ pub struct ClusterConfig {
     pub push_delay: Duration,
     /// The Istio release whose admission webhook validates VirtualService writes.
     pub istio_weight_rules: crate::apiserver::admission::IstioWeightRules,
+    /// Keep the API server's watch log (only watches read it: `serve --api`).
+    pub watch_log: bool,
 }
 
 impl Default for ClusterConfig {
@@ -40,6 +42,7 @@ impl Default for ClusterConfig {
             controller: Settings::default(),
             push_delay: mesh::DEFAULT_PUSH_DELAY,
             istio_weight_rules: Default::default(),
+            watch_log: false,
         }
     }
 }
@@ -88,6 +91,7 @@ impl World {
     pub fn new(config: ClusterConfig, seed: u64) -> Self {
         let mut api = ApiServer::new();
         api.istio_weight_rules = config.istio_weight_rules;
+        api.set_keep_log(config.watch_log);
         World {
             api,
             config,

@@ -72,7 +72,14 @@ fn manifests() -> Vec<Manifest> {
 
 /// Deploys, rolls out demo:2 to the end, waits out the scale-down delay.
 fn full_rollout(seed: u64) -> World {
-    let mut world = World::new(ClusterConfig::default(), seed);
+    let mut world = World::new(
+        ClusterConfig {
+            // These tests read the object history.
+            watch_log: true,
+            ..ClusterConfig::default()
+        },
+        seed,
+    );
     world.apply(&manifests()).unwrap();
     world.advance(Duration::from_secs(30)).unwrap();
     world.set_image("shop", "demo", "app", "demo:2").unwrap();

@@ -30,7 +30,14 @@ fn phase(world: &World) -> String {
 /// Deploys seed 004, updates the image, and advances to the first pause, pushing a new
 /// route table at every instant the store changed. Returns the world and the mesh.
 fn paused_at_twenty() -> (World, Mesh) {
-    let mut world = World::new(ClusterConfig::default(), 1);
+    let mut world = World::new(
+        ClusterConfig {
+            // These tests read the object history.
+            watch_log: true,
+            ..ClusterConfig::default()
+        },
+        1,
+    );
     world
         .apply(&manifests(&[
             "seed-004-rollout.yaml",

@@ -128,14 +128,18 @@ pub struct WatchEvent {
 #[derive(Debug, Default, Clone)]
 pub struct ApiServer {
     objects: BTreeMap<ObjectKey, Object>,
+    /// Objects by the uid of each owner their `metadata.ownerReferences` name (what a
+    /// controller lists its children by; a workload may have thousands of pods).
+    owned: BTreeMap<String, std::collections::BTreeSet<ObjectKey>>,
     resource_version: u64,
     uid_counter: u64,
     now: SimTime,
     log: Vec<WatchEvent>,
     /// The newest resourceVersion dropped from the log by [`ApiServer::compact_log`].
     compacted: u64,
-    /// Keep the watch log (on by default; benchmarks may turn it off).
-    pub keep_log: bool,
+    /// Keep the watch log (on by default; the simulated world turns it off, `serve --api`
+    /// on: only watches read it). See [`ApiServer::set_keep_log`].
+    keep_log: bool,
     /// Which istiod validates VirtualService writes.
     pub istio_weight_rules: IstioWeightRules,
 }
@@ -146,6 +150,15 @@ impl ApiServer {
             keep_log: true,
             ..Default::default()
         }
+    }
+
+    /// Turns the watch log on or off. While it is off, nothing before the current
+    /// resourceVersion can be watched ([`ApiServer::watchable_since`]).
+    pub fn set_keep_log(&mut self, on: bool) {
+        if on && !self.keep_log {
+            self.compacted = self.resource_version;
+        }
+        self.keep_log = on;
     }
 
     /// Sets the time stamped on creations and watch events.
@@ -339,6 +352,7 @@ impl ApiServer {
 
     pub fn delete(&mut self, kind: Kind, namespace: &str, name: &str) -> Result<Object, ApiError> {
         let key = ObjectKey::new(kind, namespace, name);
+        self.index_owners(&key, None);
         let object = self
             .objects
             .remove(&key)
@@ -347,7 +361,9 @@ impl ApiServer {
                 name: name.to_string(),
             })?;
         self.resource_version += 1;
-        if self.keep_log {
+        if !self.keep_log {
+            self.compacted = self.resource_version;
+        } else {
             self.log.push(WatchEvent {
                 event_type: EventType::Deleted,
                 resource_version: self.resource_version,
@@ -392,15 +408,12 @@ impl ApiServer {
             if uid.is_null() {
                 continue;
             }
-            let owned: Vec<ObjectKey> = self
-                .objects
-                .iter()
-                .filter(|(_, o)| {
-                    o.value["metadata"]["ownerReferences"]
-                        .as_array()
-                        .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid))
-                })
-                .map(|(k, _)| k.clone())
+            let owned: Vec<ObjectKey> = uid
+                .as_str()
+                .and_then(|u| self.owned.get(u))
+                .into_iter()
+                .flatten()
+                .cloned()
                 .collect();
             for key in owned {
                 let gone = self.delete(key.kind, &key.namespace, &key.name)?;
@@ -422,7 +435,9 @@ impl ApiServer {
             "resourceVersion".into(),
             Value::String(self.resource_version.to_string()),
         );
-        if self.keep_log {
+        if !self.keep_log {
+            self.compacted = self.resource_version;
+        } else {
             self.log.push(WatchEvent {
                 event_type,
                 resource_version: self.resource_version,
@@ -430,9 +445,52 @@ impl ApiServer {
                 object: object.clone(),
             });
         }
+        self.index_owners(&key, Some(&object));
         self.objects.insert(key, object.clone());
         object
     }
+
+    /// Updates the owner index for `key` as it becomes `next` (None: deleted).
+    fn index_owners(&mut self, key: &ObjectKey, next: Option<&Object>) {
+        let before = self.objects.get(key).map(owner_uids).unwrap_or_default();
+        let after = next.map(owner_uids).unwrap_or_default();
+        if before == after {
+            return;
+        }
+        for uid in before {
+            if let Some(set) = self.owned.get_mut(&uid) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.owned.remove(&uid);
+                }
+            }
+        }
+        for uid in after {
+            self.owned.entry(uid).or_default().insert(key.clone());
+        }
+    }
+
+    /// Objects of `kind` in `namespace` that name `owner_uid` among their owners, ordered by
+    /// name.
+    pub fn owned_by(&self, kind: Kind, namespace: &str, owner_uid: &str) -> Vec<&Object> {
+        self.owned
+            .get(owner_uid)
+            .into_iter()
+            .flatten()
+            .filter(|k| k.kind == kind && k.namespace == namespace)
+            .filter_map(|k| self.objects.get(k))
+            .collect()
+    }
+}
+
+/// The uids of the owners an object names.
+fn owner_uids(object: &Object) -> Vec<String> {
+    object.value["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["uid"].as_str().map(str::to_string))
+        .collect()
 }
 
 /// Whether anything outside `metadata` and `status` differs (what bumps `generation`).

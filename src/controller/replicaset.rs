@@ -126,30 +126,48 @@ fn reconcile_one(
     let mut changed = false;
     let mut wake = None;
 
-    let mut pods = owned_pods(api, rs);
+    // By name: a pod is cloned only when it is written (a workload may have thousands).
+    let mut names: Vec<String> = owned_pods(api, rs)
+        .iter()
+        .map(|p| p.name().to_string())
+        .collect();
     // Scale up.
-    while pods.len() < want {
+    while names.len() < want {
         let pod = new_pod(rs, lifecycle, rng, api);
-        pods.push(api.create(pod)?);
+        names.push(api.create(pod)?.name().to_string());
         changed = true;
     }
     // Scale down: not-ready first, then the youngest (as the ReplicaSet controller ranks).
-    if pods.len() > want {
-        pods.sort_by(|a, b| {
-            pod_is_ready(a)
-                .cmp(&pod_is_ready(b))
-                .then_with(|| b.creation_timestamp().cmp(a.creation_timestamp()))
-                .then_with(|| b.name().cmp(a.name()))
+    if names.len() > want {
+        let mut ranked: Vec<(bool, String, String)> = Vec::with_capacity(names.len());
+        for name in names.drain(..) {
+            let pod = api.get(Kind::Pod, &ns, &name)?;
+            ranked.push((
+                pod_is_ready(pod),
+                pod.creation_timestamp().to_string(),
+                name,
+            ));
+        }
+        ranked.sort_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| b.1.cmp(&a.1))
+                .then_with(|| b.2.cmp(&a.2))
         });
-        for pod in pods.drain(..pods.len() - want) {
-            api.delete(Kind::Pod, &ns, pod.name())?;
-            changed = true;
+        let excess = ranked.len() - want;
+        for (i, (_, _, name)) in ranked.into_iter().enumerate() {
+            if i < excess {
+                api.delete(Kind::Pod, &ns, &name)?;
+                changed = true;
+            } else {
+                names.push(name);
+            }
         }
     }
     // Kubelet: Pods turn Ready after `ready_after`.
     let mut ready = 0;
     let mut available = 0;
-    for pod in &pods {
+    for name in &names {
+        let pod = api.get(Kind::Pod, &ns, name)?;
         if lifecycle.crash_loops(pod) {
             let created = SimTime::parse_rfc3339(pod.creation_timestamp()).unwrap_or(now);
             let started = created.after(lifecycle.ready_after);
@@ -193,8 +211,8 @@ fn reconcile_one(
     }
     // ReplicaSet status.
     let status = json!({
-        "replicas": pods.len(),
-        "fullyLabeledReplicas": pods.len(),
+        "replicas": names.len(),
+        "fullyLabeledReplicas": names.len(),
         "readyReplicas": ready,
         "availableReplicas": available,
         "observedGeneration": rs.generation(),
@@ -210,24 +228,11 @@ fn reconcile_one(
 }
 
 /// Pods owned by `rs` (matched by owner reference), oldest first.
-pub fn owned_pods(api: &ApiServer, rs: &Object) -> Vec<Object> {
-    let uid = rs.metadata().and_then(|m| m.get("uid")).cloned();
-    let mut pods: Vec<Object> = api
-        .list(Kind::Pod, Some(rs.namespace()), None)
-        .into_iter()
-        .filter(|p| {
-            p.metadata()
-                .and_then(|m| m.get("ownerReferences"))
-                .and_then(Value::as_array)
-                .is_some_and(|refs| refs.iter().any(|r| r.get("uid") == uid.as_ref()))
-        })
-        .cloned()
-        .collect();
-    pods.sort_by(|a, b| {
-        a.creation_timestamp()
-            .cmp(b.creation_timestamp())
-            .then_with(|| a.name().cmp(b.name()))
-    });
+pub fn owned_pods<'a>(api: &'a ApiServer, rs: &Object) -> Vec<&'a Object> {
+    let uid = rs.value["metadata"]["uid"].as_str().unwrap_or_default();
+    let mut pods = api.owned_by(Kind::Pod, rs.namespace(), uid);
+    // Each key read once: a field lookup costs more than a comparison.
+    pods.sort_by_cached_key(|p| (p.creation_timestamp(), p.name()));
     pods
 }
 
@@ -344,12 +349,15 @@ fn mark_ready(pod: &mut Object, at: SimTime) {
 /// Crashes up to `count` of the ReplicaSet's Pods (deletes them; the ReplicaSet replaces
 /// them). Returns how many were removed.
 pub fn fail_pods(api: &mut ApiServer, rs: &Object, count: usize) -> Result<usize, ApiError> {
-    let pods = owned_pods(api, rs);
-    let n = count.min(pods.len());
-    for pod in &pods[..n] {
-        api.delete(Kind::Pod, pod.namespace(), pod.name())?;
+    let doomed: Vec<(String, String)> = owned_pods(api, rs)
+        .iter()
+        .take(count)
+        .map(|p| (p.namespace().to_string(), p.name().to_string()))
+        .collect();
+    for (ns, name) in &doomed {
+        api.delete(Kind::Pod, ns, name)?;
     }
-    Ok(n)
+    Ok(doomed.len())
 }
 
 /// The earlier of two optional instants.

@@ -1167,18 +1167,27 @@ impl Reconciler<'_> {
             let mut next = current.clone();
             let existing = super::ephemeral::injected(&next.value);
             // A scaled-down ReplicaSet's template is synced; it has no pods to sync.
-            let pods = if rs.spec == 0 {
+            let pods: Vec<String> = if rs.spec == 0 {
                 Vec::new()
             } else {
                 super::replicaset::owned_pods(self.api, &next)
+                    .iter()
+                    .map(|p| p.name().to_string())
+                    .collect()
             };
             if super::ephemeral::sync_replica_set(&mut next.value, desired) {
                 self.api.update(next)?;
                 self.outcome.changed = true;
             }
-            for mut p in pods {
-                let meta = crate::model::object::object_entry(&mut p.value, "metadata");
-                if super::ephemeral::sync(meta, existing.as_ref(), desired) {
+            for name in pods {
+                let Ok(pod) = self.api.get(Kind::Pod, &rs.namespace, &name) else {
+                    continue;
+                };
+                // Only the metadata is copied to compare; the pod only when it changes.
+                let mut meta = pod.value.get("metadata").cloned().unwrap_or(Value::Null);
+                if super::ephemeral::sync(&mut meta, existing.as_ref(), desired) {
+                    let mut p = pod.clone();
+                    p.value["metadata"] = meta;
                     self.api.update(p)?;
                     self.outcome.changed = true;
                 }
@@ -1225,9 +1234,11 @@ impl Reconciler<'_> {
         let mut pods = Vec::new();
         for rs in &ordered {
             if let Ok(rs_object) = self.api.get(Kind::ReplicaSet, &rs.namespace, rs.name()) {
-                pods.extend(crate::controller::replicaset::owned_pods(
-                    self.api, rs_object,
-                ));
+                pods.extend(
+                    crate::controller::replicaset::owned_pods(self.api, rs_object)
+                        .into_iter()
+                        .cloned(),
+                );
             }
         }
         let n = spec.desired_replicas();

@@ -141,7 +141,8 @@ pub fn serve<'p>(
     out: &'p mut dyn Write,
 ) -> Result<(), LiveError> {
     let seed = options.seed.unwrap_or(plan.seed);
-    let mut runner = Runner::new(plan, options.seed);
+    // Watches over HTTP read the store's log, from the first write.
+    let mut runner = Runner::with_watch_log(plan, options.seed, options.api.is_some());
     let mut live = Live::start(&plan.backends, &plan.namespace, seed)?;
     let (lb, mode) = plan.data_plane();
     live.set_data_plane(lb, mode);

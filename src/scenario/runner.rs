@@ -66,6 +66,12 @@ type LoadHook<'p> = Box<dyn FnMut(&mut World, &load::Workload) -> Result<LoadRes
 
 impl<'p> Runner<'p> {
     pub fn new(plan: &'p Plan, seed: Option<u64>) -> Self {
+        Runner::with_watch_log(plan, seed, false)
+    }
+
+    /// [`Runner::new`], with the API server's watch log kept from the first write (for
+    /// watches over HTTP).
+    pub fn with_watch_log(plan: &'p Plan, seed: Option<u64>, watch_log: bool) -> Self {
         let seed = seed.unwrap_or(plan.seed);
         let config = ClusterConfig {
             pods: PodLifecycle {
@@ -76,6 +82,7 @@ impl<'p> Runner<'p> {
             },
             push_delay: plan.push_delay,
             istio_weight_rules: plan.istio_weight_rules,
+            watch_log,
             ..ClusterConfig::default()
         };
         let mut world = World::new(config, seed);
