@@ -55,5 +55,47 @@ fn reconcile(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, reconcile);
+/// A Rollout of `replicas` pods deployed, then a new image rolled through a setWeight 50
+/// step to Healthy (what `/tmp`-style scale runs do, without the scenario runner).
+fn roll_out(replicas: usize) -> usize {
+    use canarysim::sim::{ClusterConfig, World};
+    let manifest = format!(
+        "apiVersion: argoproj.io/v1alpha1
+kind: Rollout
+metadata: {{name: demo}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: demo}}}}
+  template:
+    metadata: {{labels: {{app: demo}}}}
+    spec:
+      containers: [{{name: app, image: \"demo:1\"}}]
+  strategy: {{canary: {{steps: [{{setWeight: 50}}]}}}}
+"
+    );
+    let manifests = canarysim::model::yaml::load_str("scale.yaml", &manifest, "ns").unwrap();
+    let mut w = World::new(ClusterConfig::default(), 1);
+    w.apply(&manifests).unwrap();
+    w.advance(Duration::from_secs(60)).unwrap();
+    w.set_image("ns", "demo", "*", "demo:2").unwrap();
+    w.advance(Duration::from_secs(600)).unwrap();
+    w.api.list(Kind::Pod, None, None).len()
+}
+
+/// Time per pod at 1,000 replicas against 100 (same run): 1.0 means the cost grows
+/// linearly with the pods.
+fn scale(c: &mut Criterion) {
+    let mut g = c.benchmark_group("scale");
+    g.sample_size(10);
+    for replicas in [100, 1000] {
+        g.throughput(Throughput::Elements(replicas as u64));
+        g.bench_function(
+            format!("{replicas} replicas, deploy + canary to Healthy"),
+            |b| b.iter(|| assert_eq!(roll_out(black_box(replicas)), replicas)),
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(benches, reconcile, scale);
 criterion_main!(benches);
