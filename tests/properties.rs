@@ -1,5 +1,7 @@
-//! Properties of the controller and the data plane over random Rollouts and random
-//! sequences of what users do (images, promote, promote --full, abort, retry, waits): every
+//! Properties of the controller and the data plane over random Rollouts (replicas, surge and
+//! unavailable budgets, setWeight, pauses and setCanaryScale steps, dynamicStableScale) and
+//! random sequences of what users do (images, promote, promote --full, abort, retry, waits,
+//! pods crashing): every
 //! route's weights stay in 0..100 and sum to 100 after every event; the run is the same
 //! for the same seed; and after `promote --full` every rollout ends Healthy within bounded
 //! scenario time, its replicas as asked (an abort before it included: this property found
@@ -18,6 +20,10 @@ mod support;
 enum Step {
     SetWeight(u32),
     Pause(Option<u32>),
+    /// setCanaryScale: a share of the replicas, a pod count, or back to the traffic weight.
+    CanaryScaleWeight(u32),
+    CanaryScaleReplicas(u32),
+    CanaryScaleMatchTraffic,
 }
 
 #[derive(Debug, Clone)]
@@ -28,12 +34,17 @@ enum Act {
     Abort,
     Retry,
     Wait(u32),
+    /// Pods of the canary (true) or stable ReplicaSet crash.
+    FailPods(bool, u32),
 }
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         (0u32..=20).prop_map(|w| Step::SetWeight(w * 5)),
         prop::option::of(0u32..=60).prop_map(Step::Pause),
+        (0u32..=10).prop_map(|w| Step::CanaryScaleWeight(w * 10)),
+        (0u32..=4).prop_map(Step::CanaryScaleReplicas),
+        Just(Step::CanaryScaleMatchTraffic),
     ]
 }
 
@@ -45,6 +56,7 @@ fn act() -> impl Strategy<Value = Act> {
         1 => Just(Act::Abort),
         1 => Just(Act::Retry),
         3 => (1u32..=120).prop_map(Act::Wait),
+        1 => (any::<bool>(), 1u32..=3).prop_map(|(canary, n)| Act::FailPods(canary, n)),
     ]
 }
 
@@ -52,6 +64,7 @@ fn act() -> impl Strategy<Value = Act> {
 fn scenario(
     replicas: u32,
     (surge, unavailable): (&str, &str),
+    dynamic_stable_scale: bool,
     steps: &[Step],
     acts: &[Act],
 ) -> String {
@@ -63,6 +76,9 @@ fn scenario(
             Step::SetWeight(w) => format!("{{setWeight: {w}}}"),
             Step::Pause(Some(d)) => format!("{{pause: {{duration: {d}s}}}}"),
             Step::Pause(None) => "{pause: {}}".to_string(),
+            Step::CanaryScaleWeight(w) => format!("{{setCanaryScale: {{weight: {w}}}}}"),
+            Step::CanaryScaleReplicas(n) => format!("{{setCanaryScale: {{replicas: {n}}}}}"),
+            Step::CanaryScaleMatchTraffic => "{setCanaryScale: {matchTrafficWeight: true}}".into(),
         })
         .collect();
     let mut image = 1;
@@ -80,6 +96,10 @@ fn scenario(
             Act::Abort => "  - abort: rollouts-demo".into(),
             Act::Retry => "  - retry: rollouts-demo".into(),
             Act::Wait(s) => format!("  - wait: {s}s"),
+            Act::FailPods(canary, n) => format!(
+                "  - fail_pods: {{rollout: rollouts-demo, role: {}, count: {n}}}",
+                if *canary { "canary" } else { "stable" }
+            ),
         });
     }
     format!(
@@ -108,6 +128,7 @@ manifests:
             stableService: rollouts-demo-stable
             maxSurge: {surge}
             maxUnavailable: {unavailable}
+            dynamicStableScale: {dynamic_stable_scale}
             trafficRouting:
               istio:
                 virtualService: {{name: rollouts-demo-vsvc, routes: [primary]}}
@@ -159,10 +180,11 @@ proptest! {
         budget in prop_oneof![
             Just(("25%", "25%")), Just(("1", "0")), Just(("0", "1")), Just(("2", "1")), Just(("50%", "0"))
         ],
+        dynamic_stable_scale in any::<bool>(),
         steps in prop::collection::vec(step(), 1..=4),
         acts in prop::collection::vec(act(), 1..=8),
     ) {
-        let text = scenario(replicas, budget, &steps, &acts);
+        let text = scenario(replicas, budget, dynamic_stable_scale, &steps, &acts);
         let path = support::write_temp("property.yaml", &text);
         let first = run_json(&path);
         // Weights in 0..100 summing to 100, after every event of the run.
