@@ -481,6 +481,23 @@ fn serve(
     }
 }
 
+/// A simulated run, with a spinner on a terminal (the step running, the scenario time).
+fn run_simulated(plan: &scenario::Plan, seed: Option<u64>) -> scenario::RunReport {
+    let progress = crate::progress::RunProgress::new(&plan.name, plan.steps.len());
+    let mut runner = scenario::Runner::new(plan, seed);
+    if let Some(show) = progress.clock() {
+        runner.on_instant(move |w| show(&w.now()));
+    }
+    for (i, step) in plan.steps.iter().enumerate() {
+        progress.step(i + 1, &step.summary());
+        if runner.step().is_none() {
+            break;
+        }
+    }
+    progress.finish();
+    runner.finish()
+}
+
 /// Sets `stop` on Ctrl-C or SIGTERM (watched on a thread of its own).
 fn stop_on_signal(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::io::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -807,7 +824,7 @@ fn run(
     for p in &scenario_paths {
         match scenario::load(p, files.0) {
             Ok(plan) => match mode {
-                RunMode::Simulated => reports.push(scenario::run(&plan, seed)),
+                RunMode::Simulated => reports.push(run_simulated(&plan, seed)),
                 RunMode::Live { time_scale } => {
                     match crate::live::run_live(&plan, seed, time_scale) {
                         Ok(r) => reports.push(r),

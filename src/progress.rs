@@ -75,3 +75,52 @@ impl LoadProgress {
         }
     }
 }
+
+/// A simulated run's progress: a spinner on stderr with the step running and the scenario
+/// time reached, so a long run visibly moves. Off when stdout is not a terminal (and so in
+/// tests and pipes).
+pub struct RunProgress {
+    bar: Option<ProgressBar>,
+    steps: usize,
+}
+
+impl RunProgress {
+    pub fn new(scenario: &str, steps: usize) -> RunProgress {
+        if !std::io::stdout().is_terminal() {
+            return RunProgress { bar: None, steps };
+        }
+        let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::with_template("{spinner} {elapsed} {prefix} {msg}") {
+            bar.set_style(style);
+        }
+        bar.set_prefix(scenario.to_string());
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        RunProgress {
+            bar: Some(bar),
+            steps,
+        }
+    }
+
+    /// A handle to show the scenario time from the runner's hook (None when off).
+    pub fn clock(&self) -> Option<impl Fn(&dyn std::fmt::Display) + use<>> {
+        let bar = self.bar.clone()?;
+        Some(move |now: &dyn std::fmt::Display| {
+            let message = bar.message();
+            let step = message.split(" · ").next().unwrap_or("").to_string();
+            bar.set_message(format!("{step} · {now}"));
+        })
+    }
+
+    /// The step about to run (1-based).
+    pub fn step(&self, number: usize, summary: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!("step {number}/{}: {summary}", self.steps));
+        }
+    }
+
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
