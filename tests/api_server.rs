@@ -4,13 +4,14 @@
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 mod support;
+use support::Shared;
 use support::kube::{self, WatchStream};
 
 use canarysim::apiserver::ApiServer;
@@ -192,22 +193,68 @@ fn malformed_requests_get_status_errors_and_the_server_keeps_serving() {
     assert_eq!(still.1["kind"], "ServiceList");
 }
 
-#[derive(Clone, Default)]
-struct Shared(Arc<Mutex<Vec<u8>>>);
+/// `serve` with the API on a thread, the seed walkthrough; stopped when dropped.
+struct Served {
+    stop: Arc<AtomicBool>,
+    server: Option<std::thread::JoinHandle<()>>,
+    out: Shared,
+    address: SocketAddr,
+}
 
-impl Write for Shared {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
+impl Served {
+    fn start(hold: bool, time_scale: f64, kubeconfig: std::path::PathBuf) -> Served {
+        use canarysim::live::{ApiOptions, ServeOptions, serve};
+        let plan = canarysim::scenario::load(
+            std::path::Path::new(canarysim::cli::DEFAULT_SCENARIO),
+            &canarysim::cli::EMBEDDED,
+        )
+        .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let out = Shared::default();
+        let (stop_serving, mut writer) = (stop.clone(), out.clone());
+        let server = std::thread::spawn(move || {
+            let options = ServeOptions {
+                seed: None,
+                hold,
+                time_scale,
+                api: Some(ApiOptions {
+                    kubeconfig: Some(kubeconfig),
+                }),
+            };
+            serve(&plan, options, stop_serving, &mut writer).unwrap();
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let address = loop {
+            if let Some(line) = out.text().lines().find(|l| l.starts_with("api server on")) {
+                break line
+                    .trim_start_matches("api server on http://")
+                    .parse()
+                    .unwrap();
+            }
+            assert!(Instant::now() < deadline, "no API address: {}", out.text());
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        Served {
+            stop,
+            server: Some(server),
+            out,
+            address,
+        }
     }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
+
+    /// Stops serving; what it printed.
+    fn stop(mut self) -> String {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(s) = self.server.take() {
+            s.join().unwrap();
+        }
+        self.out.text()
     }
 }
 
-impl Shared {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 
@@ -222,39 +269,10 @@ fn weights(vs: &Value) -> Vec<i64> {
 
 #[test]
 fn writes_go_through_the_simulation_as_steps_do() {
-    use canarysim::live::{ApiOptions, ServeOptions, serve};
     let dir = support::temp_dir();
     let kubeconfig = dir.path().join("kubeconfig");
-    let plan = canarysim::scenario::load(
-        std::path::Path::new(canarysim::cli::DEFAULT_SCENARIO),
-        &canarysim::cli::EMBEDDED,
-    )
-    .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let out = Shared::default();
-    let (stop_serving, mut writer, config) = (stop.clone(), out.clone(), kubeconfig.clone());
-    let server = std::thread::spawn(move || {
-        let options = ServeOptions {
-            seed: None,
-            hold: true,
-            time_scale: 1.0,
-            api: Some(ApiOptions {
-                kubeconfig: Some(config),
-            }),
-        };
-        serve(&plan, options, stop_serving, &mut writer).unwrap();
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let address: SocketAddr = loop {
-        if let Some(line) = out.text().lines().find(|l| l.starts_with("api server on")) {
-            break line
-                .trim_start_matches("api server on http://")
-                .parse()
-                .unwrap();
-        }
-        assert!(Instant::now() < deadline, "no API address: {}", out.text());
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let served = Served::start(true, 1.0, kubeconfig.clone());
+    let address = served.address;
     let config = std::fs::read_to_string(&kubeconfig).unwrap();
     assert!(
         config.contains(&format!("server: http://{address}")),
@@ -318,9 +336,7 @@ fn writes_go_through_the_simulation_as_steps_do() {
             vec![100, 0]
         ]
     );
-    stop.store(true, Ordering::Relaxed);
-    server.join().unwrap();
-    assert!(out.text().contains("stopped; every port closed"));
+    assert!(served.stop().contains("stopped; every port closed"));
     assert!(
         TcpStream::connect(address).is_err(),
         "the API port is closed"
@@ -329,40 +345,11 @@ fn writes_go_through_the_simulation_as_steps_do() {
 
 #[test]
 fn while_the_steps_play_on_the_wall_clock_the_api_answers_and_watches_follow() {
-    use canarysim::live::{ApiOptions, ServeOptions, serve};
     let dir = support::temp_dir();
-    let plan = canarysim::scenario::load(
-        std::path::Path::new(canarysim::cli::DEFAULT_SCENARIO),
-        &canarysim::cli::EMBEDDED,
-    )
-    .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let out = Shared::default();
-    let (stop_serving, mut writer) = (stop.clone(), out.clone());
-    let config = dir.path().join("kubeconfig");
-    let server = std::thread::spawn(move || {
-        let options = ServeOptions {
-            seed: None,
-            hold: false,
-            // The walkthrough's 5 minutes of scenario time in about 2.5 s.
-            time_scale: 120.0,
-            api: Some(ApiOptions {
-                kubeconfig: Some(config),
-            }),
-        };
-        serve(&plan, options, stop_serving, &mut writer).unwrap();
-    });
+    // The walkthrough's 5 minutes of scenario time in about 2.5 s.
+    let served = Served::start(false, 120.0, dir.path().join("kubeconfig"));
+    let (address, out) = (served.address, served.out.clone());
     let deadline = Instant::now() + Duration::from_secs(120);
-    let address: SocketAddr = loop {
-        if let Some(line) = out.text().lines().find(|l| l.starts_with("api server on")) {
-            break line
-                .trim_start_matches("api server on http://")
-                .parse()
-                .unwrap();
-        }
-        assert!(Instant::now() < deadline, "no API address: {}", out.text());
-        std::thread::sleep(Duration::from_millis(10));
-    };
     let mut watch = WatchStream::open(
         address,
         "/apis/networking.istio.io/v1/namespaces/my-demo/virtualservices?watch=1",
@@ -406,6 +393,5 @@ fn while_the_steps_play_on_the_wall_clock_the_api_answers_and_watches_follow() {
         "{}",
         out.text()
     );
-    stop.store(true, Ordering::Relaxed);
-    server.join().unwrap();
+    served.stop();
 }

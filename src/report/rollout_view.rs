@@ -18,8 +18,8 @@
 //! only differs for East-Asian wide or zero-width characters), and the
 //! `TERM=dumb` colour override is left to the caller.
 
+pub use crate::go::human_duration;
 use std::fmt::Write as _;
-use std::time::Duration;
 
 pub use crate::rollout_info::{
     ImageView, PodView, ReplicaSetView, RevisionView, RolloutView, ScaleDownDelay,
@@ -105,51 +105,6 @@ pub fn pod_icon(status: &str) -> &'static str {
         "ImagePullBackOff" | "RegistryUnavailable" => ICON_WARNING,
         "Unknown" => ICON_UNKNOWN,
         _ => " ",
-    }
-}
-
-/// Port of `k8s.io/apimachinery/pkg/util/duration.HumanDuration` for
-/// non-negative durations (sub-second parts are truncated, as in Go).
-pub fn human_duration(d: Duration) -> String {
-    let seconds = d.as_secs();
-    if seconds < 60 * 2 {
-        return format!("{seconds}s");
-    }
-    let minutes = seconds / 60;
-    if minutes < 10 {
-        let s = seconds % 60;
-        if s == 0 {
-            return format!("{minutes}m");
-        }
-        return format!("{minutes}m{s}s");
-    } else if minutes < 60 * 3 {
-        return format!("{minutes}m");
-    }
-    let hours = seconds / 3600;
-    if hours < 8 {
-        let m = minutes % 60;
-        if m == 0 {
-            return format!("{hours}h");
-        }
-        format!("{hours}h{m}m")
-    } else if hours < 48 {
-        format!("{hours}h")
-    } else if hours < 24 * 8 {
-        let h = hours % 24;
-        if h == 0 {
-            return format!("{}d", hours / 24);
-        }
-        format!("{}d{h}h", hours / 24)
-    } else if hours < 24 * 365 * 2 {
-        format!("{}d", hours / 24)
-    } else if hours < 24 * 365 * 8 {
-        let dy = (hours / 24) % 365;
-        if dy == 0 {
-            return format!("{}y", hours / 24 / 365);
-        }
-        format!("{}y{dy}d", hours / 24 / 365)
-    } else {
-        format!("{}y", hours / 24 / 365)
     }
 }
 
@@ -469,6 +424,7 @@ fn write_lines(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     /// Copied verbatim from the seed document.
     const SEED_INITIAL: &str = r#"Name:            rollouts-demo
