@@ -56,6 +56,10 @@ pub enum Command {
         /// Live mode: virtual seconds per wall second (60: a minute's pause lasts a second).
         #[arg(long, default_value_t = 1.0, requires = "live")]
         time_scale: f64,
+        /// The most simulated requests a load step may be estimated to send; a step above
+        /// it is refused before it starts (default 100000000, about a minute of simulation).
+        #[arg(long, value_name = "N")]
+        request_budget: Option<u64>,
     },
     /// Check manifests without running them: Argo's spec validation, references between
     /// Rollouts, Services, VirtualServices, DestinationRules and Gateways, route validation,
@@ -259,13 +263,14 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
             format,
             live,
             time_scale,
+            request_budget,
         } => {
             let mode = if live {
                 RunMode::Live { time_scale }
             } else {
                 RunMode::Simulated
             };
-            run(path.as_deref(), seed, format, mode)
+            run(path.as_deref(), seed, format, mode, request_budget)
         }
         Command::Compare { path, seed, format } => compare(path.as_deref(), seed, format),
         Command::Lint { files } => lint_files(&files),
@@ -533,38 +538,38 @@ fn fraction(flag: &str, s: &str) -> Result<f64, String> {
     }
 }
 
-/// `canarysim load URL …`.
-fn load_command(a: &LoadArgs) -> (u8, String, String) {
-    let bad = |e: String| (2, String::new(), format!("{e}\n"));
-    let load = match http_load(a) {
-        Ok(l) => l,
-        Err(e) => return bad(e),
-    };
+/// A `canarysim load` as its flags describe it, checked: the load (with its stop rule) and
+/// the verdict asked for. Nothing is sent.
+pub struct PlannedLoad {
+    pub load: crate::load::http::HttpLoad,
+    pub expectations: Option<crate::gateway::Expectations>,
+}
+
+/// Reads and checks `canarysim load`'s flags (Err: the message for exit code 2).
+pub fn plan_load(a: &LoadArgs) -> Result<PlannedLoad, String> {
+    let mut load = http_load(a)?;
     let expectations = if a.expect.is_empty() {
         None
     } else {
-        let shares: Result<Vec<_>, _> = a
+        let shares = a
             .expect
             .iter()
             .map(|e| crate::gateway::parse_expect(e))
-            .collect();
-        let within: Result<f64, _> = a.within.trim().trim_end_matches('%').parse();
-        match (shares, within, fraction("--confidence", &a.confidence)) {
-            (Ok(shares), Ok(within), Ok(confidence)) if within >= 0.0 => {
-                Some(crate::gateway::Expectations {
-                    shares,
-                    within,
-                    confidence,
-                })
-            }
-            (Err(e), _, _) | (_, _, Err(e)) => return bad(e),
-            _ => return bad(format!("--within {:?}: expected points, e.g. 1", a.within)),
-        }
+            .collect::<Result<Vec<_>, _>>()?;
+        let within: f64 = match a.within.trim().trim_end_matches('%').parse() {
+            Ok(w) if (0.0..=100.0).contains(&w) => w,
+            _ => return Err(format!("--within {:?}: expected points, e.g. 1", a.within)),
+        };
+        let confidence = fraction("--confidence", &a.confidence)?;
+        Some(crate::gateway::Expectations {
+            shares,
+            within,
+            confidence,
+        })
     };
-    let mut load = load;
     if a.until_decided {
         let Some(e) = &expectations else {
-            return bad("--until-decided needs an --expect to test".into());
+            return Err("--until-decided needs an --expect to test".into());
         };
         let (key, share) = e.shares[0].clone();
         load.stop = Some(crate::load::StopRule {
@@ -575,6 +580,16 @@ fn load_command(a: &LoadArgs) -> (u8, String, String) {
             beta: 1.0 - e.confidence,
         });
     }
+    Ok(PlannedLoad { load, expectations })
+}
+
+/// `canarysim load URL …`.
+fn load_command(a: &LoadArgs) -> (u8, String, String) {
+    let bad = |e: String| (2, String::new(), format!("{e}\n"));
+    let PlannedLoad { load, expectations } = match plan_load(a) {
+        Ok(planned) => planned,
+        Err(e) => return bad(e),
+    };
     let progress = crate::progress::LoadProgress::new(
         a.quiet || a.format == Format::Json,
         a.requests,
@@ -602,6 +617,15 @@ fn load_command(a: &LoadArgs) -> (u8, String, String) {
     (code, out, String::new())
 }
 
+/// The longest `canarysim load` (beyond it the clock's arithmetic could overflow, and no
+/// canary step lasts longer).
+const MAX_REAL_LOAD: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+/// The longest timeout per request.
+const MAX_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+/// Open-loop rates, requests per second (below one in 1,000 s the schedule is meaningless).
+const MIN_RATE: f64 = 0.001;
+const MAX_RATE: f64 = 1_000_000_000.0;
+
 /// The load the flags describe (without its stop rule).
 fn http_load(a: &LoadArgs) -> Result<crate::load::http::HttpLoad, String> {
     use crate::load::http::{ConnectTo, HttpLoad, Target};
@@ -622,6 +646,12 @@ fn http_load(a: &LoadArgs) -> Result<crate::load::http::HttpLoad, String> {
     if a.requests == Some(0) || duration.is_some_and(|d| d.is_zero()) {
         return Err("-n and -z must be above 0".into());
     }
+    if let Some(d) = duration.filter(|d| *d > MAX_REAL_LOAD) {
+        return Err(format!(
+            "-z/--duration {}: a load runs at most 24h",
+            humantime::format_duration(d)
+        ));
+    }
     if a.connections == 0 || a.connections > 100_000 {
         return Err(format!(
             "-c/--connections {}: expected 1 to 100000",
@@ -629,16 +659,29 @@ fn http_load(a: &LoadArgs) -> Result<crate::load::http::HttpLoad, String> {
         ));
     }
     if let Some(q) = a.rate {
-        if !(q.is_finite() && q > 0.0) {
+        if !(q.is_finite() && (MIN_RATE..=MAX_RATE).contains(&q)) {
             return Err(format!(
-                "-q/--rate {q}: expected requests per second above 0"
+                "-q/--rate {q:?}: expected requests per second from {MIN_RATE} to {MAX_RATE:.0}"
             ));
+        }
+        // An open loop's schedule must end within the longest load.
+        if let (Some(n), None) = (a.requests, duration) {
+            let takes = n as f64 / q;
+            if takes > MAX_REAL_LOAD.as_secs_f64() {
+                return Err(format!(
+                    "-n {n} at -q {q} takes {:.0} h; a load runs at most 24h (send fewer or faster, or add -z)",
+                    takes / 3600.0
+                ));
+            }
         }
     }
     let timeout = humantime::parse_duration(&a.timeout)
         .map_err(|e| format!("-t/--timeout {:?}: {e} (e.g. 2s)", a.timeout))?;
-    if timeout.is_zero() {
-        return Err("-t/--timeout must be above 0".into());
+    if timeout.is_zero() || timeout > MAX_TIMEOUT {
+        return Err(format!(
+            "-t/--timeout {:?}: expected above 0 and at most 1h",
+            a.timeout
+        ));
     }
     let method: hyper::Method = a
         .method
@@ -796,6 +839,7 @@ fn run(
     seed: Option<u64>,
     format: Format,
     mode: RunMode,
+    request_budget: Option<u64>,
 ) -> (u8, String, String) {
     if let RunMode::Live { time_scale } = mode {
         if !(time_scale.is_finite() && time_scale > 0.0) {
@@ -822,7 +866,12 @@ fn run(
     let mut err = String::new();
     let mut invalid = false;
     for p in &scenario_paths {
-        match scenario::load(p, files.0) {
+        match scenario::load(p, files.0).map(|mut plan| {
+            if let Some(budget) = request_budget {
+                plan.request_budget = budget;
+            }
+            plan
+        }) {
             Ok(plan) => match mode {
                 RunMode::Simulated => reports.push(run_simulated(&plan, seed)),
                 RunMode::Live { time_scale } => {

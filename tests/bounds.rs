@@ -168,3 +168,44 @@ steps:
             .contains("stopped at the 24 h cap")
     );
 }
+
+#[test]
+fn a_load_estimated_above_the_request_budget_is_refused_before_it_sends() {
+    // 100 connections for an hour against pods answering in 1 ms: 360 million requests,
+    // above the default budget of 100 million.
+    let text = format!(
+        "{SERVICE}  - load: {{duration: 1h, connections: 100}}\n  - load: {{requests: 500}}\n"
+    );
+    let (code, out, err) = run("budget.yaml", &text);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("refused: this load would send about 360000000 simulated requests, more than the request budget of 100000000 per load step; `canarysim run --request-budget 360000000` raises it"),
+        "{out}"
+    );
+
+    // The flag sets the budget: a step at it runs, a step above it is refused.
+    let path = support::write_temp(
+        "budget-flag.yaml",
+        &format!(
+            "{SERVICE}  - load: {{requests: 1000}}\n  - load: {{duration: 1s, connections: 2}}\n"
+        ),
+    );
+    let (code, out, err) = execute(Cli::parse_from([
+        "canarysim",
+        "run",
+        path.to_str().unwrap(),
+        "--request-budget",
+        "1000",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(code, 1, "{out}{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["steps"][0]["load"]["sent"], 1000, "{out}");
+    // Two connections for a second at 1 ms an answer: 2,000.
+    let refused = report["steps"][1]["detail"].as_str().unwrap();
+    assert!(
+        refused.contains("about 2000 simulated requests, more than the request budget of 1000"),
+        "{refused}"
+    );
+}

@@ -141,6 +141,23 @@ fn bad_arguments_are_exit_2_with_what_was_expected() {
             vec!["http://127.0.0.1:9/", "-n", "1", "-q", "-5"],
             "-q/--rate",
         ),
+        // Each of these once panicked on the clock's arithmetic, or ran without end.
+        (
+            vec!["http://127.0.0.1:9/", "-z", "5000000000000000h"],
+            "a load runs at most 24h",
+        ),
+        (
+            vec!["http://127.0.0.1:9/", "-n", "3", "-q", "1e-300"],
+            "-q/--rate 1e-300: expected requests per second from 0.001 to 1000000000",
+        ),
+        (
+            vec!["http://127.0.0.1:9/", "-n", "1000", "-q", "0.01"],
+            "a load runs at most 24h (send fewer or faster, or add -z)",
+        ),
+        (
+            vec!["http://127.0.0.1:9/", "-n", "1", "-t", "2h"],
+            "-t/--timeout \"2h\": expected above 0 and at most 1h",
+        ),
     ] {
         let (code, _, err) = load(&args);
         assert_eq!(code, 2, "{args:?}");

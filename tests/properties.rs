@@ -1,11 +1,16 @@
 //! Properties of the controller and the data plane over random Rollouts (replicas, surge and
 //! unavailable budgets, setWeight, pauses and setCanaryScale steps, dynamicStableScale) and
 //! random sequences of what users do (images, promote, promote --full, abort, retry, waits,
-//! pods crashing): every
-//! route's weights stay in 0..100 and sum to 100 after every event; the run is the same
-//! for the same seed; and after `promote --full` every rollout ends Healthy within bounded
-//! scenario time, its replicas as asked (an abort before it included: this property found
-//! that promote --full did not clear an abort, as Argo's controller does).
+//! pods crashing):
+//! - every route's weights stay in 0..100 and sum to 100 after every event;
+//! - every ReplicaSet asks for 0 to spec.replicas pods (or the setCanaryScale count) at
+//!   every instant;
+//! - the run is the same for the same seed;
+//! - after `promote --full` every rollout ends Healthy within bounded scenario time, its
+//!   replicas as asked, with no weight on a destination without ready endpoints (an abort
+//!   before it included: this property found that promote --full did not clear an abort,
+//!   as Argo's controller does).
+//!
 //! The generator is seeded (a fixed proptest seed), so a failure is reproducible.
 
 use proptest::prelude::*;
@@ -147,6 +152,39 @@ steps:
     )
 }
 
+/// Runs the scenario through the library and checks, at every instant the world reaches,
+/// that each ReplicaSet asks for 0..=`most` pods (Argo's bounds with traffic routing: the
+/// stable at most spec.replicas, the canary at most that or a setCanaryScale count; a wrap
+/// or an underflow would show here). Returns the JSON report and the breaches found; at
+/// the end, once Healthy, no weighted destination may lack ready endpoints.
+fn run_checking_replicas(path: &std::path::Path, most: i64) -> (serde_json::Value, Vec<String>) {
+    use canarysim::model::Kind;
+    let plan = canarysim::scenario::load(path, &canarysim::scenario::Disk).unwrap();
+    let breaches = std::cell::RefCell::new(Vec::new());
+    let report = {
+        let mut runner = canarysim::scenario::Runner::new(&plan, None);
+        runner.on_instant(|world| {
+            for rs in world.api.list(Kind::ReplicaSet, None, None) {
+                let asked = rs.spec()["replicas"].as_i64().unwrap_or(0);
+                if !(0..=most).contains(&asked) {
+                    breaches.borrow_mut().push(format!(
+                        "{}: ReplicaSet {} asks for {asked} pods (bound 0..={most})",
+                        world.now(),
+                        rs.name()
+                    ));
+                }
+            }
+        });
+        while runner.step().is_some() {}
+        for v in canarysim::scenario::invariants::violations(&runner.world.api) {
+            breaches.borrow_mut().push(format!("at the end: {v}"));
+        }
+        runner.finish()
+    };
+    let json = serde_json::from_str(&canarysim::report::json(&report)).unwrap();
+    (json, breaches.into_inner())
+}
+
 fn run_json(path: &std::path::Path) -> serde_json::Value {
     let (code, out, err) = execute(Cli::parse_from([
         "canarysim",
@@ -186,13 +224,18 @@ proptest! {
     ) {
         let text = scenario(replicas, budget, dynamic_stable_scale, &steps, &acts);
         let path = support::write_temp("property.yaml", &text);
-        let first = run_json(&path);
+        let most = steps.iter().fold(i64::from(replicas), |most, s| match s {
+            Step::CanaryScaleReplicas(n) => most.max(i64::from(*n)),
+            _ => most,
+        });
+        let (first, breaches) = run_checking_replicas(&path, most);
+        prop_assert!(breaches.is_empty(), "{breaches:#?}\n{text}");
         // Weights in 0..100 summing to 100, after every event of the run.
         for v in first["violations"].as_array().unwrap() {
             let message = v["message"].as_str().unwrap();
             prop_assert!(!message.contains("do not sum to 100"), "{message}\n{text}");
         }
-        // The same seed, the same run.
+        // The same seed, the same run (and the CLI's run is the library's).
         let again = run_json(&path);
         prop_assert_eq!(&first, &again);
         // Promoted in full and given 10 minutes, the rollout has settled.

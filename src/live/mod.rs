@@ -21,7 +21,7 @@ use crate::model::{Kind, vocabulary};
 use crate::pod_server::{self, PodSpec, RunningPod};
 use crate::sim::World;
 
-pub use router::{Router, RouterCounts, UPSTREAM_HEADER};
+pub use router::{PodAddresses, Router, RouterCounts, UPSTREAM_HEADER};
 pub use run::{real_load, run_live};
 pub use serve::{ApiOptions, QUIET_CAP, ServeOptions, serve};
 

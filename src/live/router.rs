@@ -154,7 +154,13 @@ pub struct Router {
 impl Router {
     /// Listens on 127.0.0.1 (a port the system picks); callers in `namespace`.
     pub async fn start(namespace: &str, seed: u64) -> std::io::Result<Router> {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        Router::start_at(([127, 0, 0, 1], 0).into(), namespace, seed).await
+    }
+
+    /// Listens on `bind`: a router restarted where its predecessor listened (clients
+    /// reconnect to the address they know).
+    pub async fn start_at(bind: SocketAddr, namespace: &str, seed: u64) -> std::io::Result<Router> {
+        let listener = tokio::net::TcpListener::bind(bind).await?;
         let address = listener.local_addr()?;
         let state = Arc::new(State {
             namespace: namespace.to_string(),

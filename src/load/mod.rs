@@ -191,6 +191,35 @@ impl Default for Workload {
     }
 }
 
+/// The most simulated requests one load step sends unless the user raises it
+/// (`canarysim run --request-budget`): about a minute of simulation on one core.
+pub const DEFAULT_REQUEST_BUDGET: u64 = 100_000_000;
+
+impl Workload {
+    /// How many requests this load will send, estimated before it starts: what fits in its
+    /// duration (or in the 24 h cap on a load's scenario time), at most the count it asks
+    /// for. An open loop sends rate × time; a closed loop the requests in flight at once ×
+    /// time / `mean_answer_us` (the quickest mean answer among the pods that may serve it;
+    /// retries and timeouts are not foreseen).
+    pub fn estimated_requests(&self, mean_answer_us: u64) -> u64 {
+        let fits = |time: Duration| match self.arrival {
+            Arrival::Constant(rate) | Arrival::Poisson(rate) => {
+                (rate * time.as_secs_f64()).ceil() as u64
+            }
+            Arrival::Closed => {
+                let streams = if self.http2 { simulate::H2_STREAMS } else { 1 };
+                let in_flight = u64::from(self.connections.max(1)) * u64::from(streams);
+                let per_answer = mean_answer_us.max(1) as f64 / 1e6;
+                (in_flight as f64 * time.as_secs_f64() / per_answer).ceil() as u64
+            }
+        };
+        match self.amount {
+            Amount::Requests(n) => n.min(fits(simulate::MAX_LOAD_TIME)),
+            Amount::Duration(d) => fits(d.min(simulate::MAX_LOAD_TIME)),
+        }
+    }
+}
+
 /// What the clients saw from one version (role + image tag).
 #[derive(Debug, Clone)]
 pub struct ArmStats {

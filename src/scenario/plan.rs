@@ -118,6 +118,9 @@ pub struct Plan {
     pub warnings: Vec<Warning>,
     /// `traffic.background`: the open loop that runs while the scenario waits.
     pub background: Option<crate::load::Workload>,
+    /// The most simulated requests a load step may be estimated to send before it is
+    /// refused (`canarysim run --request-budget`).
+    pub request_budget: u64,
 }
 
 /// One step, checked.
@@ -467,6 +470,7 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
         steps,
         warnings: Vec::new(),
         background,
+        request_budget: crate::load::DEFAULT_REQUEST_BUDGET,
     })
 }
 

@@ -606,10 +606,12 @@ impl<'p> Runner<'p> {
         let mut rng = load::Streams::new(self.seed, &format!("load/{index}"));
         let result = match self.load_with.as_mut() {
             Some(live) => live(&mut self.world, w)?,
-            None => self
-                .world
-                .run_load(w, &plan.backends, lb, mode, &mut rng)
-                .map_err(|e| e.to_string())?,
+            None => {
+                self.check_request_budget(w)?;
+                self.world
+                    .run_load(w, &plan.backends, lb, mode, &mut rng)
+                    .map_err(|e| e.to_string())?
+            }
         };
         let now = self.world.now();
         let mut found = Vec::new();
@@ -644,6 +646,30 @@ impl<'p> Runner<'p> {
         self.load_report = Some(split::load_report(&result));
         self.last_load = Some(result);
         Ok(String::new())
+    }
+
+    /// Refuses a simulated load estimated above the plan's request budget, before it sends
+    /// anything (a closed loop's count depends on how fast the pods answer now).
+    fn check_request_budget(&self, w: &load::Workload) -> Result<(), String> {
+        let backends = &self.plan.backends;
+        let mean_answer_us = self
+            .world
+            .api
+            .list(Kind::Pod, None, None)
+            .iter()
+            .filter_map(|pod| pod.spec()["containers"][0]["image"].as_str())
+            .map(|image| backends.for_image(image).latency_us)
+            .min()
+            .unwrap_or(backends.default.latency_us);
+        let estimate = w.estimated_requests(mean_answer_us);
+        let budget = self.plan.request_budget;
+        if estimate <= budget {
+            return Ok(());
+        }
+        Err(format!(
+            "refused: this load would send about {} simulated requests, more than the request budget of {} per load step; `canarysim run --request-budget {}` raises it",
+            estimate, budget, estimate
+        ))
     }
 
     fn phase_of(&self, rollout: Option<&str>) -> String {
