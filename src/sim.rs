@@ -72,6 +72,8 @@ pub struct World {
     pub errors: BTreeMap<ObjectKey, String>,
     /// Instant at which a controller asked to be woken, if any.
     wake: Option<SimTime>,
+    /// ReplicaSets whose pods need no walk until they or their pods change or they wake.
+    settled_replica_sets: replicaset::Settled,
     /// The route tables the proxies receive, each after the push delay (like istiod → xDS).
     pub mesh: Mesh,
     /// Fingerprint of what istiod watches (networking config and endpoints) at the last push.
@@ -100,6 +102,7 @@ impl World {
             events: Vec::new(),
             errors: BTreeMap::new(),
             wake: None,
+            settled_replica_sets: Default::default(),
             mesh: Mesh::new(),
             pushed: None,
             route_notes: Vec::new(),
@@ -269,6 +272,7 @@ impl World {
                 self.now,
                 &self.config.pods,
                 &mut self.rng,
+                &mut self.settled_replica_sets,
             )?;
             changed |= rs_changed;
             wake = min_time(wake, rs_wake);

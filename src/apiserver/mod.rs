@@ -131,6 +131,9 @@ pub struct ApiServer {
     /// Objects by the uid of each owner their `metadata.ownerReferences` name (what a
     /// controller lists its children by; a workload may have thousands of pods).
     owned: BTreeMap<String, std::collections::BTreeSet<ObjectKey>>,
+    /// Per owner uid, the resourceVersion of the last write (create, update, delete) to an
+    /// object naming it: a controller may skip an owner whose children have not changed.
+    children_changed: BTreeMap<String, u64>,
     resource_version: u64,
     uid_counter: u64,
     now: SimTime,
@@ -352,7 +355,7 @@ impl ApiServer {
 
     pub fn delete(&mut self, kind: Kind, namespace: &str, name: &str) -> Result<Object, ApiError> {
         let key = ObjectKey::new(kind, namespace, name);
-        self.index_owners(&key, None);
+        self.index_owners(&key, None, self.resource_version + 1);
         let object = self
             .objects
             .remove(&key)
@@ -445,15 +448,24 @@ impl ApiServer {
                 object: object.clone(),
             });
         }
-        self.index_owners(&key, Some(&object));
+        self.index_owners(&key, Some(&object), self.resource_version);
         self.objects.insert(key, object.clone());
         object
     }
 
-    /// Updates the owner index for `key` as it becomes `next` (None: deleted).
-    fn index_owners(&mut self, key: &ObjectKey, next: Option<&Object>) {
+    /// Updates the owner index for `key` as it becomes `next` (None: deleted) at
+    /// resourceVersion `version`.
+    fn index_owners(&mut self, key: &ObjectKey, next: Option<&Object>, version: u64) {
         let before = self.objects.get(key).map(owner_uids).unwrap_or_default();
         let after = next.map(owner_uids).unwrap_or_default();
+        for uid in before.iter().chain(&after) {
+            match self.children_changed.get_mut(uid) {
+                Some(at) => *at = version,
+                None => {
+                    self.children_changed.insert(uid.clone(), version);
+                }
+            }
+        }
         if before == after {
             return;
         }
@@ -468,6 +480,12 @@ impl ApiServer {
         for uid in after {
             self.owned.entry(uid).or_default().insert(key.clone());
         }
+    }
+
+    /// The resourceVersion of the last write to an object naming `owner_uid` among its
+    /// owners (0: none yet). Unchanged, the owner's children are as they were.
+    pub fn children_changed_at(&self, owner_uid: &str) -> u64 {
+        self.children_changed.get(owner_uid).copied().unwrap_or(0)
     }
 
     /// Objects of `kind` in `namespace` that name `owner_uid` among their owners, ordered by

@@ -80,6 +80,22 @@ pub fn crash_loop_restarts(started: SimTime, now: SimTime) -> (u32, SimTime) {
 /// Kubernetes' alphabet for generated name suffixes (no vowels, no look-alikes).
 const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
+/// ReplicaSets found settled by their last reconcile: until their next wake, and while
+/// neither they nor their pods are written, a reconcile would find the same (a workload
+/// of thousands of pods is otherwise walked pod by pod at every instant the world reaches).
+#[derive(Debug, Clone, Default)]
+pub struct Settled(std::collections::HashMap<String, SettledAt>);
+
+#[derive(Debug, Clone)]
+struct SettledAt {
+    /// The ReplicaSet's resourceVersion after the reconcile.
+    version: String,
+    /// [`ApiServer::children_changed_at`] after it.
+    children: u64,
+    /// When a pod of it next changes state by itself.
+    wake: Option<SimTime>,
+}
+
 /// One reconcile pass over every ReplicaSet. Returns whether anything was written and the
 /// next instant at which a Pod changes state by itself.
 pub fn reconcile_all(
@@ -87,18 +103,45 @@ pub fn reconcile_all(
     now: SimTime,
     lifecycle: &PodLifecycle,
     rng: &mut Pcg64Mcg,
+    settled: &mut Settled,
 ) -> Result<(bool, Option<SimTime>), ApiError> {
     let mut changed = false;
     let mut wake: Option<SimTime> = None;
     let replica_sets: Vec<Object> = api
         .list(Kind::ReplicaSet, None, None)
         .into_iter()
+        .filter(|rs| {
+            let Some(at) = settled.0.get(rs.uid()) else {
+                return true;
+            };
+            let unchanged = at.version == rs.resource_version()
+                && at.children == api.children_changed_at(rs.uid())
+                && at.wake.is_none_or(|w| now < w);
+            if unchanged {
+                wake = min_time(wake, at.wake);
+            }
+            !unchanged
+        })
         .cloned()
         .collect();
     for rs in replica_sets {
         let (c, w) = reconcile_one(api, now, lifecycle, rng, &rs)?;
         changed |= c;
         wake = min_time(wake, w);
+        let uid = rs.uid().to_string();
+        let version = api
+            .get(Kind::ReplicaSet, rs.namespace(), rs.name())?
+            .resource_version()
+            .to_string();
+        let children = api.children_changed_at(&uid);
+        settled.0.insert(
+            uid,
+            SettledAt {
+                version,
+                children,
+                wake: w,
+            },
+        );
     }
     Ok((changed, wake))
 }
@@ -392,8 +435,10 @@ mod tests {
         let mut api = ApiServer::new();
         let mut rng = Pcg64Mcg::seed_from_u64(1);
         let life = PodLifecycle::default();
+        let mut settled = Settled::default();
         api.create(rs(3)).unwrap();
-        let (changed, wake) = reconcile_all(&mut api, SimTime::ZERO, &life, &mut rng).unwrap();
+        let (changed, wake) =
+            reconcile_all(&mut api, SimTime::ZERO, &life, &mut rng, &mut settled).unwrap();
         assert!(changed);
         assert_eq!(wake, Some(SimTime::from_secs(5)));
         let rs_now = api.get(Kind::ReplicaSet, "ns", "demo-abc").unwrap().clone();
@@ -407,7 +452,14 @@ mod tests {
         assert_eq!(pods[0].labels()[HASH_LABEL], "abc");
 
         api.set_time(SimTime::from_secs(5));
-        reconcile_all(&mut api, SimTime::from_secs(5), &life, &mut rng).unwrap();
+        reconcile_all(
+            &mut api,
+            SimTime::from_secs(5),
+            &life,
+            &mut rng,
+            &mut settled,
+        )
+        .unwrap();
         let rs_now = api.get(Kind::ReplicaSet, "ns", "demo-abc").unwrap().clone();
         assert_eq!(rs_now.status()["availableReplicas"], 3);
         assert_eq!(
@@ -422,10 +474,63 @@ mod tests {
         let mut smaller = rs_now.clone();
         smaller.value["spec"]["replicas"] = json!(1);
         api.update(smaller).unwrap();
-        reconcile_all(&mut api, SimTime::from_secs(6), &life, &mut rng).unwrap();
-        let (changed, _) = reconcile_all(&mut api, SimTime::from_secs(6), &life, &mut rng).unwrap();
+        reconcile_all(
+            &mut api,
+            SimTime::from_secs(6),
+            &life,
+            &mut rng,
+            &mut settled,
+        )
+        .unwrap();
+        // A fresh walk (no memo) finds nothing to do either.
+        let (changed, _) = reconcile_all(
+            &mut api,
+            SimTime::from_secs(6),
+            &life,
+            &mut rng,
+            &mut Settled::default(),
+        )
+        .unwrap();
         assert!(!changed, "a settled ReplicaSet writes nothing");
         assert_eq!(api.list(Kind::Pod, Some("ns"), None).len(), 1);
+    }
+
+    #[test]
+    fn a_settled_replica_set_is_walked_again_when_a_pod_of_it_changes_or_it_wakes() {
+        let mut api = ApiServer::new();
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        let life = PodLifecycle::default();
+        let mut settled = Settled::default();
+        let mut at = |api: &mut ApiServer, s: u64| {
+            api.set_time(SimTime::from_secs(s));
+            reconcile_all(api, SimTime::from_secs(s), &life, &mut rng, &mut settled).unwrap()
+        };
+        api.create(rs(2)).unwrap();
+        assert_eq!(at(&mut api, 0), (true, Some(SimTime::from_secs(5))));
+        // Before its wake it is skipped, and its wake still reported.
+        assert_eq!(at(&mut api, 3), (false, Some(SimTime::from_secs(5))));
+        // At its wake its pods turn ready.
+        assert_eq!(at(&mut api, 5), (true, None));
+        let ready = |api: &ApiServer| {
+            api.get(Kind::ReplicaSet, "ns", "demo-abc")
+                .unwrap()
+                .status()["readyReplicas"]
+                .clone()
+        };
+        assert_eq!(ready(&api), 2);
+        assert_eq!(at(&mut api, 6), (false, None));
+        // A pod deleted by someone else (a crash): the ReplicaSet replaces it.
+        let victim = api.list(Kind::Pod, Some("ns"), None)[0].name().to_string();
+        api.delete(Kind::Pod, "ns", &victim).unwrap();
+        assert_eq!(at(&mut api, 7), (true, Some(SimTime::from_secs(12))));
+        assert_eq!(api.list(Kind::Pod, Some("ns"), None).len(), 2);
+        assert_eq!(ready(&api), 1);
+        // Its spec changed: walked again (scaled to 3).
+        let mut bigger = api.get(Kind::ReplicaSet, "ns", "demo-abc").unwrap().clone();
+        bigger.value["spec"]["replicas"] = json!(3);
+        api.update(bigger).unwrap();
+        assert!(at(&mut api, 8).0);
+        assert_eq!(api.list(Kind::Pod, Some("ns"), None).len(), 3);
     }
 
     #[test]

@@ -210,6 +210,10 @@ impl Object {
         self.meta_str("namespace")
     }
 
+    pub fn uid(&self) -> &str {
+        self.meta_str("uid")
+    }
+
     pub fn resource_version(&self) -> &str {
         self.meta_str("resourceVersion")
     }
