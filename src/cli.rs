@@ -57,7 +57,7 @@ pub enum Command {
         #[arg(long, default_value_t = 1.0, requires = "live")]
         time_scale: f64,
         /// The most simulated requests a load step may be estimated to send; a step above
-        /// it is refused before it starts (default 100000000, about a minute of simulation).
+        /// it is refused before it starts (default 100000000: seconds of simulation).
         #[arg(long, value_name = "N")]
         request_budget: Option<u64>,
     },

