@@ -20,6 +20,16 @@ use canarysim::apiserver::http::Endpoint;
 const SERVICES: &str = "/api/v1/namespaces/demo/services";
 
 /// An API server answered by this thread until `done` is set.
+/// Sets its flag when dropped: a client thread's panic still ends the server's loop, so a
+/// failure is reported instead of hanging the suite.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 fn answer_until(endpoint: &mut Endpoint, api: &mut ApiServer, done: &AtomicBool) {
     while !done.load(Ordering::Relaxed) {
         endpoint.answer_pending(api, Duration::from_millis(5));
@@ -40,6 +50,7 @@ fn eight_read_modify_write_clients_lose_no_update_and_watches_see_each_change_on
     let clients = {
         let done = done.clone();
         std::thread::spawn(move || {
+            let _done = SetOnDrop(done);
             let (code, _) = kube::send(address, "POST", SERVICES, &svc);
             assert_eq!(code, 201);
             let mut watch =
@@ -97,7 +108,6 @@ fn eight_read_modify_write_clients_lose_no_update_and_watches_see_each_change_on
                         .unwrap(),
                 ));
             }
-            done.store(true, Ordering::Relaxed);
             (results, last, seen)
         })
     };
@@ -131,6 +141,8 @@ fn malformed_requests_get_status_errors_and_the_server_keeps_serving() {
     let client = {
         let done = done.clone();
         std::thread::spawn(move || {
+            // Ends the server's loop however this thread ends (a panic included).
+            let _done = SetOnDrop(done);
             let mut answers = Vec::new();
             answers.push(kube::request(
                 address,
@@ -163,20 +175,18 @@ fn malformed_requests_get_status_errors_and_the_server_keeps_serving() {
                 address,
                 &format!("{SERVICES}?labelSelector=a%20in%20b"),
             ));
-            // Not HTTP at all, then a body far over the limit.
+            // Not HTTP at all, then a body declared far over the limit (refused before it
+            // is read: sending it would race the server's close).
             if let Ok(mut s) = TcpStream::connect(address) {
                 let _ = s.write_all(b"\x00\x01garbage\r\n\r\n");
             }
-            let huge = vec![b' '; 4 * 1024 * 1024];
-            answers.push(kube::request(
+            answers.push(kube::declared_only(
                 address,
                 "POST",
                 SERVICES,
-                "application/json",
-                &huge,
+                4 * 1024 * 1024,
             ));
             let still = kube::get(address, SERVICES);
-            done.store(true, Ordering::Relaxed);
             (answers, still)
         })
     };

@@ -96,8 +96,45 @@ pub fn evaluate(
     })
 }
 
+/// The deepest nesting of `[` (index, member access, array literal) a condition may have:
+/// the expression parser's time doubles with each level (16 levels take 0.25 s, and a
+/// 76-byte condition found by fuzzing took 51 s), and Argo's examples use one or two.
+pub const MAX_BRACKET_DEPTH: usize = 8;
+
+/// Refuses a condition nested deeper than [`MAX_BRACKET_DEPTH`] (brackets inside string
+/// literals do not count).
+fn check_depth(condition: &str) -> Result<(), String> {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    for c in condition.chars() {
+        match quote {
+            Some(_) if escaped => escaped = false,
+            Some(_) if c == '\\' => escaped = true,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None => match c {
+                '"' | '\'' | '`' => quote = Some(c),
+                '[' => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                ']' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+    }
+    if deepest > MAX_BRACKET_DEPTH {
+        return Err(format!(
+            "the condition nests `[` {deepest} deep; canarysim reads at most {MAX_BRACKET_DEPTH} levels"
+        ));
+    }
+    Ok(())
+}
+
 /// One condition over `result`.
 pub fn eval_condition(result: &ResultValue, condition: &str) -> Result<bool, String> {
+    check_depth(condition)?;
     let env = environment(result);
     let mut ctx = Context::default();
     ctx.insert("result".to_string(), result.to_expr());
@@ -110,6 +147,7 @@ pub fn eval_condition(result: &ResultValue, condition: &str) -> Result<bool, Str
 
 /// Checks that a condition parses (at validation, before any measurement).
 pub fn check_syntax(condition: &str) -> Result<(), String> {
+    check_depth(condition)?;
     expr::compile(condition)
         .map(|_| ())
         .map_err(|e| e.to_string())
@@ -182,6 +220,25 @@ mod tests {
 
     fn list(v: &[f64]) -> ResultValue {
         ResultValue::List(v.to_vec())
+    }
+
+    #[test]
+    fn brackets_nested_beyond_the_bound_are_refused_before_the_parser_sees_them() {
+        // Found by fuzzing (analysis_query): 51 s in the expression parser.
+        let slow = "s[startsWith[B[a[u[[[h[B[a[u[[[_[[[[a[a[_[ith[B[a[u[[[_[[[[a[a[all[u[[[[X[(r";
+        let list = ResultValue::List(vec![0.97]);
+        let refused = eval_condition(&list, slow).unwrap_err();
+        assert!(
+            refused.contains("nests `[` 38 deep; canarysim reads at most 8 levels"),
+            "{refused}"
+        );
+        assert_eq!(check_syntax(slow).unwrap_err(), refused);
+        // Eight levels are read; brackets in string literals do not count.
+        assert_eq!(eval_condition(&list, "result[0] >= 0.95"), Ok(true));
+        let nested8 = format!("{}0{} == 0", "[".repeat(8), "]".repeat(8));
+        assert!(check_depth(&nested8).is_ok());
+        assert!(check_depth(&format!("[{nested8}]")).is_err());
+        assert!(check_depth(&format!("result[0] > 0 || \"{}\" == ''", "[".repeat(40))).is_ok());
     }
 
     #[test]

@@ -218,18 +218,24 @@ async fn handle(
             .to_string()
     };
     let (content_type, accept) = (header(CONTENT_TYPE), header(hyper::header::ACCEPT));
+    let too_large = || {
+        respond(Reply::failure(
+            413,
+            "RequestEntityTooLarge",
+            format!(
+                "the request body is larger than {} bytes, or was cut off",
+                rest::MAX_BODY
+            ),
+        ))
+    };
+    // A declared length over the limit is refused before any of the body is read.
+    let declared: Option<usize> = header(hyper::header::CONTENT_LENGTH).parse().ok();
+    if declared.is_some_and(|n| n > rest::MAX_BODY) {
+        return too_large();
+    }
     let body = match Limited::new(body, rest::MAX_BODY).collect().await {
         Ok(collected) => collected.to_bytes(),
-        Err(_) => {
-            return respond(Reply::failure(
-                413,
-                "RequestEntityTooLarge",
-                format!(
-                    "the request body is larger than {} bytes, or was cut off",
-                    rest::MAX_BODY
-                ),
-            ));
-        }
+        Err(_) => return too_large(),
     };
     let method = parts.method.as_str().to_string();
     let path = parts.uri.path().to_string();

@@ -24,6 +24,24 @@ pub fn request(
     )
     .unwrap();
     s.write_all(body).unwrap();
+    answer(s)
+}
+
+/// A request that declares a body of `length` bytes and sends none of it: the answer to
+/// its headers alone.
+pub fn declared_only(address: SocketAddr, method: &str, path: &str, length: usize) -> (u16, Value) {
+    let mut s = TcpStream::connect(address).expect("the API server accepts");
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    answer(s)
+}
+
+/// The status and JSON body of the answer on `s` (read to its end).
+fn answer(mut s: TcpStream) -> (u16, Value) {
     let mut raw = Vec::new();
     s.read_to_end(&mut raw).unwrap();
     let text = String::from_utf8_lossy(&raw);
