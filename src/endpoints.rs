@@ -232,12 +232,14 @@ pub fn is_serving(pod: &Object) -> bool {
             .is_none_or(Value::is_null)
 }
 
+/// The Pod's first container image, as its spec names it.
+pub fn pod_image(pod: &Object) -> Option<&str> {
+    pod.spec()["containers"][0]["image"].as_str()
+}
+
 /// The tag of the Pod's first container image; `latest` when the image names none.
 pub fn pod_version(pod: &Object) -> &str {
-    pod.spec()["containers"][0]["image"]
-        .as_str()
-        .map(image_version)
-        .unwrap_or("")
+    pod_image(pod).map(image_version).unwrap_or("")
 }
 
 pub use crate::model::vocabulary::image_version;

@@ -8,12 +8,15 @@ use clap::Parser;
 mod support;
 
 fn run(name: &str, text: &str) -> (u8, String, String) {
+    run_with(name, text, &[])
+}
+
+/// `canarysim run` on `text` written to a temporary `name`, with `flags` after the file.
+fn run_with(name: &str, text: &str, flags: &[&str]) -> (u8, String, String) {
     let path = support::write_temp(name, text);
-    execute(Cli::parse_from([
-        "canarysim",
-        "run",
-        path.to_str().unwrap(),
-    ]))
+    let mut argv = vec!["canarysim", "run", path.to_str().unwrap()];
+    argv.extend_from_slice(flags);
+    execute(Cli::parse_from(argv))
 }
 
 const SERVICE: &str = r#"name: bounds
@@ -141,14 +144,7 @@ steps:
         m("seed-004-gateway.yaml"),
         m("seed-004-virtualsvc.yaml"),
     );
-    let path = support::write_temp("capped.yaml", &text);
-    let (code, out, err) = execute(Cli::parse_from([
-        "canarysim",
-        "run",
-        path.to_str().unwrap(),
-        "--format",
-        "json",
-    ]));
+    let (code, out, err) = run_with("capped.yaml", &text, &["--format", "json"]);
     assert_eq!(code, 0, "{out}{err}");
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     let load = &report["steps"][2]["load"];
@@ -184,21 +180,13 @@ fn a_load_estimated_above_the_request_budget_is_refused_before_it_sends() {
     );
 
     // The flag sets the budget: a step at it runs, a step above it is refused.
-    let path = support::write_temp(
+    let (code, out, err) = run_with(
         "budget-flag.yaml",
         &format!(
             "{SERVICE}  - load: {{requests: 1000}}\n  - load: {{duration: 1s, connections: 2}}\n"
         ),
+        &["--request-budget", "1000", "--format", "json"],
     );
-    let (code, out, err) = execute(Cli::parse_from([
-        "canarysim",
-        "run",
-        path.to_str().unwrap(),
-        "--request-budget",
-        "1000",
-        "--format",
-        "json",
-    ]));
     assert_eq!(code, 1, "{out}{err}");
     let report: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(report["steps"][0]["load"]["sent"], 1000, "{out}");

@@ -272,7 +272,7 @@ fn reconcile_one(
 
 /// Pods owned by `rs` (matched by owner reference), oldest first.
 pub fn owned_pods<'a>(api: &'a ApiServer, rs: &Object) -> Vec<&'a Object> {
-    let uid = rs.value["metadata"]["uid"].as_str().unwrap_or_default();
+    let uid = rs.uid();
     let mut pods = api.owned_by(Kind::Pod, rs.namespace(), uid);
     // Each key read once: a field lookup costs more than a comparison.
     pods.sort_by_cached_key(|p| (p.creation_timestamp(), p.name()));

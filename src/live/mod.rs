@@ -118,10 +118,7 @@ impl Live {
             if !vocabulary::pod_is_ready(pod) {
                 continue;
             }
-            let image = pod.spec()["containers"][0]["image"]
-                .as_str()
-                .unwrap_or("")
-                .to_string();
+            let image = crate::endpoints::pod_image(pod).unwrap_or("").to_string();
             let name = pod.name().to_string();
             ready.insert(
                 name.clone(),

@@ -197,6 +197,15 @@ impl Default for Workload {
 pub const DEFAULT_REQUEST_BUDGET: u64 = 100_000_000;
 
 impl Workload {
+    /// Requests in flight at once: one per connection, or `H2_STREAMS` per connection for
+    /// a closed loop over HTTP/2.
+    pub(crate) fn workers(&self) -> u32 {
+        match (self.arrival, self.http2) {
+            (Arrival::Closed, true) => self.connections.max(1) * simulate::H2_STREAMS,
+            _ => self.connections.max(1),
+        }
+    }
+
     /// How many requests this load will send, estimated before it starts: what fits in its
     /// duration (or in the 24 h cap on a load's scenario time), at most the count it asks
     /// for. An open loop sends rate × time; a closed loop the requests in flight at once ×
@@ -208,10 +217,8 @@ impl Workload {
                 (rate * time.as_secs_f64()).ceil() as u64
             }
             Arrival::Closed => {
-                let streams = if self.http2 { simulate::H2_STREAMS } else { 1 };
-                let in_flight = u64::from(self.connections.max(1)) * u64::from(streams);
                 let per_answer = mean_answer_us.max(1) as f64 / 1e6;
-                (in_flight as f64 * time.as_secs_f64() / per_answer).ceil() as u64
+                (f64::from(self.workers()) * time.as_secs_f64() / per_answer).ceil() as u64
             }
         };
         match self.amount {

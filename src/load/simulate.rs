@@ -187,10 +187,7 @@ impl<'w> LoadRun<'w> {
             conns: vec![Conn::default(); workload.connections.max(1) as usize],
             ..Driver::default()
         };
-        let workers = match (workload.arrival, workload.http2) {
-            (Arrival::Closed, true) => workload.connections.max(1) * H2_STREAMS,
-            _ => workload.connections.max(1),
-        } as usize;
+        let workers = workload.workers() as usize;
         let streams_per_conn = (workers / state.conns.len()).max(1);
         let sprt = match (&workload.stop, unit) {
             (Some(rule), SplitUnit::Request) => Some((
@@ -1209,12 +1206,9 @@ fn endpoint_facts<'t>(
         out.alive
             .push(pod.is_some_and(crate::endpoints::is_serving));
         let image = pod
-            .and_then(|p| {
-                p.spec()["containers"][0]["image"]
-                    .as_str()
-                    .map(str::to_string)
-            })
-            .unwrap_or_default();
+            .and_then(crate::endpoints::pod_image)
+            .unwrap_or_default()
+            .to_string();
         out.arm.push(arm);
         out.model.push(backends.for_image(&image));
         out.pod.push(ep.pod.clone());

@@ -656,8 +656,8 @@ impl<'p> Runner<'p> {
             .world
             .api
             .list(Kind::Pod, None, None)
-            .iter()
-            .filter_map(|pod| pod.spec()["containers"][0]["image"].as_str())
+            .into_iter()
+            .filter_map(crate::endpoints::pod_image)
             .map(|image| backends.for_image(image).latency_us)
             .min()
             .unwrap_or(backends.default.latency_us);
