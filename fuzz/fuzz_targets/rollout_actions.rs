@@ -4,8 +4,9 @@
 //! new images, promote, promote --full, abort, retry, pause/resume, undo, restart, crashing
 //! pods and waits, applied through the simulation's own calls. Random bytes as YAML seldom
 //! make a valid Rollout; this reaches the controllers every time. After every action: no
-//! panic, every route's weights in 0..=100 summing to 100, and every ReplicaSet asking
-//! for 0 to max(spec.replicas, setCanaryScale replicas) pods.
+//! panic, every route's weights in 0..=100 summing to 100 (but for Argo's own overshoot on
+//! promote --full with dynamicStableScale, which the invariant's message explains), and
+//! every ReplicaSet asking for 0 to max(spec.replicas, setCanaryScale replicas) pods.
 #![no_main]
 
 use std::sync::OnceLock;
@@ -82,7 +83,9 @@ fn walkthrough() -> &'static Vec<Manifest> {
 
 fn check(world: &World, most: i64, after: &str) {
     for v in canarysim::scenario::invariants::violations(&world.api) {
-        assert!(!v.contains("do not sum to 100"), "after {after}: {v}");
+        // Argo's own overshoot on promote --full with dynamicStableScale is explained, not a bug.
+        let argo_overshoot = v.contains("promote --full with dynamicStableScale");
+        assert!(!v.contains("do not sum to 100") || argo_overshoot, "after {after}: {v}");
     }
     for rs in world.api.list(Kind::ReplicaSet, Some(NS), None) {
         let asked = rs.spec()["replicas"].as_i64().unwrap_or(0);

@@ -132,9 +132,127 @@ fn check_depth(condition: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The most numbers a condition's ranges (`a..b`) may hold together: expr's default memory
+/// budget (`conf.MemoryBudget`, 1,000,000), past which Argo's evaluation fails too. The
+/// Rust evaluator has no budget and builds the whole range: a 60-byte condition found by
+/// fuzzing asked it for 890 million numbers (a 64 GB allocation).
+pub const MAX_RANGE_NUMBERS: i128 = 1_000_000;
+
+/// Refuses a range whose bounds are not integer literals (its size is known only once it
+/// is built), and ranges holding more than [`MAX_RANGE_NUMBERS`] together (their sizes
+/// multiplied, since one may be evaluated once per element of another).
+fn check_ranges(condition: &str) -> Result<(), String> {
+    let chars: Vec<char> = condition.chars().collect();
+    let mut numbers: i128 = 1;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match quote {
+            Some(_) if escaped => escaped = false,
+            Some(_) if c == '\\' => escaped = true,
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if matches!(c, '"' | '\'' | '`') => quote = Some(c),
+            None if c == '.' && chars.get(i + 1) == Some(&'.') => {
+                let bounds = range_start(&chars[..i]).zip(range_end(&chars[i + 2..]));
+                let Some((start, end)) = bounds else {
+                    return Err(
+                        "canarysim evaluates a range (`a..b`) only between integer literals"
+                            .to_string(),
+                    );
+                };
+                numbers = numbers.saturating_mul((end - start + 1).max(1));
+                if numbers > MAX_RANGE_NUMBERS {
+                    return Err(format!(
+                        "the condition's ranges would hold {numbers} numbers; expr's memory budget is {MAX_RANGE_NUMBERS}"
+                    ));
+                }
+                i += 1;
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+/// Word operators that bind looser than `..`: a literal beside one is the range's bound.
+const LOOSER_WORDS: [&str; 8] = [
+    "in",
+    "not",
+    "and",
+    "or",
+    "matches",
+    "contains",
+    "startsWith",
+    "endsWith",
+];
+
+/// The integer literal just before `..` (with a unary minus), unless it is the end of a
+/// larger operand (`2*3..`, `x1..`, `(1)..`), which binds tighter than the range.
+fn range_start(before: &[char]) -> Option<i128> {
+    let text: String = before.iter().collect();
+    let text = text.trim_end();
+    let digits = text.len() - text.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    if digits == 0 || digits > 30 {
+        return None;
+    }
+    let value: i128 = text[text.len() - digits..].parse().ok()?;
+    let rest = text[..text.len() - digits].trim_end();
+    let (value, rest) = match rest.strip_suffix('-') {
+        Some(sign) => (-value, sign.trim_end()),
+        None => (value, rest),
+    };
+    let binds_tighter = |c: char| c.is_alphanumeric() || "_.)]+-*/%^?".contains(c);
+    let word = rest
+        .rsplit(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or("");
+    if rest.ends_with(binds_tighter) && !rest.ends_with("..") && !LOOSER_WORDS.contains(&word) {
+        // After `-`, an operand makes it a subtraction; otherwise an operator or a name
+        // takes the literal into a larger operand.
+        return None;
+    }
+    Some(value)
+}
+
+/// The integer literal just after `..` (with a unary minus), unless an operator that binds
+/// tighter follows it (`..2*3`, `..2.5`, `..x`).
+fn range_end(after: &[char]) -> Option<i128> {
+    let text: String = after.iter().collect();
+    let text = text.trim_start();
+    let (sign, text) = match text.strip_prefix('-') {
+        Some(rest) => (-1, rest.trim_start()),
+        None => (1, text),
+    };
+    let digits = text.len() - text.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    if digits == 0 || digits > 30 {
+        return None;
+    }
+    let value: i128 = text[..digits].parse().ok()?;
+    let rest = text[digits..].trim_start();
+    let binds_tighter = |c: char| c.is_alphanumeric() || "_.([+-*/%^?".contains(c);
+    let word = rest
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or("");
+    if rest.starts_with(binds_tighter) && !LOOSER_WORDS.contains(&word) {
+        return None;
+    }
+    Some(sign * value)
+}
+
+/// The checks a condition passes before the expression library sees it.
+fn check_bounds(condition: &str) -> Result<(), String> {
+    check_depth(condition)?;
+    check_ranges(condition)
+}
+
 /// One condition over `result`.
 pub fn eval_condition(result: &ResultValue, condition: &str) -> Result<bool, String> {
-    check_depth(condition)?;
+    check_bounds(condition)?;
     let env = environment(result);
     let mut ctx = Context::default();
     ctx.insert("result".to_string(), result.to_expr());
@@ -147,7 +265,7 @@ pub fn eval_condition(result: &ResultValue, condition: &str) -> Result<bool, Str
 
 /// Checks that a condition parses (at validation, before any measurement).
 pub fn check_syntax(condition: &str) -> Result<(), String> {
-    check_depth(condition)?;
+    check_bounds(condition)?;
     expr::compile(condition)
         .map(|_| ())
         .map_err(|e| e.to_string())
@@ -239,6 +357,48 @@ mod tests {
         assert!(check_depth(&nested8).is_ok());
         assert!(check_depth(&format!("[{nested8}]")).is_err());
         assert!(check_depth(&format!("result[0] > 0 || \"{}\" == ''", "[".repeat(40))).is_ok());
+    }
+
+    #[test]
+    fn ranges_are_bounded_by_expr_memory_budget() {
+        // Found by fuzzing (analysis_query): a 64 GB allocation, the process aborted.
+        let huge = "444444-888884444-444444-44+34445-4444444..444444-44+3444+3";
+        let r = list(&[0.97]);
+        let refused = eval_condition(&r, huge).unwrap_err();
+        assert!(
+            refused.contains("only between integer literals"),
+            "{refused}"
+        );
+        assert_eq!(check_syntax(huge).unwrap_err(), refused);
+        let too_many = eval_condition(&r, "len(0..1000000) > 0").unwrap_err();
+        assert!(
+            too_many.contains("would hold 1000001 numbers; expr's memory budget is 1000000"),
+            "{too_many}"
+        );
+        // Nested, their sizes multiply.
+        assert!(eval_condition(&r, "len(map(1..1000, {1..1001})) > 0").is_err());
+        assert_eq!(eval_condition(&r, "len(-5..-1) == 5"), Ok(true));
+        assert_eq!(eval_condition(&r, "len(1..1000000) == 1000000"), Ok(true));
+        assert_eq!(
+            eval_condition(&r, "3 in 1 .. 5 and result[0] > 0.5"),
+            Ok(true)
+        );
+        for larger_operand in [
+            "len(2*3..7) > 0",
+            "len(1..2*3) > 0",
+            "len(x1..3) > 0",
+            "len(1..3.5) > 0",
+        ] {
+            assert!(
+                eval_condition(&r, larger_operand).is_err(),
+                "{larger_operand}"
+            );
+        }
+        // Dots inside strings are not ranges.
+        assert_eq!(
+            eval_condition(&r, "'a..b' != '' && result[0] > 0"),
+            Ok(true)
+        );
     }
 
     #[test]

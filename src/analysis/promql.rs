@@ -95,8 +95,74 @@ pub fn is_stale_marker(value: f64) -> bool {
 /// "parse error: ..." (`1:5: unexpected "bar"`, `unexpected end of input`, `unclosed left
 /// parenthesis`, `expected type matrix in call to function 'rate', got vector`).
 pub fn parse(query: &str) -> Result<Expr, QueryError> {
+    check_durations(query)?;
     promql_parser::parser::parse(query)
         .map_err(|message| QueryError::Parse(diagnose::describe(query, message)))
+}
+
+/// The longest duration PromQL takes, in seconds: Go's `time.Duration` (292 years).
+pub const MAX_DURATION_SECONDS: f64 = 9_223_372_036.0;
+
+/// Refuses a number of seconds where a duration goes (in `[...]`, after `offset`) that no
+/// duration can be: `promql-parser` hands such a number to `Duration::from_secs_f64`, which
+/// panics on anything past `u64::MAX` seconds, infinite or NaN (found by fuzzing:
+/// `ra[333…3]`). Every prefix of the number is checked, because [`diagnose`] parses
+/// prefixes of the query.
+fn check_durations(query: &str) -> Result<(), QueryError> {
+    let bytes = query.as_bytes();
+    let mut depth = 0usize;
+    let mut quote: Option<u8> = None;
+    let mut escaped = false;
+    let mut after_offset = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if let Some(q) = quote {
+            match c {
+                _ if escaped => escaped = false,
+                b'\\' if q != b'`' => escaped = true,
+                _ if c == q => quote = None,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        if c.is_ascii_alphanumeric() || c == b'.' || c == b'_' {
+            let start = i;
+            while i < bytes.len()
+                && (bytes[i].is_ascii_alphanumeric()
+                    || matches!(bytes[i], b'.' | b'_')
+                    || (matches!(bytes[i], b'+' | b'-') && matches!(bytes[i - 1], b'e' | b'E')))
+            {
+                i += 1;
+            }
+            let token = &query[start..i];
+            if depth > 0 || after_offset {
+                let out_of_range = (1..=token.len().min(400))
+                    .filter_map(|n| token.get(..n)?.parse::<f64>().ok())
+                    .any(|secs| !(0.0..=MAX_DURATION_SECONDS).contains(&secs))
+                    || token.len() > 400;
+                if out_of_range {
+                    let (line, column) = diagnose::position(query, start);
+                    return Err(QueryError::Parse(format!(
+                        "{line}:{column}: duration {token:?} is out of range (Prometheus takes at most 292 years)"
+                    )));
+                }
+            }
+            after_offset = token.eq_ignore_ascii_case("offset");
+            continue;
+        }
+        match c {
+            b'"' | b'\'' | b'`' => quote = Some(c),
+            b'[' => depth += 1,
+            b']' => depth = depth.saturating_sub(1),
+            b'+' | b'-' => {}
+            _ if c.is_ascii_whitespace() => {}
+            _ => after_offset = false,
+        }
+        i += 1;
+    }
+    Ok(())
 }
 
 /// Instant query at `at_ms`, as Prometheus' `/api/v1/query` evaluates it.

@@ -42,8 +42,9 @@ pub fn violations(api: &ApiServer) -> Vec<String> {
                 if weights.iter().any(|w| !(0..=100).contains(w)) || (dests.len() > 1 && sum != 100)
                 {
                     out.push(format!(
-                        "VirtualService {} {label}: weights {weights:?} do not sum to 100",
-                        vs.name()
+                        "VirtualService {} {label}: weights {weights:?} do not sum to 100{}",
+                        vs.name(),
+                        promote_full_overshoot(api, vs, &weights).unwrap_or_default()
                     ));
                 }
                 for (d, w) in dests.iter().zip(&weights) {
@@ -64,6 +65,39 @@ pub fn violations(api: &ApiServer) -> Vec<String> {
         }
     }
     out
+}
+
+/// Why Argo itself wrote a weight above 100, when it did: on `promote --full` with
+/// `dynamicStableScale` the canary weighs 100 × its available pods / `spec.replicas`
+/// (`rollout/trafficrouting.go`), above 100 while a `setCanaryScale` of more pods than
+/// `spec.replicas` is scaled back. Argo rewrites weights only once the stable has the pods
+/// for its share, so the overshoot may outlast the promotion itself.
+fn promote_full_overshoot(api: &ApiServer, vs: &Object, weights: &[i64]) -> Option<String> {
+    use crate::model::rollout::RolloutSpec;
+    if weights.iter().all(|w| *w <= 100) {
+        return None;
+    }
+    api.list(Kind::Rollout, None, None).into_iter().find_map(|ro| {
+        let spec: RolloutSpec = ro.spec_as().ok()?;
+        let canary = spec.strategy.canary.as_ref()?;
+        let routes_vs = canary
+            .traffic_routing
+            .as_ref()?
+            .istio
+            .as_ref()?
+            .virtual_service_list()
+            .into_iter()
+            .any(|r| {
+                crate::controller::istio::virtual_service_namespace_name(&r.name, ro.namespace())
+                    == (vs.namespace().to_string(), vs.name().to_string())
+            });
+        (routes_vs && canary.dynamic_stable_scale).then(|| {
+            format!(
+                " (Argo's promote --full with dynamicStableScale: the canary weighs 100 × its available pods / spec.replicas ({}), above 100 while a setCanaryScale larger than spec.replicas is scaled back)",
+                ro.spec()["replicas"].as_i64().unwrap_or(1)
+            )
+        })
+    })
 }
 
 /// Ready pods behind a destination, or None when the host is no Service of the cluster

@@ -134,7 +134,7 @@ fn token(rest: &str) -> String {
 }
 
 /// Line and column (both from 1, the column in characters) of byte `at` in `query`.
-fn position(query: &str, at: usize) -> (usize, usize) {
+pub(super) fn position(query: &str, at: usize) -> (usize, usize) {
     let before = &query[..at];
     let line = before.matches('\n').count() + 1;
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);

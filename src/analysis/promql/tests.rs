@@ -731,3 +731,39 @@ fn what_is_not_implemented_is_an_error_naming_it() {
     assert!(unsupported(r#"{__name__=~"u.*"}"#).contains("metric name"));
     assert!(unsupported("up + fill(0) up").contains("fill"));
 }
+
+#[test]
+fn durations_no_duration_can_be_are_refused_before_the_parser_panics() {
+    // Found by fuzzing (analysis_query): promql-parser panicked in Duration::from_secs_f64.
+    let m = gauges();
+    let huge = format!("ra[{}]", "3".repeat(81));
+    let refused = query(&m, &huge, 60_000).unwrap_err().to_string();
+    assert!(
+        refused.starts_with("parse error: 1:4: duration \"333")
+            && refused.ends_with("is out of range (Prometheus takes at most 292 years)"),
+        "{refused}"
+    );
+    for bad in [
+        "up[5m:1e30]",
+        "up[1e999]",
+        "up[Inf]",
+        "up[NaN]",
+        "rate(up[5m:1e30])",
+        "up offset 1e30",
+        "up offset -1e30",
+        "up[1e999m]",
+    ] {
+        let e = query(&m, bad, 60_000).unwrap_err().to_string();
+        assert!(e.contains("is out of range"), "{bad}: {e}");
+    }
+    // Durations in range, and large numbers outside durations, are read as before.
+    for fine in [
+        "up[9223372036]",
+        "max_over_time(up[5m] offset 1h)",
+        "max_over_time(rate(job:up:rate5m[5m])[1h:1m])",
+        "up > 1e30",
+        r#"up{job="[1e999]"}"#,
+    ] {
+        assert!(super::parse(fine).is_ok(), "{fine}");
+    }
+}
