@@ -78,6 +78,9 @@ pub struct World {
     pub mesh: Mesh,
     /// Fingerprint of what istiod watches (networking config and endpoints) at the last push.
     pushed: Option<u64>,
+    /// The serving pods' part of the last fingerprint, and the pods' version it was taken
+    /// at ([`ApiServer::kind_changed_at`]): unchanged pods are not walked again.
+    serving_pods: Option<(u64, u64)>,
     /// Every distinct note of the route tables translated so far (what the translation
     /// skipped or could not honour), in the order first seen.
     pub route_notes: Vec<crate::endpoints::Note>,
@@ -105,6 +108,7 @@ impl World {
             settled_replica_sets: Default::default(),
             mesh: Mesh::new(),
             pushed: None,
+            serving_pods: None,
             route_notes: Vec::new(),
             metrics: crate::analysis::Prometheus::new(),
             scripted_results: BTreeMap::new(),
@@ -308,9 +312,25 @@ impl World {
     /// A fingerprint of what istiod reacts to: VirtualServices, DestinationRules, Gateways and
     /// Services as written, and the Pods that serve (ready, with their labels). Rollout and
     /// ReplicaSet writes, and pods that are not ready yet, change nothing the proxies see.
-    fn mesh_inputs(&self) -> u64 {
+    fn mesh_inputs(&mut self) -> u64 {
         use std::hash::{Hash, Hasher};
+        let pods_version = self.api.kind_changed_at(Kind::Pod);
+        let serving_pods = match self.serving_pods {
+            Some((version, hash)) if version == pods_version => hash,
+            _ => {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                for pod in self.api.list(Kind::Pod, None, None) {
+                    if crate::endpoints::is_serving(pod) {
+                        (pod.namespace(), pod.name(), pod.labels()).hash(&mut h);
+                    }
+                }
+                let hash = h.finish();
+                self.serving_pods = Some((pods_version, hash));
+                hash
+            }
+        };
         let mut h = std::collections::hash_map::DefaultHasher::new();
+        serving_pods.hash(&mut h);
         for kind in [
             Kind::VirtualService,
             Kind::DestinationRule,
@@ -319,11 +339,6 @@ impl World {
         ] {
             for o in self.api.list(kind, None, None) {
                 (kind, o.namespace(), o.name(), o.resource_version()).hash(&mut h);
-            }
-        }
-        for pod in self.api.list(Kind::Pod, None, None) {
-            if crate::endpoints::is_serving(pod) {
-                (pod.namespace(), pod.name(), pod.labels()).hash(&mut h);
             }
         }
         // Role attribution (stable/canary) follows the rollouts' hashes.

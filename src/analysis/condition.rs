@@ -101,10 +101,16 @@ pub fn evaluate(
 /// 76-byte condition found by fuzzing took 51 s), and Argo's examples use one or two.
 pub const MAX_BRACKET_DEPTH: usize = 8;
 
-/// Refuses a condition nested deeper than [`MAX_BRACKET_DEPTH`] (brackets inside string
-/// literals do not count).
+/// The most `?` (ternary, `??`, `?.`) a condition may use: each is another alternative
+/// the parser backtracks through, and together with brackets its time multiplies (a
+/// 93-byte condition found by fuzzing, 8 brackets deep with 22 `?`, took 0.5 s; with at most
+/// 8 `?` the same shapes parse within 10 ms). Argo's examples use none.
+pub const MAX_QUESTION_MARKS: usize = 8;
+
+/// Refuses a condition nested deeper than [`MAX_BRACKET_DEPTH`] or with more `?` than
+/// [`MAX_QUESTION_MARKS`] (brackets and `?` inside string literals do not count).
 fn check_depth(condition: &str) -> Result<(), String> {
-    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut depth, mut deepest, mut questions) = (0usize, 0usize, 0usize);
     let mut quote: Option<char> = None;
     let mut escaped = false;
     for c in condition.chars() {
@@ -120,9 +126,15 @@ fn check_depth(condition: &str) -> Result<(), String> {
                     deepest = deepest.max(depth);
                 }
                 ']' => depth = depth.saturating_sub(1),
+                '?' => questions += 1,
                 _ => {}
             },
         }
+    }
+    if questions > MAX_QUESTION_MARKS {
+        return Err(format!(
+            "the condition uses `?` {questions} times; canarysim reads at most {MAX_QUESTION_MARKS}"
+        ));
     }
     if deepest > MAX_BRACKET_DEPTH {
         return Err(format!(
@@ -357,6 +369,18 @@ mod tests {
         assert!(check_depth(&nested8).is_ok());
         assert!(check_depth(&format!("[{nested8}]")).is_err());
         assert!(check_depth(&format!("result[0] > 0 || \"{}\" == ''", "[".repeat(40))).is_ok());
+        // Found by fuzzing (analysis_query): 0.5 s in the parser, 8 brackets and 22 `?`.
+        let slow = "sS??H??ss??H[r^p[s[s%o[s%o[s^0-s%o[s^0-t?H??ss??s[s%owAwm??if-t?H??ss??s[s%owAwm??if-tr_??Hei";
+        assert_eq!(
+            check_syntax(slow).unwrap_err(),
+            "the condition uses `?` 22 times; canarysim reads at most 8"
+        );
+        assert_eq!(
+            eval_condition(&list, "result[0] > 0.5 ? true : false"),
+            Ok(true)
+        );
+        assert_eq!(eval_condition(&list, "(result[0] ?? 0) > 0.5"), Ok(true));
+        assert!(check_depth("'????????????' == '' || result[0] > 0").is_ok());
     }
 
     #[test]

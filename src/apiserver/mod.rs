@@ -134,6 +134,8 @@ pub struct ApiServer {
     /// Per owner uid, the resourceVersion of the last write (create, update, delete) to an
     /// object naming it: a controller may skip an owner whose children have not changed.
     children_changed: BTreeMap<String, u64>,
+    /// Per kind, the resourceVersion of the last write to an object of it.
+    kind_changed: BTreeMap<Kind, u64>,
     resource_version: u64,
     uid_counter: u64,
     now: SimTime,
@@ -207,7 +209,12 @@ impl ApiServer {
     /// Creates an object; server-set metadata (uid, resourceVersion, generation,
     /// creationTimestamp) is filled in, and namespace defaults to "default" (cluster-scoped
     /// kinds have none).
-    pub fn create(&mut self, mut object: Object) -> Result<Object, ApiError> {
+    pub fn create(&mut self, object: Object) -> Result<Object, ApiError> {
+        self.create_in_place(object).cloned()
+    }
+
+    /// [`ApiServer::create`], answering with the stored object rather than a copy.
+    pub fn create_in_place(&mut self, mut object: Object) -> Result<&Object, ApiError> {
         if !object.kind.namespaced() {
             object.metadata_mut().remove("namespace");
         } else if object.namespace().is_empty() {
@@ -310,7 +317,7 @@ impl ApiServer {
             next.metadata_mut()
                 .insert("generation".into(), Value::from(generation));
         }
-        Ok(self.store(key, next, EventType::Modified))
+        Ok(self.store(key, next, EventType::Modified).clone())
     }
 
     /// Applies a patch to the stored object. A resourceVersion inside the patch is checked
@@ -364,6 +371,7 @@ impl ApiServer {
                 name: name.to_string(),
             })?;
         self.resource_version += 1;
+        self.kind_changed.insert(kind, self.resource_version);
         if !self.keep_log {
             self.compacted = self.resource_version;
         } else {
@@ -432,8 +440,9 @@ impl ApiServer {
         &self.log[start..]
     }
 
-    fn store(&mut self, key: ObjectKey, mut object: Object, event_type: EventType) -> Object {
+    fn store(&mut self, key: ObjectKey, mut object: Object, event_type: EventType) -> &Object {
         self.resource_version += 1;
+        self.kind_changed.insert(key.kind, self.resource_version);
         object.metadata_mut().insert(
             "resourceVersion".into(),
             Value::String(self.resource_version.to_string()),
@@ -449,8 +458,13 @@ impl ApiServer {
             });
         }
         self.index_owners(&key, Some(&object), self.resource_version);
-        self.objects.insert(key, object.clone());
-        object
+        match self.objects.entry(key) {
+            std::collections::btree_map::Entry::Occupied(mut stored) => {
+                stored.insert(object);
+                stored.into_mut()
+            }
+            std::collections::btree_map::Entry::Vacant(slot) => slot.insert(object),
+        }
     }
 
     /// Updates the owner index for `key` as it becomes `next` (None: deleted) at
@@ -480,6 +494,57 @@ impl ApiServer {
         for uid in after {
             self.owned.entry(uid).or_default().insert(key.clone());
         }
+    }
+
+    /// The resourceVersion of the last write to an object of `kind` (0: none yet).
+    /// Unchanged, every object of the kind is as it was.
+    pub fn kind_changed_at(&self, kind: Kind) -> u64 {
+        self.kind_changed.get(&kind).copied().unwrap_or(0)
+    }
+
+    /// Writes `status` into the stored object in place, as [`ApiServer::update_status`]
+    /// with the stored resourceVersion would, without copying the object (a kubelet
+    /// marking thousands of pods Ready). Returns whether anything changed.
+    pub fn set_status(
+        &mut self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+        status: Value,
+    ) -> Result<bool, ApiError> {
+        let key = ObjectKey::new(kind, namespace, name);
+        let Some(object) = self.objects.get_mut(&key) else {
+            return Err(ApiError::NotFound {
+                kind,
+                name: name.to_string(),
+            });
+        };
+        if object.value.get("status") == Some(&status) {
+            return Ok(false);
+        }
+        self.resource_version += 1;
+        let version = self.resource_version;
+        self.kind_changed.insert(kind, version);
+        let map = crate::model::object::ensure_object(&mut object.value);
+        map.insert("status".into(), status);
+        object
+            .metadata_mut()
+            .insert("resourceVersion".into(), Value::String(version.to_string()));
+        for uid in owner_uids(object) {
+            self.children_changed.insert(uid, version);
+        }
+        if !self.keep_log {
+            self.compacted = version;
+        } else {
+            let object = object.clone();
+            self.log.push(WatchEvent {
+                event_type: EventType::Modified,
+                resource_version: version,
+                time: self.now,
+                object,
+            });
+        }
+        Ok(true)
     }
 
     /// The resourceVersion of the last write to an object naming `owner_uid` among its

@@ -177,7 +177,7 @@ fn reconcile_one(
     // Scale up.
     while names.len() < want {
         let pod = new_pod(rs, lifecycle, rng, api);
-        names.push(api.create(pod)?.name().to_string());
+        names.push(api.create_in_place(pod)?.name().to_string());
         changed = true;
     }
     // Scale down: not-ready first, then the youngest (as the ReplicaSet controller ranks).
@@ -206,22 +206,21 @@ fn reconcile_one(
             }
         }
     }
-    // Kubelet: Pods turn Ready after `ready_after`.
+    // Kubelet: Pods turn Ready after `ready_after`. The pods are read in place and only
+    // the writes are collected (a workload may have thousands of pods); they are made
+    // oldest first.
     let mut ready = 0;
     let mut available = 0;
-    for name in &names {
-        let pod = api.get(Kind::Pod, &ns, name)?;
+    let mut writes: Vec<(SimTime, String, Value)> = Vec::new();
+    for pod in api.owned_by(Kind::Pod, &ns, rs.uid()) {
+        let created = SimTime::parse_rfc3339(pod.creation_timestamp()).unwrap_or(now);
         if lifecycle.crash_loops(pod) {
-            let created = SimTime::parse_rfc3339(pod.creation_timestamp()).unwrap_or(now);
             let started = created.after(lifecycle.ready_after);
             if now >= started {
                 let (restarts, next) = crash_loop_restarts(started, now);
                 let status = crash_loop_status(pod, restarts);
                 if pod.status() != &status {
-                    let mut p = pod.clone();
-                    p.value["status"] = status;
-                    api.update_status(p)?;
-                    changed = true;
+                    writes.push((created, pod.name().to_string(), status));
                 }
                 wake = min_time(wake, Some(next));
             } else {
@@ -232,14 +231,10 @@ fn reconcile_one(
         if lifecycle.never_turns_ready(pod) {
             continue;
         }
-        let created = SimTime::parse_rfc3339(pod.creation_timestamp()).unwrap_or(now);
         let ready_at = created.after(lifecycle.ready_after);
         if !pod_is_ready(pod) {
             if now >= ready_at {
-                let mut p = pod.clone();
-                mark_ready(&mut p, ready_at);
-                api.update_status(p)?;
-                changed = true;
+                writes.push((created, pod.name().to_string(), ready_status(pod, ready_at)));
             } else {
                 wake = min_time(wake, Some(ready_at));
                 continue;
@@ -251,6 +246,10 @@ fn reconcile_one(
         } else {
             wake = min_time(wake, Some(ready_at.after(min_ready)));
         }
+    }
+    writes.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    for (_, name, status) in writes {
+        changed |= api.set_status(Kind::Pod, &ns, &name, status)?;
     }
     // ReplicaSet status.
     let status = json!({
@@ -308,7 +307,7 @@ fn new_pod(rs: &Object, lifecycle: &PodLifecycle, rng: &mut Pcg64Mcg, api: &ApiS
             break candidate;
         }
     };
-    let template = rs.spec().get("template").cloned().unwrap_or(Value::Null);
+    let template = rs.spec().get("template").unwrap_or(&Value::Null);
     let mut labels = template["metadata"]["labels"].clone();
     if !labels.is_object() {
         labels = json!({});
@@ -377,16 +376,17 @@ fn crash_loop_status(pod: &Object, restarts: u32) -> Value {
     })
 }
 
-fn mark_ready(pod: &mut Object, at: SimTime) {
+/// A Pod's status once Ready since `at`.
+fn ready_status(pod: &Object, at: SimTime) -> Value {
     let containers = pod.status()["containerStatuses"]
         .as_array()
         .map(Vec::len)
         .unwrap_or(1);
-    pod.value["status"] = json!({
+    json!({
         "phase": "Running",
         "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": at.rfc3339()}],
         "containerStatuses": container_statuses(containers, true),
-    });
+    })
 }
 
 /// Crashes up to `count` of the ReplicaSet's Pods (deletes them; the ReplicaSet replaces
