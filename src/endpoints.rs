@@ -7,7 +7,6 @@
 //! It is built once per configuration change; lookups at request time neither allocate nor
 //! hash strings.
 
-use serde_json::Value;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -15,7 +14,7 @@ use std::fmt;
 use crate::model::Objects;
 use crate::model::istio::{ServicePort, ServiceSpec};
 use crate::model::object::{selector_matches, string_map};
-use crate::model::vocabulary::{HASH_LABEL, pod_is_ready};
+use crate::model::vocabulary::HASH_LABEL;
 use crate::model::{Kind, Object, ObjectKey};
 
 /// Kubernetes' cluster domain: Services are `<name>.<namespace>.svc.cluster.local`.
@@ -65,7 +64,8 @@ pub struct Endpoint {
     pub role: Role,
     /// The tag of the Pod's first container image (`yellow` for `argoproj/rollouts-demo:yellow`).
     pub version: String,
-    pub labels: BTreeMap<String, String>,
+    /// Shared with the other pods of its ReplicaSet.
+    pub labels: std::sync::Arc<BTreeMap<String, String>>,
 }
 
 /// A Service and its ready endpoints.
@@ -113,18 +113,14 @@ impl Catalog {
             .map(RolloutHashes::of)
             .collect();
         let endpoints: Vec<Endpoint> = api
-            .objects(Kind::Pod)
+            .serving_pods()
             .into_iter()
-            .filter(|p| is_serving(p))
-            .map(|p| {
-                let labels = p.labels();
-                Endpoint {
-                    namespace: p.namespace().to_string(),
-                    pod: p.name().to_string(),
-                    role: role_of(p.namespace(), &labels, &rollouts),
-                    version: pod_version(p).to_string(),
-                    labels,
-                }
+            .map(|p| Endpoint {
+                namespace: p.namespace.to_string(),
+                pod: p.name.to_string(),
+                role: role_of(p.namespace, &p.labels, &rollouts),
+                version: p.image.map(image_version).unwrap_or("").to_string(),
+                labels: p.labels,
             })
             .collect();
         let mut services = Vec::new();
@@ -225,11 +221,7 @@ fn select(
 
 /// Whether a Pod receives Service traffic: Ready and not being deleted.
 pub fn is_serving(pod: &Object) -> bool {
-    pod_is_ready(pod)
-        && pod
-            .metadata()
-            .and_then(|m| m.get("deletionTimestamp"))
-            .is_none_or(Value::is_null)
+    crate::model::vocabulary::pod_is_serving(pod)
 }
 
 /// The Pod's first container image, as its spec names it.

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::apiserver::{ApiError, ApiServer};
 use crate::clock::SimTime;
-use crate::controller::replicaset::{HASH_LABEL, owned_pods};
+use crate::controller::replicaset::{HASH_LABEL, owned_pod_names};
 use crate::controller::rollout::{
     REVISION, SCALE_DOWN_DEADLINE, owned_replica_sets, template_images,
 };
@@ -100,9 +100,11 @@ pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<Rollo
         let pods: Vec<PodView> = if spec_replicas == 0 && get(rs, "replicas") == 0 {
             Vec::new()
         } else {
-            owned_pods(api, rs)
+            // One pod decoded at a time (a workload may have thousands).
+            owned_pod_names(api, rs)
                 .iter()
-                .map(|p| pod_view(p, now))
+                .filter_map(|name| api.get_owned(Kind::Pod, rs.namespace(), name).ok())
+                .map(|p| pod_view(&p, now))
                 .collect()
         };
         let rs_status = if spec_replicas == 0 && pods.is_empty() {

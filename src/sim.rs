@@ -282,6 +282,7 @@ impl World {
             wake = min_time(wake, rs_wake);
             if !changed {
                 self.push_routes();
+                self.api.forget_decoded();
                 self.wake =
                     min_time(wake, self.mesh.next_change(self.now)).filter(|t| *t > self.now);
                 return Ok(());
@@ -319,9 +320,9 @@ impl World {
             Some((version, hash)) if version == pods_version => hash,
             _ => {
                 let mut h = std::collections::hash_map::DefaultHasher::new();
-                for pod in self.api.list(Kind::Pod, None, None) {
-                    if crate::endpoints::is_serving(pod) {
-                        (pod.namespace(), pod.name(), pod.labels()).hash(&mut h);
+                for (key, pod) in self.api.pod_facts(None, None) {
+                    if pod.serving {
+                        (&key.namespace, &key.name, pod.labels.as_ref()).hash(&mut h);
                     }
                 }
                 let hash = h.finish();

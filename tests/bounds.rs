@@ -98,7 +98,7 @@ fn replicas_beyond_what_is_simulated_are_refused_not_overflowed() {
     let (code, out, err) = run("replicas.yaml", &text);
     assert_eq!(code, 2, "{out}{err}");
     assert!(
-        err.contains("replicas.yaml:9:19: Rollout \"demo\": spec.replicas: 2147483647 is more pods than canarysim simulates (at most 10000 per workload)"),
+        err.contains("replicas.yaml:9:19: Rollout \"demo\": spec.replicas: 2147483647 is more pods than canarysim simulates (at most 100000 per workload)"),
         "{err}"
     );
 }

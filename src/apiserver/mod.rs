@@ -6,9 +6,13 @@
 //! fails with 409 Conflict; errors are worded as Kubernetes words them, because users compare
 //! them with what `kubectl` prints.
 //!
+//! Pods are kept compactly (their JSON serialized, and [`PodFacts`]): a workload may have
+//! 100,000 of them.
+//!
 //! It knows nothing about rollouts: controllers are clients of it.
 
 pub mod admission;
+mod compact;
 pub mod discovery;
 pub mod http;
 pub mod rest;
@@ -23,6 +27,8 @@ use crate::clock::SimTime;
 use crate::model::object::selector_matches;
 use crate::model::{Kind, Object, ObjectKey};
 use admission::IstioWeightRules;
+pub use compact::PodFacts;
+use compact::{Interner, Stored};
 
 /// Errors as the Kubernetes API returns them (the Display text is the `message` field).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -61,6 +67,19 @@ impl crate::model::Objects for ApiServer {
 
     fn object(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Object> {
         self.get(kind, namespace, name).ok()
+    }
+
+    fn serving_pods(&self) -> Vec<crate::model::ServingPod<'_>> {
+        self.pod_facts(None, None)
+            .into_iter()
+            .filter(|(_, pod)| pod.serving)
+            .map(|(key, pod)| crate::model::ServingPod {
+                namespace: &key.namespace,
+                name: &key.name,
+                labels: pod.labels.clone(),
+                image: pod.image.as_deref(),
+            })
+            .collect()
     }
 }
 
@@ -127,7 +146,9 @@ pub struct WatchEvent {
 /// The store. Single-threaded by design: the simulation is a sequence of events.
 #[derive(Debug, Default, Clone)]
 pub struct ApiServer {
-    objects: BTreeMap<ObjectKey, Object>,
+    objects: BTreeMap<ObjectKey, Stored>,
+    /// Label sets, images and owner lists the compact Pods share.
+    interner: Interner,
     /// Objects by the uid of each owner their `metadata.ownerReferences` name (what a
     /// controller lists its children by; a workload may have thousands of pods).
     owned: BTreeMap<String, std::collections::BTreeSet<ObjectKey>>,
@@ -183,6 +204,7 @@ impl ApiServer {
     pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Result<&Object, ApiError> {
         self.objects
             .get(&ObjectKey::new(kind, namespace, name))
+            .map(Stored::object)
             .ok_or_else(|| ApiError::NotFound {
                 kind,
                 name: name.to_string(),
@@ -201,20 +223,87 @@ impl ApiServer {
             .range(ObjectKey::new(kind, "", "")..)
             .take_while(|(k, _)| k.kind == kind)
             .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
-            .filter(|(_, o)| selector.is_none_or(|s| selector_matches(s, &o.labels())))
-            .map(|(_, o)| o)
+            .filter(|(_, o)| selector.is_none_or(|s| o.labels_match(s)))
+            .map(|(_, o)| o.object())
             .collect()
+    }
+
+    /// Whether the object exists (a Pod is not decoded).
+    pub fn contains(&self, kind: Kind, namespace: &str, name: &str) -> bool {
+        self.objects
+            .contains_key(&ObjectKey::new(kind, namespace, name))
+    }
+
+    /// The facts of the Pods in `namespace` (all if None) whose labels match `selector`
+    /// (if given), ordered by namespace and name, without decoding them.
+    pub fn pod_facts(
+        &self,
+        namespace: Option<&str>,
+        selector: Option<&BTreeMap<String, String>>,
+    ) -> Vec<(&ObjectKey, &PodFacts)> {
+        self.objects
+            .range(ObjectKey::new(Kind::Pod, "", "")..)
+            .take_while(|(k, _)| k.kind == Kind::Pod)
+            .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
+            .filter_map(|(k, o)| Some((k, o.facts()?)))
+            .filter(|(_, f)| selector.is_none_or(|s| selector_matches(s, f.labels.as_ref())))
+            .collect()
+    }
+
+    /// [`ApiServer::get`], answering with a copy: a Pod is decoded for the caller alone
+    /// and not kept (a walk over thousands of pods decodes one at a time).
+    pub fn get_owned(&self, kind: Kind, namespace: &str, name: &str) -> Result<Object, ApiError> {
+        self.objects
+            .get(&ObjectKey::new(kind, namespace, name))
+            .map(Stored::to_object)
+            .ok_or_else(|| ApiError::NotFound {
+                kind,
+                name: name.to_string(),
+            })
+    }
+
+    /// One Pod's facts, without decoding it.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<&PodFacts> {
+        self.objects
+            .get(&ObjectKey::new(Kind::Pod, namespace, name))?
+            .facts()
+    }
+
+    /// The facts of the Pods in `namespace` that name `owner_uid` among their owners,
+    /// ordered by name, without decoding them.
+    pub fn owned_pod_facts(
+        &self,
+        namespace: &str,
+        owner_uid: &str,
+    ) -> Vec<(&ObjectKey, &PodFacts)> {
+        self.owned
+            .get(owner_uid)
+            .into_iter()
+            .flatten()
+            .filter(|k| k.kind == Kind::Pod && k.namespace == namespace)
+            .filter_map(|k| Some((k, self.objects.get(k)?.facts()?)))
+            .collect()
+    }
+
+    /// Drops the JSON values decoded from compact Pods since the last call (they are
+    /// decoded again when read): the world calls it once the instant is settled.
+    pub fn forget_decoded(&mut self) {
+        let pods = self.objects.range_mut(ObjectKey::new(Kind::Pod, "", "")..);
+        for (_, stored) in pods.take_while(|(k, _)| k.kind == Kind::Pod) {
+            stored.forget_decoded();
+        }
     }
 
     /// Creates an object; server-set metadata (uid, resourceVersion, generation,
     /// creationTimestamp) is filled in, and namespace defaults to "default" (cluster-scoped
     /// kinds have none).
     pub fn create(&mut self, object: Object) -> Result<Object, ApiError> {
-        self.create_in_place(object).cloned()
+        let key = self.create_keyed(object)?;
+        Ok(self.objects[&key].object().clone())
     }
 
-    /// [`ApiServer::create`], answering with the stored object rather than a copy.
-    pub fn create_in_place(&mut self, mut object: Object) -> Result<&Object, ApiError> {
+    /// [`ApiServer::create`], answering with the new object's key rather than a copy.
+    pub fn create_keyed(&mut self, mut object: Object) -> Result<ObjectKey, ApiError> {
         if !object.kind.namespaced() {
             object.metadata_mut().remove("namespace");
         } else if object.namespace().is_empty() {
@@ -317,7 +406,8 @@ impl ApiServer {
             next.metadata_mut()
                 .insert("generation".into(), Value::from(generation));
         }
-        Ok(self.store(key, next, EventType::Modified).clone())
+        let key = self.store(key, next, EventType::Modified);
+        Ok(self.objects[&key].object().clone())
     }
 
     /// Applies a patch to the stored object. A resourceVersion inside the patch is checked
@@ -361,9 +451,24 @@ impl ApiServer {
     }
 
     pub fn delete(&mut self, kind: Kind, namespace: &str, name: &str) -> Result<Object, ApiError> {
+        self.remove(kind, namespace, name).map(Stored::into_object)
+    }
+
+    /// [`ApiServer::delete`], answering nothing: a Pod is not decoded (a ReplicaSet scaled
+    /// down by thousands).
+    pub fn delete_quietly(
+        &mut self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        self.remove(kind, namespace, name).map(drop)
+    }
+
+    fn remove(&mut self, kind: Kind, namespace: &str, name: &str) -> Result<Stored, ApiError> {
         let key = ObjectKey::new(kind, namespace, name);
         self.index_owners(&key, None, self.resource_version + 1);
-        let object = self
+        let stored = self
             .objects
             .remove(&key)
             .ok_or_else(|| ApiError::NotFound {
@@ -379,10 +484,10 @@ impl ApiServer {
                 event_type: EventType::Deleted,
                 resource_version: self.resource_version,
                 time: self.now,
-                object: object.clone(),
+                object: stored.to_object(),
             });
         }
-        Ok(object)
+        Ok(stored)
     }
 
     /// Drops all but the last `keep` watch events, as etcd compacts its history: a watch
@@ -440,7 +545,7 @@ impl ApiServer {
         &self.log[start..]
     }
 
-    fn store(&mut self, key: ObjectKey, mut object: Object, event_type: EventType) -> &Object {
+    fn store(&mut self, key: ObjectKey, mut object: Object, event_type: EventType) -> ObjectKey {
         self.resource_version += 1;
         self.kind_changed.insert(key.kind, self.resource_version);
         object.metadata_mut().insert(
@@ -457,21 +562,22 @@ impl ApiServer {
                 object: object.clone(),
             });
         }
-        self.index_owners(&key, Some(&object), self.resource_version);
-        match self.objects.entry(key) {
-            std::collections::btree_map::Entry::Occupied(mut stored) => {
-                stored.insert(object);
-                stored.into_mut()
-            }
-            std::collections::btree_map::Entry::Vacant(slot) => slot.insert(object),
-        }
+        let owners = compact::owner_uids(&object);
+        self.index_owners(&key, Some(owners), self.resource_version);
+        let stored = Stored::new(object, &mut self.interner);
+        self.objects.insert(key.clone(), stored);
+        key
     }
 
     /// Updates the owner index for `key` as it becomes `next` (None: deleted) at
     /// resourceVersion `version`.
-    fn index_owners(&mut self, key: &ObjectKey, next: Option<&Object>, version: u64) {
-        let before = self.objects.get(key).map(owner_uids).unwrap_or_default();
-        let after = next.map(owner_uids).unwrap_or_default();
+    fn index_owners(&mut self, key: &ObjectKey, next: Option<Vec<String>>, version: u64) {
+        let before = self
+            .objects
+            .get(key)
+            .map(Stored::owner_uids)
+            .unwrap_or_default();
+        let after = next.unwrap_or_default();
         for uid in before.iter().chain(&after) {
             match self.children_changed.get_mut(uid) {
                 Some(at) => *at = version,
@@ -513,15 +619,19 @@ impl ApiServer {
         status: Value,
     ) -> Result<bool, ApiError> {
         let key = ObjectKey::new(kind, namespace, name);
-        let Some(object) = self.objects.get_mut(&key) else {
+        let Some(stored) = self.objects.get(&key) else {
             return Err(ApiError::NotFound {
                 kind,
                 name: name.to_string(),
             });
         };
-        if object.value.get("status") == Some(&status) {
+        if stored.object().value.get("status") == Some(&status) {
             return Ok(false);
         }
+        let Some(stored) = self.objects.remove(&key) else {
+            return Ok(false);
+        };
+        let mut object = stored.into_object();
         self.resource_version += 1;
         let version = self.resource_version;
         self.kind_changed.insert(kind, version);
@@ -530,20 +640,21 @@ impl ApiServer {
         object
             .metadata_mut()
             .insert("resourceVersion".into(), Value::String(version.to_string()));
-        for uid in owner_uids(object) {
+        for uid in compact::owner_uids(&object) {
             self.children_changed.insert(uid, version);
         }
         if !self.keep_log {
             self.compacted = version;
         } else {
-            let object = object.clone();
             self.log.push(WatchEvent {
                 event_type: EventType::Modified,
                 resource_version: version,
                 time: self.now,
-                object,
+                object: object.clone(),
             });
         }
+        self.objects
+            .insert(key, Stored::new(object, &mut self.interner));
         Ok(true)
     }
 
@@ -562,18 +673,9 @@ impl ApiServer {
             .flatten()
             .filter(|k| k.kind == kind && k.namespace == namespace)
             .filter_map(|k| self.objects.get(k))
+            .map(Stored::object)
             .collect()
     }
-}
-
-/// The uids of the owners an object names.
-fn owner_uids(object: &Object) -> Vec<String> {
-    object.value["metadata"]["ownerReferences"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| r["uid"].as_str().map(str::to_string))
-        .collect()
 }
 
 /// Whether anything outside `metadata` and `status` differs (what bumps `generation`).

@@ -169,58 +169,53 @@ fn reconcile_one(
     let mut changed = false;
     let mut wake = None;
 
-    // By name: a pod is cloned only when it is written (a workload may have thousands).
-    let mut names: Vec<String> = owned_pods(api, rs)
-        .iter()
-        .map(|p| p.name().to_string())
-        .collect();
+    // The pods are read through their facts, not decoded (a workload may have thousands).
+    let mut count = api.owned_pod_facts(&ns, rs.uid()).len();
     // Scale up.
-    while names.len() < want {
+    while count < want {
         let pod = new_pod(rs, lifecycle, rng, api);
-        names.push(api.create_in_place(pod)?.name().to_string());
+        api.create_keyed(pod)?;
+        count += 1;
         changed = true;
     }
     // Scale down: not-ready first, then the youngest (as the ReplicaSet controller ranks).
-    if names.len() > want {
-        let mut ranked: Vec<(bool, String, String)> = Vec::with_capacity(names.len());
-        for name in names.drain(..) {
-            let pod = api.get(Kind::Pod, &ns, &name)?;
-            ranked.push((
-                pod_is_ready(pod),
-                pod.creation_timestamp().to_string(),
-                name,
-            ));
-        }
+    if count > want {
+        let mut ranked: Vec<(bool, Box<str>, String)> = api
+            .owned_pod_facts(&ns, rs.uid())
+            .into_iter()
+            .map(|(key, pod)| (pod.ready, pod.creation_timestamp.clone(), key.name.clone()))
+            .collect();
         ranked.sort_by(|a, b| {
             a.0.cmp(&b.0)
                 .then_with(|| b.1.cmp(&a.1))
                 .then_with(|| b.2.cmp(&a.2))
         });
-        let excess = ranked.len() - want;
-        for (i, (_, _, name)) in ranked.into_iter().enumerate() {
-            if i < excess {
-                api.delete(Kind::Pod, &ns, &name)?;
-                changed = true;
-            } else {
-                names.push(name);
-            }
+        for (_, _, name) in ranked.into_iter().take(count - want) {
+            api.delete_quietly(Kind::Pod, &ns, &name)?;
+            changed = true;
         }
+        count = want;
     }
-    // Kubelet: Pods turn Ready after `ready_after`. The pods are read in place and only
-    // the writes are collected (a workload may have thousands of pods); they are made
-    // oldest first.
+    // Kubelet: Pods turn Ready after `ready_after`. Only the writes are collected; they
+    // are made oldest first. A pod is decoded only when its images decide its fate.
+    let images_matter = !lifecycle.never_ready.is_empty() || !lifecycle.crash_looping.is_empty();
     let mut ready = 0;
     let mut available = 0;
     let mut writes: Vec<(SimTime, String, Value)> = Vec::new();
-    for pod in api.owned_by(Kind::Pod, &ns, rs.uid()) {
-        let created = SimTime::parse_rfc3339(pod.creation_timestamp()).unwrap_or(now);
-        if lifecycle.crash_loops(pod) {
+    for (key, facts) in api.owned_pod_facts(&ns, rs.uid()) {
+        let created = SimTime::parse_rfc3339(&facts.creation_timestamp).unwrap_or(now);
+        let pod = if images_matter {
+            Some(api.get(Kind::Pod, &ns, &key.name)?)
+        } else {
+            None
+        };
+        if let Some(pod) = pod.filter(|p| lifecycle.crash_loops(p)) {
             let started = created.after(lifecycle.ready_after);
             if now >= started {
                 let (restarts, next) = crash_loop_restarts(started, now);
                 let status = crash_loop_status(pod, restarts);
                 if pod.status() != &status {
-                    writes.push((created, pod.name().to_string(), status));
+                    writes.push((created, key.name.clone(), status));
                 }
                 wake = min_time(wake, Some(next));
             } else {
@@ -228,13 +223,18 @@ fn reconcile_one(
             }
             continue;
         }
-        if lifecycle.never_turns_ready(pod) {
+        if pod.is_some_and(|p| lifecycle.never_turns_ready(p)) {
             continue;
         }
         let ready_at = created.after(lifecycle.ready_after);
-        if !pod_is_ready(pod) {
+        if !facts.ready {
             if now >= ready_at {
-                writes.push((created, pod.name().to_string(), ready_status(pod, ready_at)));
+                let containers = facts.container_statuses.unwrap_or(1);
+                writes.push((
+                    created,
+                    key.name.clone(),
+                    ready_status(containers, ready_at),
+                ));
             } else {
                 wake = min_time(wake, Some(ready_at));
                 continue;
@@ -253,8 +253,8 @@ fn reconcile_one(
     }
     // ReplicaSet status.
     let status = json!({
-        "replicas": names.len(),
-        "fullyLabeledReplicas": names.len(),
+        "replicas": count,
+        "fullyLabeledReplicas": count,
         "readyReplicas": ready,
         "availableReplicas": available,
         "observedGeneration": rs.generation(),
@@ -267,6 +267,15 @@ fn reconcile_one(
         changed = true;
     }
     Ok((changed, wake))
+}
+
+/// The names of the Pods owned by `rs`, oldest first, read without decoding them.
+pub fn owned_pod_names(api: &ApiServer, rs: &Object) -> Vec<String> {
+    let mut pods = api.owned_pod_facts(rs.namespace(), rs.uid());
+    pods.sort_by(|a, b| {
+        (&a.1.creation_timestamp, &a.0.name).cmp(&(&b.1.creation_timestamp, &b.0.name))
+    });
+    pods.into_iter().map(|(key, _)| key.name.clone()).collect()
 }
 
 /// Pods owned by `rs` (matched by owner reference), oldest first.
@@ -294,8 +303,6 @@ pub fn is_available(pod: &Object, min_ready: Duration, now: SimTime) -> bool {
         })
 }
 
-use crate::model::vocabulary::pod_is_ready;
-
 fn new_pod(rs: &Object, lifecycle: &PodLifecycle, rng: &mut Pcg64Mcg, api: &ApiServer) -> Object {
     let ns = rs.namespace();
     let name = loop {
@@ -303,7 +310,7 @@ fn new_pod(rs: &Object, lifecycle: &PodLifecycle, rng: &mut Pcg64Mcg, api: &ApiS
             .map(|_| NAME_ALPHABET[rng.random_range(0..NAME_ALPHABET.len())] as char)
             .collect();
         let candidate = format!("{}-{suffix}", rs.name());
-        if api.get(Kind::Pod, ns, &candidate).is_err() {
+        if !api.contains(Kind::Pod, ns, &candidate) {
             break candidate;
         }
     };
@@ -376,12 +383,8 @@ fn crash_loop_status(pod: &Object, restarts: u32) -> Value {
     })
 }
 
-/// A Pod's status once Ready since `at`.
-fn ready_status(pod: &Object, at: SimTime) -> Value {
-    let containers = pod.status()["containerStatuses"]
-        .as_array()
-        .map(Vec::len)
-        .unwrap_or(1);
+/// The status of a Pod of `containers` containers once Ready since `at`.
+fn ready_status(containers: usize, at: SimTime) -> Value {
     json!({
         "phase": "Running",
         "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": at.rfc3339()}],
@@ -392,13 +395,9 @@ fn ready_status(pod: &Object, at: SimTime) -> Value {
 /// Crashes up to `count` of the ReplicaSet's Pods (deletes them; the ReplicaSet replaces
 /// them). Returns how many were removed.
 pub fn fail_pods(api: &mut ApiServer, rs: &Object, count: usize) -> Result<usize, ApiError> {
-    let doomed: Vec<(String, String)> = owned_pods(api, rs)
-        .iter()
-        .take(count)
-        .map(|p| (p.namespace().to_string(), p.name().to_string()))
-        .collect();
-    for (ns, name) in &doomed {
-        api.delete(Kind::Pod, ns, name)?;
+    let doomed: Vec<String> = owned_pod_names(api, rs).into_iter().take(count).collect();
+    for name in &doomed {
+        api.delete_quietly(Kind::Pod, rs.namespace(), name)?;
     }
     Ok(doomed.len())
 }

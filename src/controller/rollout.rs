@@ -1170,25 +1170,21 @@ impl Reconciler<'_> {
             let pods: Vec<String> = if rs.spec == 0 {
                 Vec::new()
             } else {
-                super::replicaset::owned_pods(self.api, &next)
-                    .iter()
-                    .map(|p| p.name().to_string())
-                    .collect()
+                super::replicaset::owned_pod_names(self.api, &next)
             };
             if super::ephemeral::sync_replica_set(&mut next.value, desired) {
                 self.api.update(next)?;
                 self.outcome.changed = true;
             }
             for name in pods {
-                let Ok(pod) = self.api.get(Kind::Pod, &rs.namespace, &name) else {
+                // Decoded one at a time, for this comparison alone.
+                let Ok(mut pod) = self.api.get_owned(Kind::Pod, &rs.namespace, &name) else {
                     continue;
                 };
-                // Only the metadata is copied to compare; the pod only when it changes.
                 let mut meta = pod.value.get("metadata").cloned().unwrap_or(Value::Null);
                 if super::ephemeral::sync(&mut meta, existing.as_ref(), desired) {
-                    let mut p = pod.clone();
-                    p.value["metadata"] = meta;
-                    self.api.update(p)?;
+                    pod.value["metadata"] = meta;
+                    self.api.update(pod)?;
                     self.outcome.changed = true;
                 }
             }

@@ -1202,11 +1202,10 @@ fn endpoint_facts<'t>(
     let mut i = 0u32;
     while let Some(ep) = endpoint(i) {
         let arm = arm_index(arms, ep.role, &ep.version);
-        let pod = world.api().get(Kind::Pod, &ep.namespace, &ep.pod).ok();
-        out.alive
-            .push(pod.is_some_and(crate::endpoints::is_serving));
+        let pod = world.api().pod(&ep.namespace, &ep.pod);
+        out.alive.push(pod.is_some_and(|p| p.serving));
         let image = pod
-            .and_then(crate::endpoints::pod_image)
+            .and_then(|p| p.image.as_deref())
             .unwrap_or_default()
             .to_string();
         out.arm.push(arm);

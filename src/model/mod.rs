@@ -16,12 +16,38 @@ pub use yaml::{LoadError, Location, Manifest, SourceMap};
 pub trait Objects {
     fn objects(&self, kind: Kind) -> Vec<&Object>;
 
+    /// The Pods that serve traffic (Ready, not being deleted), ordered by namespace and
+    /// name. A store that keeps facts about its Pods answers without decoding them.
+    fn serving_pods(&self) -> Vec<ServingPod<'_>> {
+        self.objects(Kind::Pod)
+            .into_iter()
+            .filter(|p| vocabulary::pod_is_serving(p))
+            .map(|p| ServingPod {
+                namespace: p.namespace(),
+                name: p.name(),
+                labels: std::sync::Arc::new(p.labels()),
+                image: p.spec()["containers"][0]["image"].as_str(),
+            })
+            .collect()
+    }
+
     /// One object by kind, namespace and name.
     fn object(&self, kind: Kind, namespace: &str, name: &str) -> Option<&Object> {
         self.objects(kind)
             .into_iter()
             .find(|o| o.namespace() == namespace && o.name() == name)
     }
+}
+
+/// What the data plane reads of a serving Pod.
+#[derive(Debug, Clone)]
+pub struct ServingPod<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    /// Shared: the pods of one ReplicaSet have the same labels.
+    pub labels: std::sync::Arc<std::collections::BTreeMap<String, String>>,
+    /// The first container's image, as the spec names it.
+    pub image: Option<&'a str>,
 }
 
 /// A plain set of objects (for a data plane built without an API server).

@@ -229,12 +229,12 @@ pub fn stray_rules() -> Vec<String> {
         .collect()
 }
 
+/// The most pods one workload may ask for: canarysim simulates every pod on its own.
+pub const MAX_REPLICAS: i64 = 100_000;
+
 /// Every field of `manifest` that is not simulated: warnings for fields kept but not acted
 /// on (and for unknown fields), rejections for fields canarysim refuses. A kind with a
 /// whole-object rule (path `-`) gets one finding for the object.
-/// The most pods one workload may ask for: canarysim simulates every pod on its own.
-pub const MAX_REPLICAS: i64 = 10_000;
-
 pub fn review(manifest: &Manifest) -> Review {
     let mut out = Review::default();
     let kind = manifest.object.kind;

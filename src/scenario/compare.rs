@@ -133,13 +133,13 @@ fn new_version(runner: &Runner, ns: &str) -> (String, f64) {
         .to_string();
     let selector = crate::model::object::string_map(ro.spec()["selector"].get("matchLabels"));
     let pods: Vec<_> = api
-        .list(Kind::Pod, Some(ns), Some(&selector))
+        .pod_facts(Some(ns), Some(&selector))
         .into_iter()
-        .filter(|p| crate::endpoints::is_serving(p))
+        .filter(|(_, pod)| pod.serving)
         .collect();
     let new = pods
         .iter()
-        .filter(|p| p.labels().get(crate::controller::replicaset::HASH_LABEL) == Some(&hash))
+        .filter(|(_, pod)| pod.labels.get(crate::controller::replicaset::HASH_LABEL) == Some(&hash))
         .count();
     let ratio = if pods.is_empty() {
         0.0

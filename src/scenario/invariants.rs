@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 
 use crate::apiserver::ApiServer;
 use crate::model::object::string_map;
-use crate::model::vocabulary::pod_is_ready;
 use crate::model::{Kind, Object};
 
 /// The invariants that do not hold right now, one message each.
@@ -136,9 +135,9 @@ fn ready_endpoints(api: &ApiServer, vs: &Object, host: &str, subset: &str) -> Op
         selector.extend(string_map(sub.get("labels")));
     }
     Some(
-        api.list(Kind::Pod, Some(ns), Some(&selector))
+        api.pod_facts(Some(ns), Some(&selector))
             .into_iter()
-            .filter(|p| pod_is_ready(p))
+            .filter(|(_, pod)| pod.ready)
             .count(),
     )
 }

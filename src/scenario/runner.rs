@@ -655,9 +655,9 @@ impl<'p> Runner<'p> {
         let mean_answer_us = self
             .world
             .api
-            .list(Kind::Pod, None, None)
+            .pod_facts(None, None)
             .into_iter()
-            .filter_map(crate::endpoints::pod_image)
+            .filter_map(|(_, pod)| pod.image.as_deref())
             .map(|image| backends.for_image(image).latency_us)
             .min()
             .unwrap_or(backends.default.latency_us);
