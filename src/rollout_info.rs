@@ -100,11 +100,11 @@ pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<Rollo
         let pods: Vec<PodView> = if spec_replicas == 0 && get(rs, "replicas") == 0 {
             Vec::new()
         } else {
-            // One pod decoded at a time (a workload may have thousands).
+            // Read through the pods' facts (a workload may have thousands).
             owned_pod_names(api, rs)
                 .iter()
-                .filter_map(|name| api.get_owned(Kind::Pod, rs.namespace(), name).ok())
-                .map(|p| pod_view(&p, now))
+                .filter_map(|name| Some((name, api.pod(rs.namespace(), name)?)))
+                .map(|(name, facts)| pod_view(name, facts, now))
                 .collect()
         };
         let rs_status = if spec_replicas == 0 && pods.is_empty() {
@@ -238,30 +238,18 @@ fn age(o: &Object, now: SimTime) -> std::time::Duration {
         .unwrap_or_default()
 }
 
-fn pod_view(pod: &Object, now: SimTime) -> PodView {
-    let statuses = pod.status()["containerStatuses"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let ready = statuses.iter().filter(|c| c["ready"] == true).count() as u32;
-    let restarts = statuses
-        .iter()
-        .map(|c| c["restartCount"].as_u64().unwrap_or(0) as u32)
-        .sum();
-    // As kubectl's STATUS column: a waiting container's reason wins over the phase.
-    let waiting = statuses
-        .iter()
-        .filter_map(|c| c["state"]["waiting"]["reason"].as_str())
-        .next_back();
+fn pod_view(name: &str, pod: &crate::apiserver::PodFacts, now: SimTime) -> PodView {
     PodView {
-        name: pod.name().to_string(),
-        status: waiting
-            .or_else(|| pod.status()["phase"].as_str())
-            .unwrap_or("Pending")
-            .to_string(),
-        age: age(pod, now),
-        ready: (ready, statuses.len() as u32),
-        restarts,
+        name: name.to_string(),
+        status: pod.status_text.to_string(),
+        age: SimTime::parse_rfc3339(&pod.creation_timestamp)
+            .map(|t| now.since(t))
+            .unwrap_or_default(),
+        ready: (
+            pod.ready_containers,
+            pod.container_statuses.unwrap_or(0) as u32,
+        ),
+        restarts: pod.restarts,
     }
 }
 

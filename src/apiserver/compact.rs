@@ -28,12 +28,20 @@ pub struct PodFacts {
     pub image: Option<Arc<str>>,
     /// The uids of the owners `metadata.ownerReferences` names.
     pub owners: Arc<[String]>,
+    /// As kubectl's STATUS column: a waiting container's reason, else the phase, else
+    /// `Pending`.
+    pub status_text: Arc<str>,
+    /// Containers ready, of `container_statuses`.
+    pub ready_containers: u32,
+    /// Container restarts, summed.
+    pub restarts: u32,
 }
 
 /// Interned label sets, images and owner lists: the pods of one ReplicaSet share them.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Interner {
     labels: HashSet<Arc<BTreeMap<String, String>>>,
+    /// Images and status texts.
     images: HashSet<Arc<str>>,
     owners: HashSet<Arc<[String]>>,
 }
@@ -84,7 +92,22 @@ impl PodFacts {
             .metadata()
             .and_then(|m| m.get("deletionTimestamp"))
             .is_some_and(|v| !v.is_null());
+        let statuses = pod.status()["containerStatuses"].as_array();
+        let statuses = statuses.map(Vec::as_slice).unwrap_or_default();
+        let waiting = statuses
+            .iter()
+            .filter_map(|c| c["state"]["waiting"]["reason"].as_str())
+            .next_back();
+        let status_text = waiting
+            .or_else(|| pod.status()["phase"].as_str())
+            .unwrap_or("Pending");
         PodFacts {
+            status_text: interner.image(status_text),
+            ready_containers: statuses.iter().filter(|c| c["ready"] == true).count() as u32,
+            restarts: statuses
+                .iter()
+                .map(|c| c["restartCount"].as_u64().unwrap_or(0) as u32)
+                .sum(),
             creation_timestamp: pod.creation_timestamp().into(),
             ready,
             serving: ready && !deleting,

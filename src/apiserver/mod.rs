@@ -262,6 +262,16 @@ impl ApiServer {
             })
     }
 
+    /// How many Pods in `namespace` name `owner_uid` among their owners.
+    pub fn owned_pod_count(&self, namespace: &str, owner_uid: &str) -> usize {
+        self.owned
+            .get(owner_uid)
+            .into_iter()
+            .flatten()
+            .filter(|k| k.kind == Kind::Pod && k.namespace == namespace)
+            .count()
+    }
+
     /// One Pod's facts, without decoding it.
     pub fn pod(&self, namespace: &str, name: &str) -> Option<&PodFacts> {
         self.objects

@@ -170,7 +170,7 @@ fn reconcile_one(
     let mut wake = None;
 
     // The pods are read through their facts, not decoded (a workload may have thousands).
-    let mut count = api.owned_pod_facts(&ns, rs.uid()).len();
+    let mut count = api.owned_pod_count(&ns, rs.uid());
     // Scale up.
     while count < want {
         let pod = new_pod(rs, lifecycle, rng, api);
