@@ -747,6 +747,86 @@ mod tests {
         );
     }
 
+    /// A Pod as users and the kubelet write it, with what canarysim does not read: key
+    /// order, floats, large integers, unicode and nulls must come back as written.
+    fn odd_pod() -> Object {
+        Object::new(
+            Kind::Pod,
+            json!({
+                "kind": "Pod", "apiVersion": "v1",
+                "metadata": {"name": "p", "namespace": "demo", "labels": {"z": "1", "app": "web"},
+                    "ownerReferences": [{"kind": "ReplicaSet", "name": "rs", "uid": "u-1"}],
+                    "x-unknown": {"b": 1.5, "a": 18446744073709551615u64, "c": -7, "d": null}},
+                "spec": {"containers": [{"name": "app", "image": "demo:été"}], "weird": [1, "two", 3.25]},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                    "containerStatuses": [{"ready": true, "restartCount": 2,
+                        "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}
+            }),
+        )
+    }
+
+    #[test]
+    fn a_compact_pod_reads_back_exactly_and_its_facts_agree_with_its_json() {
+        let mut api = ApiServer::new();
+        let written = api.create(odd_pod()).unwrap();
+        let mut expected = odd_pod();
+        for (field, value) in [
+            ("uid", written.uid()),
+            ("generation", "1"),
+            ("creationTimestamp", written.creation_timestamp()),
+            ("resourceVersion", "1"),
+        ] {
+            let v = if field == "generation" {
+                json!(1)
+            } else {
+                json!(value)
+            };
+            expected.metadata_mut().insert(field.into(), v);
+        }
+        assert_eq!(written, expected, "key order and every value kept");
+        api.forget_decoded();
+        assert_eq!(api.get(Kind::Pod, "demo", "p").unwrap(), &expected);
+        assert_eq!(
+            serde_json::to_string(&api.get(Kind::Pod, "demo", "p").unwrap().value).unwrap(),
+            serde_json::to_string(&expected.value).unwrap()
+        );
+        let facts = api.pod("demo", "p").unwrap();
+        assert!(facts.ready && facts.serving);
+        assert_eq!(facts.labels.as_ref(), &expected.labels());
+        assert_eq!(facts.image.as_deref(), Some("demo:été"));
+        assert_eq!(&*facts.owners, ["u-1".to_string()]);
+        assert_eq!(&*facts.status_text, "CrashLoopBackOff");
+        assert_eq!((facts.ready_containers, facts.restarts), (1, 2));
+        assert_eq!(api.owned_pod_count("demo", "u-1"), 1);
+
+        // A status write is seen by the facts, the JSON and the version.
+        let pending =
+            json!({"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}]});
+        assert!(
+            api.set_status(Kind::Pod, "demo", "p", pending.clone())
+                .unwrap()
+        );
+        assert!(
+            !api.set_status(Kind::Pod, "demo", "p", pending.clone())
+                .unwrap(),
+            "no-op"
+        );
+        let facts = api.pod("demo", "p").unwrap();
+        assert!(!facts.ready && !facts.serving);
+        assert_eq!(&*facts.status_text, "Pending");
+        let pod = api.get(Kind::Pod, "demo", "p").unwrap();
+        assert_eq!(pod.status(), &pending);
+        assert_eq!(pod.resource_version(), "2");
+        assert_eq!(
+            pod.value["metadata"]["x-unknown"],
+            expected.value["metadata"]["x-unknown"]
+        );
+        // Deleted quietly, it is gone from the facts and the owner index.
+        api.delete_quietly(Kind::Pod, "demo", "p").unwrap();
+        assert!(api.pod("demo", "p").is_none());
+        assert_eq!(api.owned_pod_count("demo", "u-1"), 0);
+    }
+
     #[test]
     fn stale_resource_version_conflicts() {
         let mut api = ApiServer::new();
