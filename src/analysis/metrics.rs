@@ -19,7 +19,6 @@ use super::promql::{Labels, Series, SeriesSource};
 use crate::apiserver::ApiServer;
 use crate::clock::SimTime;
 use crate::load::EpochTraffic;
-use crate::model::Kind;
 
 /// Prometheus' scrape interval in Istio's sample add-on configuration.
 pub const SCRAPE_INTERVAL_MS: i64 = 15_000;
@@ -135,10 +134,11 @@ impl Prometheus {
             if holders.is_empty() || total <= 0.0 {
                 continue;
             }
-            let Ok(object) = api.get(Kind::Pod, &pod.namespace, &pod.pod) else {
+            // The pod's facts, not its JSON: every pod with traffic, at every epoch.
+            let Some(facts) = api.pod(&pod.namespace, &pod.pod) else {
                 continue;
             };
-            let destination = destination_labels(object);
+            let destination = destination_labels(&pod.namespace, &pod.pod, facts);
             for (dest, w) in holders {
                 let share = w / total;
                 let (service_name, service_ns) = service_of(&dest.host);
@@ -341,12 +341,9 @@ fn source_labels(traffic: &EpochTraffic) -> Labels {
 /// Rollout's workloads are its ReplicaSets, `rollouts-demo-687d76d795`), app and version
 /// from the `app` and `version` labels, the canonical service and revision as Istio
 /// derives them.
-fn destination_labels(pod: &crate::model::Object) -> Labels {
-    let labels = pod.labels();
-    let owner = pod.value["metadata"]["ownerReferences"][0]["name"]
-        .as_str()
-        .unwrap_or(pod.name())
-        .to_string();
+fn destination_labels(namespace: &str, name: &str, pod: &crate::apiserver::PodFacts) -> Labels {
+    let labels = &pod.labels;
+    let owner = pod.first_owner_name.as_deref().unwrap_or(name).to_string();
     let workload = match labels.get("pod-template-hash") {
         Some(h) => owner
             .strip_suffix(&format!("-{h}"))
@@ -367,7 +364,7 @@ fn destination_labels(pod: &crate::model::Object) -> Labels {
     l.insert("destination_workload".into(), workload);
     l.insert(
         "destination_workload_namespace".into(),
-        pod.namespace().to_string(),
+        namespace.to_string(),
     );
     l.insert(
         "destination_app".into(),

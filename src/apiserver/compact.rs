@@ -26,8 +26,14 @@ pub struct PodFacts {
     pub labels: Arc<BTreeMap<String, String>>,
     /// The first container's image, as the spec names it.
     pub image: Option<Arc<str>>,
+    /// When the `Ready` condition turned `True` (its `lastTransitionTime`), if it did.
+    pub ready_since: Option<crate::clock::SimTime>,
+    /// Every container's image, in order.
+    pub images: Arc<[String]>,
     /// The uids of the owners `metadata.ownerReferences` names.
     pub owners: Arc<[String]>,
+    /// The name of the first owner reference.
+    pub first_owner_name: Option<Arc<str>>,
     /// As kubectl's STATUS column: a waiting container's reason, else the phase, else
     /// `Pending`.
     pub status_text: Arc<str>,
@@ -43,6 +49,7 @@ pub(super) struct Interner {
     labels: HashSet<Arc<BTreeMap<String, String>>>,
     /// Images and status texts.
     images: HashSet<Arc<str>>,
+    /// Owner lists and image lists.
     owners: HashSet<Arc<[String]>>,
 }
 
@@ -73,6 +80,17 @@ impl Interner {
         self.owners.insert(shared.clone());
         shared
     }
+
+    /// Forgets what no stored pod shares any more.
+    pub(super) fn prune(&mut self) {
+        self.labels.retain(|l| Arc::strong_count(l) > 1);
+        self.images.retain(|i| Arc::strong_count(i) > 1);
+        self.owners.retain(|o| Arc::strong_count(o) > 1);
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.labels.len() + self.images.len() + self.owners.len()
+    }
 }
 
 /// The uids of the owners an object names.
@@ -86,6 +104,13 @@ pub(super) fn owner_uids(object: &Object) -> Vec<String> {
 }
 
 impl PodFacts {
+    /// Ready for at least `min_ready` at `now` (Kubernetes' `IsPodAvailable`), as
+    /// [`crate::controller::replicaset::is_available`] reads it from the JSON.
+    pub fn is_available(&self, min_ready: std::time::Duration, now: crate::clock::SimTime) -> bool {
+        self.ready_since
+            .is_some_and(|since| now >= since.after(min_ready))
+    }
+
     fn of(pod: &Object, interner: &mut Interner) -> PodFacts {
         let ready = pod_is_ready(pod);
         let deleting = pod
@@ -101,13 +126,22 @@ impl PodFacts {
         let status_text = waiting
             .or_else(|| pod.status()["phase"].as_str())
             .unwrap_or("Pending");
+        let ready_since = pod.status()["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Ready" && c["status"] == "True")
+            .and_then(|c| c["lastTransitionTime"].as_str())
+            .and_then(crate::clock::SimTime::parse_rfc3339);
         PodFacts {
+            ready_since,
             status_text: interner.image(status_text),
             ready_containers: statuses.iter().filter(|c| c["ready"] == true).count() as u32,
+            // Wrapping, as a release build summed them before (a count is Kubernetes' int32).
             restarts: statuses
                 .iter()
                 .map(|c| c["restartCount"].as_u64().unwrap_or(0) as u32)
-                .sum(),
+                .fold(0, u32::wrapping_add),
             creation_timestamp: pod.creation_timestamp().into(),
             ready,
             serving: ready && !deleting,
@@ -116,7 +150,18 @@ impl PodFacts {
             image: pod.spec()["containers"][0]["image"]
                 .as_str()
                 .map(|i| interner.image(i)),
+            images: interner.owners(
+                pod.spec()["containers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["image"].as_str().map(str::to_string))
+                    .collect(),
+            ),
             owners: interner.owners(owner_uids(pod)),
+            first_owner_name: pod.value["metadata"]["ownerReferences"][0]["name"]
+                .as_str()
+                .map(|n| interner.image(n)),
         }
     }
 }
@@ -130,19 +175,43 @@ pub(super) enum Stored {
 
 #[derive(Debug, Clone)]
 pub(super) struct CompactPod {
-    json: Box<[u8]>,
+    body: PodBody,
     pub(super) facts: PodFacts,
     decoded: OnceLock<Object>,
 }
 
-impl CompactPod {
-    fn decode(&self) -> Object {
-        // The bytes are a Value this module serialized: they always decode.
-        Object::new(
-            Kind::Pod,
-            serde_json::from_slice(&self.json).unwrap_or(Value::Null),
-        )
+/// A Pod's JSON: serialized, unless it nests deeper than serde_json reads back (it refuses
+/// 128 levels; a JSON patch may build more), in which case it is kept as it is.
+#[derive(Debug, Clone)]
+enum PodBody {
+    Serialized(Box<[u8]>),
+    Whole(Box<Object>),
+}
+
+/// Nesting (objects and arrays) past which a Pod is kept whole: below serde_json's limit
+/// of 128 for reading.
+const MAX_SERIALIZED_DEPTH: usize = 100;
+
+/// Whether `value` nests objects and arrays more than `levels` deep (the walk stops there).
+fn nests_deeper(value: &Value, levels: usize) -> bool {
+    let children: Box<dyn Iterator<Item = &Value>> = match value {
+        Value::Object(m) => Box::new(m.values()),
+        Value::Array(a) => Box::new(a.iter()),
+        _ => return false,
+    };
+    let mut children = children.peekable();
+    if children.peek().is_none() {
+        return false;
     }
+    levels == 0 || children.any(|c| nests_deeper(c, levels - 1))
+}
+
+fn decode(json: &[u8]) -> Object {
+    // The bytes are a Value serialized here, no deeper than serde_json reads.
+    Object::new(
+        Kind::Pod,
+        serde_json::from_slice(json).unwrap_or(Value::Null),
+    )
 }
 
 impl Stored {
@@ -151,10 +220,15 @@ impl Stored {
             return Stored::Whole(object);
         }
         let facts = PodFacts::of(&object, interner);
-        // Serializing a Value cannot fail (its map keys are strings).
-        let json = serde_json::to_vec(&object.value).unwrap_or_default();
+        let body = if nests_deeper(&object.value, MAX_SERIALIZED_DEPTH) {
+            PodBody::Whole(Box::new(object))
+        } else {
+            // Serializing a Value cannot fail (its map keys are strings).
+            let json = serde_json::to_vec(&object.value).unwrap_or_default();
+            PodBody::Serialized(json.into_boxed_slice())
+        };
         Stored::Pod(CompactPod {
-            json: json.into_boxed_slice(),
+            body,
             facts,
             decoded: OnceLock::new(),
         })
@@ -164,7 +238,10 @@ impl Stored {
     pub(super) fn object(&self) -> &Object {
         match self {
             Stored::Whole(o) => o,
-            Stored::Pod(p) => p.decoded.get_or_init(|| p.decode()),
+            Stored::Pod(p) => match &p.body {
+                PodBody::Whole(o) => o,
+                PodBody::Serialized(json) => p.decoded.get_or_init(|| decode(json)),
+            },
         }
     }
 
@@ -173,9 +250,10 @@ impl Stored {
     pub(super) fn to_object(&self) -> Object {
         match self {
             Stored::Whole(o) => o.clone(),
-            Stored::Pod(p) => match p.decoded.get() {
-                Some(o) => o.clone(),
-                None => p.decode(),
+            Stored::Pod(p) => match (&p.body, p.decoded.get()) {
+                (PodBody::Whole(o), _) => o.as_ref().clone(),
+                (PodBody::Serialized(_), Some(o)) => o.clone(),
+                (PodBody::Serialized(json), None) => decode(json),
             },
         }
     }
@@ -183,12 +261,10 @@ impl Stored {
     pub(super) fn into_object(self) -> Object {
         match self {
             Stored::Whole(o) => o,
-            Stored::Pod(p) => match p.decoded.into_inner() {
-                Some(o) => o,
-                None => Object::new(
-                    Kind::Pod,
-                    serde_json::from_slice(&p.json).unwrap_or(Value::Null),
-                ),
+            Stored::Pod(p) => match (p.body, p.decoded.into_inner()) {
+                (PodBody::Whole(o), _) => *o,
+                (PodBody::Serialized(_), Some(o)) => o,
+                (PodBody::Serialized(json), None) => decode(&json),
             },
         }
     }
@@ -222,5 +298,38 @@ impl Stored {
         if let Stored::Pod(p) = self {
             p.decoded.take();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_pod_nested_deeper_than_serde_json_reads_back_is_kept_whole() {
+        let mut deep = json!("leaf");
+        for _ in 0..150 {
+            deep = json!({ "x": deep });
+        }
+        let pod = Object::new(
+            Kind::Pod,
+            json!({"kind": "Pod", "metadata": {"name": "p", "deep": deep}}),
+        );
+        let mut interner = Interner::default();
+        let stored = Stored::new(pod.clone(), &mut interner);
+        assert!(matches!(&stored, Stored::Pod(p) if matches!(p.body, PodBody::Whole(_))));
+        assert_eq!(stored.object(), &pod);
+        assert_eq!(stored.into_object(), pod);
+        // Shallow pods are serialized, and read back exactly (floats included).
+        let shallow = Object::new(
+            Kind::Pod,
+            json!({"kind": "Pod", "metadata": {"name": "p", "x": 117.63331139400017}}),
+        );
+        let stored = Stored::new(shallow.clone(), &mut interner);
+        assert!(matches!(&stored, Stored::Pod(p) if matches!(p.body, PodBody::Serialized(_))));
+        assert_eq!(stored.to_object(), shallow);
+        assert!(!nests_deeper(&json!({"a": {"b": [1]}}), 3));
+        assert!(nests_deeper(&json!({"a": {"b": [1]}}), 2));
     }
 }

@@ -149,6 +149,8 @@ pub struct ApiServer {
     objects: BTreeMap<ObjectKey, Stored>,
     /// Label sets, images and owner lists the compact Pods share.
     interner: Interner,
+    /// The interner's size after its last pruning.
+    interned_after_prune: usize,
     /// Objects by the uid of each owner their `metadata.ownerReferences` name (what a
     /// controller lists its children by; a workload may have thousands of pods).
     owned: BTreeMap<String, std::collections::BTreeSet<ObjectKey>>,
@@ -301,6 +303,11 @@ impl ApiServer {
         let pods = self.objects.range_mut(ObjectKey::new(Kind::Pod, "", "")..);
         for (_, stored) in pods.take_while(|(k, _)| k.kind == Kind::Pod) {
             stored.forget_decoded();
+        }
+        // What deleted pods shared is forgotten once the interner has doubled.
+        if self.interner.len() > 2 * self.interned_after_prune.max(64) {
+            self.interner.prune();
+            self.interned_after_prune = self.interner.len();
         }
     }
 

@@ -40,26 +40,22 @@ impl Default for PodLifecycle {
 }
 
 impl PodLifecycle {
-    /// Whether one of the Pod's containers runs an image whose Pods never turn Ready.
-    fn never_turns_ready(&self, pod: &Object) -> bool {
-        Self::runs_any(pod, &self.never_ready) || self.crash_loops(pod)
+    /// Whether one of a Pod's containers (their `images`) runs an image whose Pods never
+    /// turn Ready.
+    fn never_turns_ready(&self, images: &[String]) -> bool {
+        Self::runs_any(images, &self.never_ready) || self.crash_loops(images)
     }
 
-    fn crash_loops(&self, pod: &Object) -> bool {
-        Self::runs_any(pod, &self.crash_looping)
+    fn crash_loops(&self, images: &[String]) -> bool {
+        Self::runs_any(images, &self.crash_looping)
     }
 
-    fn runs_any(pod: &Object, images: &BTreeSet<String>) -> bool {
+    fn runs_any(pod_images: &[String], images: &BTreeSet<String>) -> bool {
         !images.is_empty()
-            && pod.spec()["containers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c["image"].as_str())
-                .any(|image| {
-                    images.contains(image)
-                        || images.contains(crate::model::vocabulary::image_version(image))
-                })
+            && pod_images.iter().any(|image| {
+                images.contains(image)
+                    || images.contains(crate::model::vocabulary::image_version(image))
+            })
     }
 }
 
@@ -197,23 +193,18 @@ fn reconcile_one(
         count = want;
     }
     // Kubelet: Pods turn Ready after `ready_after`. Only the writes are collected; they
-    // are made oldest first. A pod is decoded only when its images decide its fate.
-    let images_matter = !lifecycle.never_ready.is_empty() || !lifecycle.crash_looping.is_empty();
+    // are made oldest first. A crash-looping pod is decoded, alone, for its new status.
     let mut ready = 0;
     let mut available = 0;
     let mut writes: Vec<(SimTime, String, Value)> = Vec::new();
     for (key, facts) in api.owned_pod_facts(&ns, rs.uid()) {
         let created = SimTime::parse_rfc3339(&facts.creation_timestamp).unwrap_or(now);
-        let pod = if images_matter {
-            Some(api.get(Kind::Pod, &ns, &key.name)?)
-        } else {
-            None
-        };
-        if let Some(pod) = pod.filter(|p| lifecycle.crash_loops(p)) {
+        if lifecycle.crash_loops(&facts.images) {
             let started = created.after(lifecycle.ready_after);
             if now >= started {
                 let (restarts, next) = crash_loop_restarts(started, now);
-                let status = crash_loop_status(pod, restarts);
+                let pod = api.get_owned(Kind::Pod, &ns, &key.name)?;
+                let status = crash_loop_status(&pod, restarts);
                 if pod.status() != &status {
                     writes.push((created, key.name.clone(), status));
                 }
@@ -223,7 +214,7 @@ fn reconcile_one(
             }
             continue;
         }
-        if pod.is_some_and(|p| lifecycle.never_turns_ready(p)) {
+        if lifecycle.never_turns_ready(&facts.images) {
             continue;
         }
         let ready_at = created.after(lifecycle.ready_after);

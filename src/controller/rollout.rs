@@ -1227,23 +1227,25 @@ impl Reconciler<'_> {
             };
             (rank, r.created.clone())
         });
-        let mut pods = Vec::new();
+        // (namespace, name, created, available) of each pod, read through its facts.
+        let min_ready = Duration::from_secs(spec.min_ready_seconds.max(0) as u64);
+        let mut pods: Vec<(String, String, SimTime, bool)> = Vec::new();
         for rs in &ordered {
-            if let Ok(rs_object) = self.api.get(Kind::ReplicaSet, &rs.namespace, rs.name()) {
-                pods.extend(
-                    crate::controller::replicaset::owned_pods(self.api, rs_object)
-                        .into_iter()
-                        .cloned(),
-                );
+            let Ok(rs_object) = self.api.get(Kind::ReplicaSet, &rs.namespace, rs.name()) else {
+                continue;
+            };
+            for name in crate::controller::replicaset::owned_pod_names(self.api, rs_object) {
+                let Some(pod) = self.api.pod(&rs.namespace, &name) else {
+                    continue;
+                };
+                let created = SimTime::parse_rfc3339(&pod.creation_timestamp).unwrap_or(self.now);
+                let available = pod.is_available(min_ready, self.now);
+                pods.push((rs.namespace.clone(), name, created, available));
             }
         }
         let n = spec.desired_replicas();
         let total: i32 = all.iter().map(|r| r.spec).sum();
-        let min_ready = Duration::from_secs(spec.min_ready_seconds.max(0) as u64);
-        let available = pods
-            .iter()
-            .filter(|p| crate::controller::replicaset::is_available(p, min_ready, self.now))
-            .count() as i32;
+        let available = pods.iter().filter(|p| p.3).count() as i32;
         let canary = spec.canary().cloned().unwrap_or_default();
         let fence = replicas::canary_fenceposts(
             canary.max_surge.as_ref().map(to_int_or_percent).as_ref(),
@@ -1257,16 +1259,15 @@ impl Reconciler<'_> {
         let concurrent = fence.max_unavailable.max(1);
         let mut can_restart = available - (n.max(total) - concurrent);
         let (mut needs, mut restarted) = (0, 0);
-        for pod in &pods {
-            let created = SimTime::parse_rfc3339(pod.creation_timestamp()).unwrap_or(self.now);
-            if created >= restart_at {
+        for (namespace, name, created, _) in &pods {
+            if *created >= restart_at {
                 continue;
             }
             needs += 1;
             if can_restart <= 0 {
                 continue;
             }
-            self.api.delete(Kind::Pod, pod.namespace(), pod.name())?;
+            self.api.delete_quietly(Kind::Pod, namespace, name)?;
             self.outcome.changed = true;
             can_restart -= 1;
             restarted += 1;
