@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::SimTime;
 use crate::load::Backends;
-use crate::model::{Kind, vocabulary};
+use crate::model::vocabulary;
 use crate::pod_server::{self, PodSpec, RunningPod};
 use crate::sim::World;
 
@@ -114,17 +114,18 @@ impl Live {
     /// route table in force at the world's instant behind the router.
     pub fn sync(&mut self, world: &World) {
         let mut ready: BTreeMap<String, PodSpec> = BTreeMap::new();
-        for pod in world.api.list(Kind::Pod, None, None) {
-            if !vocabulary::pod_is_ready(pod) {
+        // The pods' facts: this runs whenever the world changes.
+        for (key, pod) in world.api.pod_facts(None, None) {
+            if !pod.ready {
                 continue;
             }
-            let image = crate::endpoints::pod_image(pod).unwrap_or("").to_string();
-            let name = pod.name().to_string();
+            let image = pod.image.as_deref().unwrap_or("").to_string();
+            let name = key.name.clone();
             ready.insert(
                 name.clone(),
                 PodSpec {
                     version: crate::endpoints::image_version(&image).to_string(),
-                    hash: pod.labels().get(vocabulary::HASH_LABEL).cloned(),
+                    hash: pod.labels.get(vocabulary::HASH_LABEL).cloned(),
                     model: self.backends.for_image(&image),
                     seed: self.seed,
                     pod: name,

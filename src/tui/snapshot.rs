@@ -283,12 +283,13 @@ fn no_mesh_share(world: &World, ns: &str) -> Option<f64> {
         .as_str()
         .unwrap_or("")
         .to_string();
-    for pod in world.api.list(Kind::Pod, Some(ns), None) {
-        if !crate::model::vocabulary::pod_is_ready(pod) {
+    // The pods' facts: this runs at every frame, for every pod.
+    for (_, pod) in world.api.pod_facts(Some(ns), None) {
+        if !pod.ready {
             continue;
         }
         let hash = pod
-            .labels()
+            .labels
             .get(crate::model::vocabulary::HASH_LABEL)
             .cloned()
             .unwrap_or_default();
