@@ -204,13 +204,28 @@ impl ApiServer {
     }
 
     pub fn get(&self, kind: Kind, namespace: &str, name: &str) -> Result<&Object, ApiError> {
+        self.stored(kind, namespace, name).map(Stored::object)
+    }
+
+    fn stored(&self, kind: Kind, namespace: &str, name: &str) -> Result<&Stored, ApiError> {
         self.objects
             .get(&ObjectKey::new(kind, namespace, name))
-            .map(Stored::object)
             .ok_or_else(|| ApiError::NotFound {
                 kind,
                 name: name.to_string(),
             })
+    }
+
+    /// The stored objects of `kind` (in `namespace` if given), ordered by namespace and name.
+    fn of_kind(
+        &self,
+        kind: Kind,
+        namespace: Option<&str>,
+    ) -> impl Iterator<Item = (&ObjectKey, &Stored)> {
+        self.objects
+            .range(ObjectKey::new(kind, "", "")..)
+            .take_while(move |(k, _)| k.kind == kind)
+            .filter(move |(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
     }
 
     /// Objects of `kind` (in `namespace` if given) whose labels match `selector` (if given),
@@ -221,10 +236,7 @@ impl ApiServer {
         namespace: Option<&str>,
         selector: Option<&BTreeMap<String, String>>,
     ) -> Vec<&Object> {
-        self.objects
-            .range(ObjectKey::new(kind, "", "")..)
-            .take_while(|(k, _)| k.kind == kind)
-            .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
+        self.of_kind(kind, namespace)
             .filter(|(_, o)| selector.is_none_or(|s| o.labels_match(s)))
             .map(|(_, o)| o.object())
             .collect()
@@ -243,10 +255,7 @@ impl ApiServer {
         namespace: Option<&str>,
         selector: Option<&BTreeMap<String, String>>,
     ) -> Vec<(&ObjectKey, &PodFacts)> {
-        self.objects
-            .range(ObjectKey::new(Kind::Pod, "", "")..)
-            .take_while(|(k, _)| k.kind == Kind::Pod)
-            .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
+        self.of_kind(Kind::Pod, namespace)
             .filter_map(|(k, o)| Some((k, o.facts()?)))
             .filter(|(_, f)| selector.is_none_or(|s| selector_matches(s, f.labels.as_ref())))
             .collect()
@@ -255,23 +264,27 @@ impl ApiServer {
     /// [`ApiServer::get`], answering with a copy: a Pod is decoded for the caller alone
     /// and not kept (a walk over thousands of pods decodes one at a time).
     pub fn get_owned(&self, kind: Kind, namespace: &str, name: &str) -> Result<Object, ApiError> {
-        self.objects
-            .get(&ObjectKey::new(kind, namespace, name))
-            .map(Stored::to_object)
-            .ok_or_else(|| ApiError::NotFound {
-                kind,
-                name: name.to_string(),
-            })
+        self.stored(kind, namespace, name).map(Stored::to_object)
     }
 
     /// How many Pods in `namespace` name `owner_uid` among their owners.
     pub fn owned_pod_count(&self, namespace: &str, owner_uid: &str) -> usize {
+        self.owned_keys(Kind::Pod, namespace, owner_uid).count()
+    }
+
+    /// The keys of the objects of `kind` in `namespace` that name `owner_uid` among their
+    /// owners, ordered by name.
+    fn owned_keys(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        owner_uid: &str,
+    ) -> impl Iterator<Item = &ObjectKey> {
         self.owned
             .get(owner_uid)
             .into_iter()
             .flatten()
-            .filter(|k| k.kind == Kind::Pod && k.namespace == namespace)
-            .count()
+            .filter(move |k| k.kind == kind && k.namespace == namespace)
     }
 
     /// One Pod's facts, without decoding it.
@@ -288,11 +301,7 @@ impl ApiServer {
         namespace: &str,
         owner_uid: &str,
     ) -> Vec<(&ObjectKey, &PodFacts)> {
-        self.owned
-            .get(owner_uid)
-            .into_iter()
-            .flatten()
-            .filter(|k| k.kind == Kind::Pod && k.namespace == namespace)
+        self.owned_keys(Kind::Pod, namespace, owner_uid)
             .filter_map(|k| Some((k, self.objects.get(k)?.facts()?)))
             .collect()
     }
@@ -635,16 +644,16 @@ impl ApiServer {
         name: &str,
         status: Value,
     ) -> Result<bool, ApiError> {
-        let key = ObjectKey::new(kind, namespace, name);
-        let Some(stored) = self.objects.get(&key) else {
-            return Err(ApiError::NotFound {
-                kind,
-                name: name.to_string(),
-            });
-        };
-        if stored.object().value.get("status") == Some(&status) {
+        if self
+            .stored(kind, namespace, name)?
+            .object()
+            .value
+            .get("status")
+            == Some(&status)
+        {
             return Ok(false);
         }
+        let key = ObjectKey::new(kind, namespace, name);
         let Some(stored) = self.objects.remove(&key) else {
             return Ok(false);
         };
@@ -684,11 +693,7 @@ impl ApiServer {
     /// Objects of `kind` in `namespace` that name `owner_uid` among their owners, ordered by
     /// name.
     pub fn owned_by(&self, kind: Kind, namespace: &str, owner_uid: &str) -> Vec<&Object> {
-        self.owned
-            .get(owner_uid)
-            .into_iter()
-            .flatten()
-            .filter(|k| k.kind == kind && k.namespace == namespace)
+        self.owned_keys(kind, namespace, owner_uid)
             .filter_map(|k| self.objects.get(k))
             .map(Stored::object)
             .collect()
