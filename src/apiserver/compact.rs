@@ -43,14 +43,13 @@ pub struct PodFacts {
     pub restarts: u32,
 }
 
-/// Interned label sets, images and owner lists: the pods of one ReplicaSet share them.
+/// Interned label sets, texts (images, status texts, owner names) and string lists (owner
+/// uids, images): the pods of one ReplicaSet share them.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Interner {
     labels: HashSet<Arc<BTreeMap<String, String>>>,
-    /// Images and status texts.
-    images: HashSet<Arc<str>>,
-    /// Owner lists and image lists.
-    owners: HashSet<Arc<[String]>>,
+    texts: HashSet<Arc<str>>,
+    lists: HashSet<Arc<[String]>>,
 }
 
 impl Interner {
@@ -63,33 +62,33 @@ impl Interner {
         shared
     }
 
-    fn image(&mut self, image: &str) -> Arc<str> {
-        if let Some(shared) = self.images.get(image) {
+    fn text(&mut self, text: &str) -> Arc<str> {
+        if let Some(shared) = self.texts.get(text) {
             return shared.clone();
         }
-        let shared: Arc<str> = Arc::from(image);
-        self.images.insert(shared.clone());
+        let shared: Arc<str> = Arc::from(text);
+        self.texts.insert(shared.clone());
         shared
     }
 
-    fn owners(&mut self, owners: Vec<String>) -> Arc<[String]> {
-        if let Some(shared) = self.owners.get(owners.as_slice()) {
+    fn list(&mut self, list: Vec<String>) -> Arc<[String]> {
+        if let Some(shared) = self.lists.get(list.as_slice()) {
             return shared.clone();
         }
-        let shared: Arc<[String]> = Arc::from(owners);
-        self.owners.insert(shared.clone());
+        let shared: Arc<[String]> = Arc::from(list);
+        self.lists.insert(shared.clone());
         shared
     }
 
     /// Forgets what no stored pod shares any more.
     pub(super) fn prune(&mut self) {
         self.labels.retain(|l| Arc::strong_count(l) > 1);
-        self.images.retain(|i| Arc::strong_count(i) > 1);
-        self.owners.retain(|o| Arc::strong_count(o) > 1);
+        self.texts.retain(|t| Arc::strong_count(t) > 1);
+        self.lists.retain(|l| Arc::strong_count(l) > 1);
     }
 
     pub(super) fn len(&self) -> usize {
-        self.labels.len() + self.images.len() + self.owners.len()
+        self.labels.len() + self.texts.len() + self.lists.len()
     }
 }
 
@@ -104,8 +103,7 @@ pub(super) fn owner_uids(object: &Object) -> Vec<String> {
 }
 
 impl PodFacts {
-    /// Ready for at least `min_ready` at `now` (Kubernetes' `IsPodAvailable`), as
-    /// [`crate::controller::replicaset::is_available`] reads it from the JSON.
+    /// Ready for at least `min_ready` at `now` (Kubernetes' `IsPodAvailable`).
     pub fn is_available(&self, min_ready: std::time::Duration, now: crate::clock::SimTime) -> bool {
         self.ready_since
             .is_some_and(|since| now >= since.after(min_ready))
@@ -135,7 +133,7 @@ impl PodFacts {
             .and_then(crate::clock::SimTime::parse_rfc3339);
         PodFacts {
             ready_since,
-            status_text: interner.image(status_text),
+            status_text: interner.text(status_text),
             ready_containers: statuses.iter().filter(|c| c["ready"] == true).count() as u32,
             // Wrapping, as a release build summed them before (a count is Kubernetes' int32).
             restarts: statuses
@@ -149,8 +147,8 @@ impl PodFacts {
             labels: interner.labels(pod.labels()),
             image: pod.spec()["containers"][0]["image"]
                 .as_str()
-                .map(|i| interner.image(i)),
-            images: interner.owners(
+                .map(|i| interner.text(i)),
+            images: interner.list(
                 pod.spec()["containers"]
                     .as_array()
                     .into_iter()
@@ -158,10 +156,10 @@ impl PodFacts {
                     .filter_map(|c| c["image"].as_str().map(str::to_string))
                     .collect(),
             ),
-            owners: interner.owners(owner_uids(pod)),
+            owners: interner.list(owner_uids(pod)),
             first_owner_name: pod.value["metadata"]["ownerReferences"][0]["name"]
                 .as_str()
-                .map(|n| interner.image(n)),
+                .map(|n| interner.text(n)),
         }
     }
 }
@@ -194,16 +192,15 @@ const MAX_SERIALIZED_DEPTH: usize = 100;
 
 /// Whether `value` nests objects and arrays more than `levels` deep (the walk stops there).
 fn nests_deeper(value: &Value, levels: usize) -> bool {
-    let children: Box<dyn Iterator<Item = &Value>> = match value {
-        Value::Object(m) => Box::new(m.values()),
-        Value::Array(a) => Box::new(a.iter()),
-        _ => return false,
-    };
-    let mut children = children.peekable();
-    if children.peek().is_none() {
-        return false;
+    match value {
+        Value::Object(m) if !m.is_empty() => {
+            levels == 0 || m.values().any(|c| nests_deeper(c, levels - 1))
+        }
+        Value::Array(a) if !a.is_empty() => {
+            levels == 0 || a.iter().any(|c| nests_deeper(c, levels - 1))
+        }
+        _ => false,
     }
-    levels == 0 || children.any(|c| nests_deeper(c, levels - 1))
 }
 
 fn decode(json: &[u8]) -> Object {

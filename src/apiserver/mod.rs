@@ -106,6 +106,13 @@ impl ApiError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, ApiError::NotFound { .. })
     }
+
+    fn not_found(kind: Kind, name: &str) -> ApiError {
+        ApiError::NotFound {
+            kind,
+            name: name.to_string(),
+        }
+    }
 }
 
 /// A patch body, as `kubectl patch --type merge|json` sends it.
@@ -210,10 +217,7 @@ impl ApiServer {
     fn stored(&self, kind: Kind, namespace: &str, name: &str) -> Result<&Stored, ApiError> {
         self.objects
             .get(&ObjectKey::new(kind, namespace, name))
-            .ok_or_else(|| ApiError::NotFound {
-                kind,
-                name: name.to_string(),
-            })
+            .ok_or_else(|| ApiError::not_found(kind, name))
     }
 
     /// The stored objects of `kind` (in `namespace` if given), ordered by namespace and name.
@@ -497,10 +501,7 @@ impl ApiServer {
         let stored = self
             .objects
             .remove(&key)
-            .ok_or_else(|| ApiError::NotFound {
-                kind,
-                name: name.to_string(),
-            })?;
+            .ok_or_else(|| ApiError::not_found(kind, name))?;
         self.resource_version += 1;
         self.kind_changed.insert(kind, self.resource_version);
         if !self.keep_log {
@@ -644,20 +645,16 @@ impl ApiServer {
         name: &str,
         status: Value,
     ) -> Result<bool, ApiError> {
-        if self
-            .stored(kind, namespace, name)?
-            .object()
-            .value
-            .get("status")
-            == Some(&status)
-        {
+        // One lookup: the object is taken out of its slot for the write and put back.
+        let slot = self
+            .objects
+            .get_mut(&ObjectKey::new(kind, namespace, name))
+            .ok_or_else(|| ApiError::not_found(kind, name))?;
+        if slot.object().value.get("status") == Some(&status) {
             return Ok(false);
         }
-        let key = ObjectKey::new(kind, namespace, name);
-        let Some(stored) = self.objects.remove(&key) else {
-            return Ok(false);
-        };
-        let mut object = stored.into_object();
+        let taken = std::mem::replace(slot, Stored::Whole(Object::new(kind, Value::Null)));
+        let mut object = taken.into_object();
         self.resource_version += 1;
         let version = self.resource_version;
         self.kind_changed.insert(kind, version);
@@ -679,8 +676,7 @@ impl ApiServer {
                 object: object.clone(),
             });
         }
-        self.objects
-            .insert(key, Stored::new(object, &mut self.interner));
+        *slot = Stored::new(object, &mut self.interner);
         Ok(true)
     }
 

@@ -269,31 +269,6 @@ pub fn owned_pod_names(api: &ApiServer, rs: &Object) -> Vec<String> {
     pods.into_iter().map(|(key, _)| key.name.clone()).collect()
 }
 
-/// Pods owned by `rs` (matched by owner reference), oldest first.
-pub fn owned_pods<'a>(api: &'a ApiServer, rs: &Object) -> Vec<&'a Object> {
-    let uid = rs.uid();
-    let mut pods = api.owned_by(Kind::Pod, rs.namespace(), uid);
-    // Each key read once: a field lookup costs more than a comparison.
-    pods.sort_by_cached_key(|p| (p.creation_timestamp(), p.name()));
-    pods
-}
-
-/// Ready for at least `min_ready` at `now` (Kubernetes' `IsPodAvailable`).
-pub fn is_available(pod: &Object, min_ready: Duration, now: SimTime) -> bool {
-    pod.status()
-        .get("conditions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find(|c| c["type"] == "Ready" && c["status"] == "True")
-        .is_some_and(|c| {
-            c["lastTransitionTime"]
-                .as_str()
-                .and_then(SimTime::parse_rfc3339)
-                .is_some_and(|since| now >= since.after(min_ready))
-        })
-}
-
 fn new_pod(rs: &Object, lifecycle: &PodLifecycle, rng: &mut Pcg64Mcg, api: &ApiServer) -> Object {
     let ns = rs.namespace();
     let name = loop {
@@ -406,6 +381,13 @@ pub fn min_time(a: Option<SimTime>, b: Option<SimTime>) -> Option<SimTime> {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+
+    /// Pods owned by `rs` (matched by owner reference), oldest first.
+    fn owned_pods<'a>(api: &'a ApiServer, rs: &Object) -> Vec<&'a Object> {
+        let mut pods = api.owned_by(Kind::Pod, rs.namespace(), rs.uid());
+        pods.sort_by_cached_key(|p| (p.creation_timestamp(), p.name()));
+        pods
+    }
 
     fn rs(replicas: i64) -> Object {
         Object::new(
