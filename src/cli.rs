@@ -127,6 +127,24 @@ pub enum Command {
     /// Send real HTTP load to a URL (a gateway, an nginx, an Envoy) and judge the split
     /// between the versions that answer. Flags as in oha where they mean the same.
     Load(Box<LoadArgs>),
+    /// How many requests (or connections) a verdict needs to decide: for an expected share,
+    /// a tolerance and a confidence, the size at which a right split passes and one off by
+    /// twice the tolerance fails with the chance asked for, and each outcome's chance there.
+    Plan {
+        /// The expected share, e.g. `20%`.
+        share: String,
+        /// Points either side of the expected share.
+        #[arg(long, default_value = "1")]
+        within: String,
+        /// Confidence of the verdict, e.g. `99.9%`.
+        #[arg(long, default_value = "99%")]
+        confidence: String,
+        /// The chance of deciding right to plan for.
+        #[arg(long, default_value = "90%")]
+        power: String,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
     /// Serve as a real pod on loopback: every answer carries the version (header
     /// `x-version` and JSON body `{"version", "pod"}`). Stops on Ctrl-C.
     Backend {
@@ -275,6 +293,13 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
         Command::Compare { path, seed, format } => compare(path.as_deref(), seed, format),
         Command::Lint { files } => lint_files(&files),
         Command::Load(args) => load_command(&args),
+        Command::Plan {
+            share,
+            within,
+            confidence,
+            power,
+            format,
+        } => plan_command(&share, &within, &confidence, &power, format),
         Command::EnvoyConfig {
             path,
             at_step,
@@ -575,9 +600,10 @@ pub fn plan_load(a: &LoadArgs) -> Result<PlannedLoad, String> {
         load.stop = Some(crate::load::StopRule {
             key,
             share,
-            delta: e.within / 100.0,
-            alpha: 1.0 - e.confidence,
-            beta: 1.0 - e.confidence,
+            test: crate::load::StopTest::Verdict {
+                within: e.within / 100.0,
+                confidence: e.confidence,
+            },
         });
     }
     Ok(PlannedLoad { load, expectations })
@@ -610,12 +636,53 @@ fn load_command(a: &LoadArgs) -> (u8, String, String) {
         Format::Text => report::text::http_load(&report),
         Format::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
     };
-    let code = match &report.verdict {
-        Some(v) if !v.passes => 1,
+    let code = match report.verdict.as_ref().map(|v| v.outcome) {
+        Some(crate::verify::Outcome::Fail) => 1,
+        Some(crate::verify::Outcome::Inconclusive) => INCONCLUSIVE_EXIT,
         _ => 0,
     };
     (code, out, String::new())
 }
+
+/// `canarysim plan SHARE …`.
+fn plan_command(
+    share: &str,
+    within: &str,
+    confidence: &str,
+    power: &str,
+    format: Format,
+) -> (u8, String, String) {
+    let bad = |e: String| (2, String::new(), format!("{e}\n"));
+    let share = match crate::gateway::parse_expect(&format!("share={share}")) {
+        Ok((_, s)) => s,
+        Err(_) => return bad(format!("{share:?}: expected a share, e.g. 20%")),
+    };
+    let within = match within.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(w) if w > 0.0 && w < 100.0 => w,
+        _ => {
+            return bad(format!(
+                "--within {within:?}: expected points above 0, e.g. 1"
+            ));
+        }
+    };
+    let confidence = match fraction("--confidence", confidence) {
+        Ok(c) => c,
+        Err(e) => return bad(e),
+    };
+    let power = match fraction("--power", power) {
+        Ok(p) => p,
+        Err(e) => return bad(e),
+    };
+    let plan = crate::verify::plan::plan(share, within / 100.0, confidence, power);
+    let out = match format {
+        Format::Text => report::text::plan(&plan),
+        Format::Json => serde_json::to_string_pretty(&plan).unwrap_or_default() + "\n",
+    };
+    (0, out, String::new())
+}
+
+/// `canarysim load`'s exit code when the data cannot decide (0 pass, 1 fail, 2 bad input).
+pub const INCONCLUSIVE_EXIT: u8 = 3;
 
 /// The longest `canarysim load` (beyond it the clock's arithmetic could overflow, and no
 /// canary step lasts longer).

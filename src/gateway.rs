@@ -5,7 +5,7 @@
 use crate::load::http::{HttpLoad, HttpOutcome};
 use crate::load::tally::UnitFinding;
 use crate::outcome::{ExpectedShare, HttpLoadReport, HttpVerdict, HttpVersionReport, UnitReport};
-use crate::verify::{self, SplitUnit};
+use crate::verify::{self, Outcome, SplitUnit};
 
 /// Confidence of the intervals shown per version.
 pub const REPORT_CONFIDENCE: f64 = 0.99;
@@ -92,6 +92,10 @@ pub fn judge(
             .cmp(&a.responses)
             .then(a.version.cmp(&b.version))
     });
+    let sequential = load
+        .stop
+        .as_ref()
+        .map(|_| outcome.sequential(load.requests));
     let verdict = expect.map(|e| {
         let mut names = Vec::new();
         let mut arm_draws = Vec::new();
@@ -114,8 +118,29 @@ pub fn judge(
         }
         let split =
             verify::split_verdict(&arm_draws, unit, &requests, &shares, e.within, e.confidence);
+        // With --until-decided the sequential test, made to stop early, decides; a
+        // fixed-sample interval at its stopping point is shown, not used.
+        let (verdict_outcome, decided_by) = match &sequential {
+            Some(q) => (
+                match q.decision.as_str() {
+                    "pass" => Outcome::Pass,
+                    "fail" => Outcome::Fail,
+                    _ => Outcome::Inconclusive,
+                },
+                "sequential test",
+            ),
+            None => (split.outcome, "interval"),
+        };
+        let advice = if verdict_outcome == Outcome::Inconclusive {
+            inconclusive_advice(load, e, &split)
+        } else {
+            String::new()
+        };
         HttpVerdict {
-            passes: split.passes,
+            outcome: verdict_outcome,
+            passes: verdict_outcome == Outcome::Pass,
+            decided_by: decided_by.to_string(),
+            advice,
             expected: names
                 .into_iter()
                 .zip(shares)
@@ -125,7 +150,7 @@ pub fn judge(
         }
     });
     let finding = match evidence.finding {
-        UnitFinding::PerRequest => "per request",
+        UnitFinding::PerRequest | UnitFinding::OneAnswerPerConnection => "per request",
         UnitFinding::PerConnection => "per connection",
         UnitFinding::Undetermined => "undetermined",
     };
@@ -134,14 +159,18 @@ pub fn judge(
             "every one of the {} connections that carried two or more answers was answered by one version only (chance if each request were routed on its own: {:.1e}): the gateway chooses per connection (an L4 balancer, HAProxy in TCP mode, kube-proxy), so each connection is one draw",
             evidence.multi_request_connections, evidence.chance_if_per_request
         ),
+        UnitFinding::Undetermined if t.versions.len() < 2 => format!(
+            "only {} answered, on {} connection(s) that carried two or more answers: a gateway that picks per connection would look the same, so each connection is one draw (n = {effective_n} connections); --disable-keepalive (each request a connection of its own) or more connections (-c) give more draws",
+            t.versions
+                .first()
+                .map_or("one version", |v| v.version.as_str()),
+            evidence.multi_request_connections,
+        ),
         UnitFinding::Undetermined => format!(
-            "the {} connection(s) that carried two or more answers each saw one version, but that is likely by chance ({:.2}); judged per request",
+            "each of the {} connection(s) that carried two or more answers saw one version, which may be chance ({:.2}) or a gateway that picks per connection: judged per connection (n = {effective_n} connections)",
             evidence.multi_request_connections, evidence.chance_if_per_request
         ),
-        UnitFinding::PerRequest if t.versions.len() < 2 => {
-            "one version answered: the unit of randomisation does not matter".to_string()
-        }
-        UnitFinding::PerRequest if evidence.multi_request_connections == 0 => {
+        UnitFinding::OneAnswerPerConnection => {
             "no connection carried two answers (no keep-alive): each request is a draw".to_string()
         }
         UnitFinding::PerRequest => format!(
@@ -182,17 +211,33 @@ pub fn judge(
         versions,
         latency: t.latency.summary(),
         verdict,
-        sequential: load.stop.as_ref().map(|_| crate::load::Sequential {
-            decision: match outcome.decided {
-                Some((verify::SplitCheck::Matches, _)) => "matches",
-                Some((verify::SplitCheck::Differs, _)) => "differs",
-                _ => "undecided",
-            }
-            .to_string(),
-            after: outcome.decided.map_or(classified, |(_, n)| n),
-            planned: load.requests,
-        }),
+        sequential,
     }
+}
+
+/// What would decide an inconclusive verdict: more draws of the unit in force (about how
+/// many, if the shares held), and for keep-alive connections judged one draw each, more
+/// connections or none kept alive.
+fn inconclusive_advice(load: &HttpLoad, e: &Expectations, split: &verify::SplitVerdict) -> String {
+    let mut advice = Vec::new();
+    if let (SplitUnit::Request, Some(total)) = (split.unit, split.units_to_decide) {
+        advice.push(format!("-n {total}"));
+    }
+    if split.unit == SplitUnit::Connection && load.keepalive {
+        advice.push(format!(
+            "--disable-keepalive makes every request a connection, so a draw, of its own (or raise -c from {})",
+            load.connections
+        ));
+    }
+    if let Some((_, share)) = e.shares.first() {
+        advice.push(format!(
+            "`canarysim plan {}% --within {} --confidence {}% --power 99%` gives the size that decides with a 99 % chance",
+            share * 100.0,
+            e.within,
+            e.confidence * 100.0
+        ));
+    }
+    advice.join("; ")
 }
 
 #[cfg(test)]

@@ -243,7 +243,15 @@ pub struct HttpVersionReport {
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct HttpVerdict {
+    /// Pass, fail or inconclusive.
+    pub outcome: crate::verify::Outcome,
+    /// The outcome is `pass`.
     pub passes: bool,
+    /// `interval` (the split's intervals against the tolerance), or `sequential test`
+    /// (`--until-decided`: the test that stopped the load decides).
+    pub decided_by: String,
+    /// When inconclusive: what would decide (more draws, more connections); else empty.
+    pub advice: String,
     /// The expectations, in order (`(rest)` for versions not listed).
     pub expected: Vec<ExpectedShare>,
     pub split: crate::verify::SplitVerdict,

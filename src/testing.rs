@@ -66,9 +66,14 @@ impl fmt::Display for ScenarioFailure {
         match self {
             ScenarioFailure::Invalid(message) => write!(f, "{message}"),
             ScenarioFailure::Failed(report) => {
+                let how = if self.only_inconclusive() {
+                    "is inconclusive: the data cannot decide a split yet"
+                } else {
+                    "failed"
+                };
                 writeln!(
                     f,
-                    "scenario {} (seed {}) failed — {}",
+                    "scenario {} (seed {}) {how} — {}",
                     report.name, report.seed, report.file
                 )?;
                 for step in report.steps.iter().filter(|s| !s.passed) {
@@ -90,6 +95,25 @@ impl fmt::Display for ScenarioFailure {
                 Ok(())
             }
         }
+    }
+}
+
+impl ScenarioFailure {
+    /// Whether every failing step is an `expect_split` whose outcome was inconclusive (and
+    /// not accepted), with no invariant broken: more draws would decide, no weight was
+    /// shown wrong.
+    pub fn only_inconclusive(&self) -> bool {
+        let ScenarioFailure::Failed(report) = self else {
+            return false;
+        };
+        let mut failing = report.steps.iter().filter(|s| !s.passed).peekable();
+        failing.peek().is_some()
+            && report.violations.is_empty()
+            && failing.all(|s| {
+                s.split
+                    .as_ref()
+                    .is_some_and(|v| v.outcome == crate::verify::Outcome::Inconclusive)
+            })
     }
 }
 

@@ -106,3 +106,119 @@ fn compare_shows_the_mesh_at_the_set_weight_and_the_no_mesh_split_at_the_pod_rat
     assert_eq!(code, 0);
     assert!(text.contains("NO MESH OBSERVED"), "{text}");
 }
+
+/// The keep-alive half of `scenarios/no-mesh-keepalive.yaml`, with `expect_split`'s keys
+/// given: 20 keep-alive connections are 20 draws, an inconclusive split.
+fn keepalive_split_scenario(keys: &str) -> String {
+    format!(
+        r#"name: keepalive-{keys_name}
+seed: 12
+manifests:
+  - inline: |
+      apiVersion: argoproj.io/v1alpha1
+      kind: Rollout
+      metadata: {{name: demo}}
+      spec:
+        replicas: 4
+        selector: {{matchLabels: {{app: demo}}}}
+        template:
+          metadata: {{labels: {{app: demo}}}}
+          spec: {{containers: [{{name: demo, image: "demo:blue"}}]}}
+        strategy: {{canary: {{steps: [{{setWeight: 20}}, {{pause: {{}}}}]}}}}
+      ---
+      {{apiVersion: v1, kind: Service, metadata: {{name: demo}}, spec: {{selector: {{app: demo}}, ports: [{{port: 80}}]}}}}
+traffic: {{host: demo, origin: plain, connections: 20}}
+steps:
+  - wait: {{until: healthy, timeout: 1m}}
+  - set_image: {{rollout: demo, container: demo, image: "demo:yellow"}}
+  - wait: {{until: paused, timeout: 1m}}
+  - load: {{requests: 10000}}
+  - expect_split: {{canary: 20%{keys}}}
+"#,
+        keys_name = keys.len()
+    )
+}
+
+#[test]
+fn expect_split_accepts_the_outcomes_it_names() {
+    let check = |keys: &str| {
+        let path = write_temp(
+            &format!("split-accept-{}.yaml", keys.len()),
+            &keepalive_split_scenario(keys),
+        );
+        run(&["run", path.to_str().unwrap()])
+    };
+    // Pass only by default: inconclusive fails the step, and says what would decide.
+    let (code, out, _) = check("");
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("INCONCLUSIVE: split is made per connection"),
+        "{out}"
+    );
+    assert!(
+        out.contains("inconclusive counts as a failure here"),
+        "{out}"
+    );
+    assert!(out.contains("more connections would decide"), "{out}");
+    let (code, out, _) = check(", accept: [pass, inconclusive]");
+    assert_eq!(code, 0, "{out}");
+    let (code, out, _) = check(", accept: inconclusive");
+    assert_eq!(code, 0, "{out}");
+    // `accept: fail` asserts a wrong weight; 20 draws cannot show one.
+    let (code, out, _) = check(", accept: fail");
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("outcome: inconclusive (accepted: fail): FAILED"),
+        "{out}"
+    );
+    // The older `verdict: fail` meant "not shown within tolerance": it still holds.
+    let (code, out, _) = check(", verdict: fail");
+    assert_eq!(code, 0, "{out}");
+    // Both forms at once: invalid input, named where it is written.
+    let (code, _, err) = check(", verdict: fail, accept: fail");
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not both"), "{err}");
+}
+
+#[test]
+fn plan_gives_the_sizes_that_decide() {
+    let (code, out, err) = run(&["plan", "5%", "--within", "0.5", "--confidence", "99%"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("12607  the interval is ±0.5 points wide"),
+        "{out}"
+    );
+    assert!(
+        out.contains("a right split (5 %) passes with a 90 % chance"),
+        "{out}"
+    );
+    let (code, out, _) = run(&[
+        "plan",
+        "20%",
+        "--confidence",
+        "99.9%",
+        "--power",
+        "99%",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0);
+    let plan: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        plan["right_split"]["pass"].as_f64().unwrap() >= 0.99,
+        "{plan}"
+    );
+    assert!(
+        plan["wrong_split"]["fail"].as_f64().unwrap() >= 0.99,
+        "{plan}"
+    );
+    assert_eq!(plan["wrong_share"], 0.22);
+    for bad in [
+        &["plan", "120%"][..],
+        &["plan", "20%", "--within", "0"],
+        &["plan", "20%", "--power", "1"],
+    ] {
+        let (code, _, err) = run(bad);
+        assert_eq!(code, 2, "{bad:?}: {err}");
+    }
+}

@@ -43,7 +43,7 @@ fn pod(rt: &tokio::runtime::Runtime, spec: PodSpec) -> RunningPod {
 fn l4_balancer(
     rt: &tokio::runtime::Runtime,
     backends: Vec<SocketAddr>,
-    pick: fn(u64) -> usize,
+    pick: impl Fn(u64) -> usize + Send + 'static,
 ) -> SocketAddr {
     let listener = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -69,29 +69,156 @@ fn one_backend_every_request_accounted_and_the_verdict_passes() {
     let rt = servers();
     let blue = pod(&rt, PodSpec::new("blue"));
     let url = format!("http://{}/", blue.address);
-    let (code, out, err) = load(&[&url, "-n", "600", "-c", "4", "--expect", "blue=100%"]);
+    // Without keep-alive every request is a draw of its own.
+    let args = ["-n", "600", "-c", "4", "--disable-keepalive"];
+    let (code, out, err) = load(&[&[url.as_str()][..], &args, &["--expect", "blue=100%"]].concat());
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("sent 600 "), "{out}");
     assert!(out.contains("2xx 600,"), "{out}");
     assert!(out.contains("verdict: PASS"), "{out}");
-    let (code, out, _) = load(&[
+    let (code, out, _) = load(
+        &[
+            &[url.as_str()][..],
+            &args,
+            &["--expect", "yellow=20%", "--format", "json"],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 1, "blue answers everything: 20 % yellow fails");
+    let r = json(&out);
+    assert_eq!(r["sent"], 600);
+    assert_eq!(r["classes"]["2xx"], 600);
+    assert_eq!(r["verdict"]["outcome"], "fail");
+    assert_eq!(r["verdict"]["passes"], false);
+    assert_eq!(r["versions"][0]["version"], "blue");
+    assert_eq!(r["connections_opened"], 600);
+}
+
+#[test]
+fn one_version_over_few_keepalive_connections_is_inconclusive_not_a_pass() {
+    // Four keep-alive connections that all reached blue: through a gateway that picks per
+    // connection, that happens 41 % of the time with 20 % of connections on the canary.
+    // A rollback check (canary 0 %) must not pass on it: each connection is one draw.
+    let rt = servers();
+    let blue = pod(&rt, PodSpec::new("blue"));
+    let url = format!("http://{}/", blue.address);
+    let (code, out, err) = load(&[&url, "-n", "600", "-c", "4", "--expect", "yellow=0%"]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(out.contains("verdict: INCONCLUSIVE"), "{out}");
+    assert!(
+        out.contains("UNIT OF RANDOMISATION: PER CONNECTION"),
+        "{out}"
+    );
+    assert!(out.contains("--disable-keepalive"), "{out}");
+    assert!(out.contains("canarysim plan 0% --within 1"), "{out}");
+    // The same pod without keep-alive: 600 draws show canary 0 % within a point.
+    let (code, out, err) = load(&[
         &url,
         "-n",
         "600",
         "-c",
         "4",
+        "--disable-keepalive",
         "--expect",
-        "yellow=20%",
-        "--format",
-        "json",
+        "yellow=0%",
     ]);
-    assert_eq!(code, 1, "blue answers everything: 20 % yellow fails");
-    let r = json(&out);
-    assert_eq!(r["sent"], 600);
-    assert_eq!(r["classes"]["2xx"], 600);
-    assert_eq!(r["verdict"]["passes"], false);
-    assert_eq!(r["versions"][0]["version"], "blue");
-    assert_eq!(r["connections_opened"], 4);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
+/// kube-proxy's iptables mode: each connection's pod drawn at random, 1 in 5 the canary
+/// (seeded per run: a hash of the run and the connection's number).
+fn random_fifth(run: u64) -> impl Fn(u64) -> usize + Send + 'static {
+    move |i| {
+        let mut x = (run << 32 | i).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        x ^= x >> 29;
+        x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x ^= x >> 32;
+        usize::from(x % 5 == 0)
+    }
+}
+
+#[test]
+fn a_rollback_check_through_a_per_connection_balancer_never_passes() {
+    // Canary 0 % expected (the rollout was aborted), but the balancer still sends 20 % of
+    // connections to yellow. Few keep-alive connections often all land on blue (0.8^c):
+    // that must never pass as "0 % canary".
+    let rt = servers();
+    let blue = pod(&rt, PodSpec::new("blue"));
+    let yellow = pod(&rt, PodSpec::new("yellow"));
+    for connections in ["1", "4"] {
+        let mut outcomes = std::collections::BTreeMap::<String, u32>::new();
+        let mut all_blue = 0;
+        for run in 0..100 {
+            let lb = l4_balancer(&rt, vec![blue.address, yellow.address], random_fifth(run));
+            let (code, out, err) = load(&[
+                &format!("http://{lb}/"),
+                "-n",
+                "200",
+                "-c",
+                connections,
+                "--expect",
+                "yellow=0%",
+                "--format",
+                "json",
+            ]);
+            let r = json(&out);
+            let outcome = r["verdict"]["outcome"].as_str().unwrap().to_string();
+            assert_ne!(outcome, "pass", "-c {connections}, run {run}: {out}{err}");
+            assert_eq!(code, if outcome == "fail" { 1 } else { 3 });
+            let versions = r["versions"].as_array().unwrap();
+            all_blue += u32::from(versions.len() == 1 && versions[0]["version"] == "blue");
+            *outcomes.entry(outcome).or_default() += 1;
+        }
+        // The trap was there: some runs saw blue only.
+        assert!(all_blue > 0, "-c {connections}: {outcomes:?}");
+        println!("-c {connections}: {outcomes:?}, blue only in {all_blue} of 100");
+    }
+}
+
+#[test]
+fn until_decided_never_fails_a_fair_per_connection_split() {
+    // The sequential test counts connections until a connection shows two versions; with
+    // a per-connection balancer none does, so requests never count as independent draws.
+    let rt = servers();
+    let blue = pod(&rt, PodSpec::new("blue"));
+    let yellow = pod(&rt, PodSpec::new("yellow"));
+    for run in 0..20 {
+        let lb = l4_balancer(&rt, vec![blue.address, yellow.address], random_fifth(run));
+        for extra in [&["-c", "4"][..], &["-c", "4", "--disable-keepalive"][..]] {
+            let (_, out, err) = load(
+                &[
+                    &[
+                        format!("http://{lb}/").as_str(),
+                        "-n",
+                        "3000",
+                        "--expect",
+                        "yellow=20%",
+                        "--within",
+                        "5",
+                        "--until-decided",
+                        "--format",
+                        "json",
+                    ][..],
+                    extra,
+                ]
+                .concat(),
+            );
+            let r = json(&out);
+            let decision = r["sequential"]["decision"].as_str().unwrap();
+            assert_ne!(decision, "fail", "run {run} {extra:?}: {out}{err}");
+            // Without keep-alive each request is a connection: the units are one.
+            let unit = if extra.len() == 2 {
+                "connection"
+            } else {
+                "request"
+            };
+            assert_eq!(r["sequential"]["unit"], unit, "{out}");
+            if extra.len() == 2 {
+                // Four keep-alive connections are four draws: nothing decides.
+                assert_eq!(decision, "inconclusive", "{out}");
+            }
+        }
+    }
 }
 
 #[test]
@@ -196,8 +323,10 @@ fn a_per_connection_balancer_is_recognised_and_judged_by_connections() {
         .find(|v| v["version"] == "yellow")
         .unwrap();
     assert_eq!(yellow["connections"], 4);
-    // 4 of 20 connections is exactly 20 %, but 20 draws cannot show ±1 point.
-    assert_eq!(code, 1);
+    // 4 of 20 connections is exactly 20 %, but 20 draws cannot show ±1 point: the data
+    // cannot tell (exit 3), which is not a wrong weight (exit 1).
+    assert_eq!(code, 3);
+    assert_eq!(r["verdict"]["outcome"], "inconclusive");
     assert_eq!(r["verdict"]["passes"], false);
     // The text report says so up front.
     let (_, text, _) = load(&[&format!("http://{lb}/"), "-n", "400", "-c", "10"]);
@@ -390,20 +519,24 @@ fn until_decided_stops_before_the_most_it_may_send() {
         "json",
     ]);
     let r = json(&out);
-    assert_eq!(r["sequential"]["decision"], "matches", "{out}{err}");
+    assert_eq!(r["sequential"]["decision"], "pass", "{out}{err}");
+    assert_eq!(r["verdict"]["outcome"], "pass");
+    assert_eq!(r["verdict"]["decided_by"], "sequential test");
     assert!(r["sent"].as_u64().unwrap() < 20_000, "{out}");
     assert_eq!(code, 0);
-    // A share of 100 % cannot be tested sequentially: said at once.
-    let (code, _, err) = load(&[
+    // Too few requests to decide: inconclusive at the cap, exit 3.
+    let (code, out, err) = load(&[
         &format!("http://{}/", blue.address),
         "-n",
         "10",
         "--expect",
         "blue=100%",
         "--until-decided",
+        "--format",
+        "json",
     ]);
-    assert_eq!(code, 2);
-    assert!(err.contains("--until-decided"), "{err}");
+    assert_eq!(code, 3, "{out}{err}");
+    assert_eq!(json(&out)["sequential"]["decision"], "inconclusive");
 }
 
 #[test]
@@ -600,4 +733,96 @@ fn an_open_loop_counts_latency_from_the_intended_send_time() {
         r["elapsed_seconds"].as_f64().unwrap() >= 0.4,
         "10 at 20/s take 0.45 s: {out}"
     );
+}
+
+/// An HTTP/1.1-only server, as nginx without `http2`: it answers HTTP/1 requests and
+/// refuses HTTP/2's connection preface with a 400 and a close.
+fn http1_only(rt: &tokio::runtime::Runtime) -> SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let address = listener.local_addr().unwrap();
+    rt.spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buffer = vec![0u8; 4096];
+                while let Ok(n) = client.read(&mut buffer).await {
+                    if n == 0 {
+                        break;
+                    }
+                    let answer: &[u8] = if buffer.starts_with(b"PRI * HTTP/2.0") {
+                        b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                    } else {
+                        b"HTTP/1.1 200 OK\r\nx-version: blue\r\ncontent-length: 0\r\n\r\n"
+                    };
+                    if client.write_all(answer).await.is_err() || answer.len() < 60 {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    address
+}
+
+#[test]
+fn a_protocol_the_target_does_not_speak_is_exit_2_at_once() {
+    let rt = servers();
+    let http1 = http1_only(&rt);
+    // HTTP/2 with prior knowledge against an HTTP/1-only server.
+    let started = Instant::now();
+    let (code, out, err) = load(&[&format!("http://{http1}/"), "-n", "2000", "--http2"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert!(err.contains("offered HTTP/2 with prior knowledge"), "{err}");
+    assert!(err.contains("drop --http2"), "{err}");
+    // The same server in HTTP/1.1 is fine.
+    let (code, out, err) = load(&[&format!("http://{http1}/"), "-n", "20", "-c", "2"]);
+    assert_eq!(code, 0, "{out}{err}");
+    // TLS against a plain port.
+    let (code, out, err) = load(&[&format!("https://{http1}/"), "-n", "20", "--insecure"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("offered TLS"), "{err}");
+    assert!(err.contains("try http://"), "{err}");
+    // Plain HTTP against a TLS port.
+    let blue = pod(&rt, PodSpec::new("blue"));
+    let (front, _) = tls_front(&rt, blue.address, "plain-to-tls");
+    let (code, out, err) = load(&[&format!("http://{front}/"), "-n", "20"]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("offered HTTP/1.1 in plain text"), "{err}");
+    assert!(err.contains("try https://"), "{err}");
+}
+
+#[test]
+fn the_probe_is_the_loads_first_connection_not_an_extra_one() {
+    // Round robin over two pods by connection number: with an extra, uncounted probe
+    // connection, the load's first connection would land on yellow instead of blue.
+    let rt = servers();
+    let blue = pod(&rt, PodSpec::new("blue"));
+    let yellow = pod(&rt, PodSpec::new("yellow"));
+    let accepted = Arc::new(AtomicU64::new(0));
+    let counter = accepted.clone();
+    let lb = l4_balancer(&rt, vec![blue.address, yellow.address], move |i| {
+        counter.fetch_add(1, Ordering::Relaxed);
+        (i % 2) as usize
+    });
+    let (_, out, err) = load(&[
+        &format!("http://{lb}/"),
+        "-n",
+        "50",
+        "-c",
+        "1",
+        "--format",
+        "json",
+    ]);
+    let r = json(&out);
+    assert_eq!(r["connections_opened"], 1, "{out}{err}");
+    assert_eq!(
+        accepted.load(Ordering::Relaxed),
+        1,
+        "one connection reached the balancer"
+    );
+    assert_eq!(r["versions"][0]["version"], "blue", "{out}");
+    assert_eq!(r["sent"], 50);
 }

@@ -248,13 +248,15 @@ fn load(port: u16, extra: &[&str]) -> (u8, serde_json::Value, String) {
         "json",
         "-z",
         "120s",
-        "--expect",
-        "yellow=20%",
         "--within",
         "1",
         "--confidence",
         "99.9%",
     ];
+    // yellow=20% unless the test expects something else.
+    if !extra.contains(&"--expect") {
+        argv.extend_from_slice(&["--expect", "yellow=20%"]);
+    }
     argv.extend_from_slice(extra);
     let (code, out, err) = execute(Cli::parse_from(argv));
     let report = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
@@ -280,7 +282,7 @@ fn print_row(name: &str, r: &serde_json::Value) {
         yellow_share(r) * 100.0,
         r["effective_n"],
         r["unit"].as_str().unwrap_or(""),
-        r["verdict"]["passes"]
+        r["verdict"]["outcome"]
     );
 }
 
@@ -355,7 +357,7 @@ fn envoy_weighted_clusters_80_20_pass() {
 fn haproxy_tcp_mode_is_reported_as_a_per_connection_split() {
     let p = pods();
     let gw = haproxy(p.blue.address, p.yellow.address, "tcp", "roundrobin");
-    let (_, r, text) = load(gw.port, &["-n", "20000", "-c", "20"]);
+    let (code, r, text) = load(gw.port, &["-n", "20000", "-c", "20"]);
     print_row("haproxy mode tcp, 20 connections", &r);
     assert_accounted(&r, &text);
     assert_eq!(r["unit"], "connection", "{text}");
@@ -363,6 +365,14 @@ fn haproxy_tcp_mode_is_reported_as_a_per_connection_split() {
     assert_eq!(r["effective_n"], 20);
     let share = yellow_share(&r);
     assert!((0.05..=0.40).contains(&share), "{share}: {text}");
+    // 20 draws cannot show ±1 point, nor a wrong weight: inconclusive, exit 3.
+    assert_eq!(r["verdict"]["outcome"], "inconclusive", "{text}");
+    assert_eq!(code, 3, "{text}");
+    // One keep-alive connection, checked for canary 0 % (a rollback): never a pass.
+    let (code, r, text) = load(gw.port, &["-n", "2000", "-c", "1", "--expect", "yellow=0%"]);
+    print_row("haproxy mode tcp, 1 connection, yellow=0%", &r);
+    assert_ne!(r["verdict"]["outcome"], "pass", "{text}");
+    assert_ne!(code, 0, "{text}");
 }
 
 #[test]

@@ -120,6 +120,8 @@ fuzz_target!(|input: Input| {
         tally,
         elapsed: Duration::from_millis(1500),
         decided: None,
+        undecided: "inconclusive",
+        sequential_draws: 0,
         address: "127.0.0.1:9".into(),
         protocol: "HTTP/1.1",
     };
@@ -140,4 +142,13 @@ fuzz_target!(|input: Input| {
     let _ = canarysim::report::text::http_load(&report);
     let json = serde_json::to_value(&report).expect("the report serialises");
     assert_eq!(json["sent"], outcome.tally.sent);
+    // A pass needs every interval inside the tolerance; a fail one wholly outside.
+    if let Some(v) = &report.verdict {
+        let arms = &v.split.arms;
+        match v.outcome {
+            canarysim::verify::Outcome::Pass => assert!(arms.iter().all(|a| a.inside)),
+            canarysim::verify::Outcome::Fail => assert!(arms.iter().any(|a| a.outside)),
+            canarysim::verify::Outcome::Inconclusive => {}
+        }
+    }
 });

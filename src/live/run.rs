@@ -323,18 +323,11 @@ fn result(
             "{through}, live router at {} (real sockets)",
             outcome.address
         ),
-        sequential: w.stop.as_ref().map(|_| crate::load::Sequential {
-            decision: match outcome.decided {
-                Some((crate::verify::SplitCheck::Matches, _)) => "matches",
-                Some((crate::verify::SplitCheck::Differs, _)) => "differs",
-                _ => "undecided",
-            }
-            .to_string(),
-            after: outcome.decided.map_or(classified, |(_, n)| n),
-            planned: match w.amount {
+        sequential: w.stop.as_ref().map(|_| {
+            outcome.sequential(match w.amount {
                 Amount::Requests(n) => Some(n),
                 Amount::Duration(_) => None,
-            },
+            })
         }),
         configured: Vec::new(),
         capped: match w.amount {

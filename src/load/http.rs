@@ -16,9 +16,9 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::StopRule;
 use super::classify::Classifier;
-use super::tally::{Connection, Ending, Tally};
+use super::tally::{Connection, Ending, OnConnection, Tally};
+use super::{SequentialTest, SplitUnit, StopRule};
 
 /// How long `canarysim load` waits for the first connection before it calls the target
 /// unreachable.
@@ -135,7 +135,9 @@ pub struct HttpLoad {
     pub sni: Option<String>,
     pub connect_to: Vec<ConnectTo>,
     pub classifier: Classifier,
-    /// Stop as soon as the sequential test on one version's share decides.
+    /// Stop as soon as the sequential test on one version's share decides (on the unit in
+    /// force: each connection's first answer until a connection shows two versions, each
+    /// answer after).
     pub stop: Option<StopRule>,
     /// The classified values that count as the stop rule's version (empty: its key itself;
     /// live mode lists the pods of a role).
@@ -149,6 +151,13 @@ pub enum HttpLoadError {
     Unreachable { address: String, reason: String },
     #[error("--cacert {path}: {reason}")]
     CaCert { path: String, reason: String },
+    /// The first request showed that the target speaks another protocol.
+    #[error("{address} does not speak what the load offered: offered {offered}; {answered}")]
+    ProtocolMismatch {
+        address: String,
+        offered: String,
+        answered: String,
+    },
     #[error("{0}")]
     Setup(String),
 }
@@ -164,18 +173,54 @@ pub struct Snapshot {
     pub versions: Vec<(String, u64)>,
 }
 
+/// A sequential test's decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decided {
+    /// `matches` / `differs` (a scenario's SPRT), `pass` / `fail` (the verdict's test).
+    pub decision: &'static str,
+    /// Draws the deciding test had seen.
+    pub after: u64,
+    /// What its draws were.
+    pub unit: SplitUnit,
+}
+
 /// A finished real load.
 #[derive(Debug, Clone)]
 pub struct HttpOutcome {
     pub tally: Tally,
     pub elapsed: Duration,
-    /// The sequential test's decision and after how many classified answers.
-    pub decided: Option<(crate::verify::SplitCheck, u64)>,
+    /// The sequential test's decision, if it decided.
+    pub decided: Option<Decided>,
+    /// The word for a test that did not decide (`undecided`, `inconclusive`).
+    pub undecided: &'static str,
+    /// Draws the sequential test saw in the unit in force when the load ended.
+    pub sequential_draws: u64,
     /// The address connections went to.
     pub address: String,
     /// The protocol the first connection spoke (`HTTP/2` only if ALPN or `--http2` on
     /// plain HTTP gave it).
     pub protocol: &'static str,
+}
+
+impl HttpOutcome {
+    /// The sequential test's report: its decision, or the word for none, after how many
+    /// draws of which unit.
+    pub fn sequential(&self, planned: Option<u64>) -> super::Sequential {
+        let (decision, after, unit) = match self.decided {
+            Some(d) => (d.decision, d.after, d.unit),
+            None => (
+                self.undecided,
+                self.sequential_draws,
+                self.tally.unit_evidence().unit(None),
+            ),
+        };
+        super::Sequential {
+            decision: decision.to_string(),
+            after,
+            unit,
+            planned,
+        }
+    }
 }
 
 /// State the workers share: the next request's number, the stop flag, progress counts and
@@ -195,17 +240,31 @@ struct Shared {
 #[derive(Default)]
 struct Pending {
     done: u64,
+    /// Answers per version.
     versions: Vec<(String, u64)>,
+    /// Connections' first answers per version: the draws of a per-connection split.
+    first_answers: Vec<(String, u64)>,
+    /// A connection showed two versions: the gateway picks per request.
+    per_request_shown: bool,
+}
+
+fn count(counts: &mut Vec<(String, u64)>, version: &str, n: u64) {
+    match counts.iter_mut().find(|(name, _)| name == version) {
+        Some(slot) => slot.1 += n,
+        None => counts.push((version.to_string(), n)),
+    }
 }
 
 impl Pending {
-    /// Notes one answer; true when a batch is due.
-    fn add(&mut self, version: Option<&str>) -> bool {
+    /// Notes one request's end and what it told of its connection; true when a batch is due.
+    fn add(&mut self, version: Option<&str>, on_connection: OnConnection) -> bool {
         self.done += 1;
         if let Some(v) = version {
-            match self.versions.iter_mut().find(|(name, _)| name == v) {
-                Some(slot) => slot.1 += 1,
-                None => self.versions.push((v.to_string(), 1)),
+            count(&mut self.versions, v, 1);
+            match on_connection {
+                OnConnection::First => count(&mut self.first_answers, v, 1),
+                OnConnection::SecondVersion => self.per_request_shown = true,
+                OnConnection::Nothing => {}
             }
         }
         self.done >= REPORT_EVERY
@@ -219,9 +278,72 @@ const REPORT_EVERY: u64 = 16;
 struct Live {
     done: u64,
     versions: Vec<(String, u64)>,
-    /// The test, the version it watches, answers it has seen of that version and in all.
-    sprt: Option<(crate::verify::TwoSidedSprt, Vec<String>)>,
-    decided: Option<(crate::verify::SplitCheck, u64)>,
+    watch: Option<Watch>,
+    decided: Option<Decided>,
+}
+
+/// The sequential test, run on both units: each connection's first answer is a draw of the
+/// weight whatever the gateway does, each answer only when the gateway picks per request.
+/// So the connections' test decides until a connection shows two versions; the answers'
+/// test from then on.
+struct Watch {
+    /// The classified values that count as the rule's version.
+    keys: Vec<String>,
+    per_request: SequentialTest,
+    per_connection: SequentialTest,
+    /// A connection showed two versions (or every request has its own connection).
+    per_request_shown: bool,
+}
+
+impl Watch {
+    fn new(rule: &StopRule, keys: Vec<String>, keepalive: bool) -> Result<Watch, HttpLoadError> {
+        let start = || {
+            rule.start()
+                .map_err(|e| HttpLoadError::Setup(format!("--until-decided: {e}")))
+        };
+        Ok(Watch {
+            keys,
+            per_request: start()?,
+            per_connection: start()?,
+            per_request_shown: !keepalive,
+        })
+    }
+
+    /// Feeds a batch; the decision once the test of the unit in force decides.
+    fn observe(&mut self, pending: &Pending) -> Option<Decided> {
+        let tally = |counts: &[(String, u64)]| {
+            counts.iter().fold((0, 0), |(k, n), (v, c)| {
+                (k + if self.keys.contains(v) { *c } else { 0 }, n + c)
+            })
+        };
+        let (k, n) = tally(&pending.versions);
+        let (first_k, first_n) = tally(&pending.first_answers);
+        self.per_request_shown |= pending.per_request_shown;
+        let by_request = self.per_request.observe_many(k, n);
+        let by_connection = self.per_connection.observe_many(first_k, first_n);
+        if self.per_request_shown {
+            by_request.map(|decision| Decided {
+                decision,
+                after: self.per_request.samples(),
+                unit: SplitUnit::Request,
+            })
+        } else {
+            by_connection.map(|decision| Decided {
+                decision,
+                after: self.per_connection.samples(),
+                unit: SplitUnit::Connection,
+            })
+        }
+    }
+
+    /// Draws seen in the unit in force.
+    fn draws(&self) -> u64 {
+        if self.per_request_shown {
+            self.per_request.samples()
+        } else {
+            self.per_connection.samples()
+        }
+    }
 }
 
 impl Shared {
@@ -250,35 +372,19 @@ impl Shared {
     fn report(&self, pending: &mut Pending) {
         let mut live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         live.done += pending.done;
-        let Live {
-            versions,
-            sprt,
-            decided,
-            ..
-        } = &mut *live;
-        let mut matching = 0;
-        let mut classified = 0;
-        for (v, n) in pending.versions.drain(..) {
-            if let Some((_, keys)) = sprt.as_ref() {
-                if keys.contains(&v) {
-                    matching += n;
-                }
-            }
-            classified += n;
-            match versions.iter_mut().find(|(name, _)| *name == v) {
-                Some(slot) => slot.1 += n,
-                None => versions.push((v, n)),
-            }
+        for (v, n) in &pending.versions {
+            count(&mut live.versions, v, *n);
         }
-        pending.done = 0;
-        let Some((sprt, _)) = sprt.as_mut() else {
-            return;
+        let undecided = live.decided.is_none();
+        let decision = match &mut live.watch {
+            Some(watch) if undecided => watch.observe(pending),
+            _ => None,
         };
-        let decision = sprt.observe_many(matching, classified);
-        if decision != crate::verify::SplitCheck::Continue && decided.is_none() {
-            *decided = Some((decision, sprt.samples()));
+        if decision.is_some() {
+            live.decided = decision;
             self.stop.store(true, Ordering::Relaxed);
         }
+        *pending = Pending::default();
     }
 
     fn snapshot(&self, load: &HttpLoad) -> Snapshot {
@@ -309,19 +415,21 @@ pub fn run(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome,
             .map_err(|e| HttpLoadError::Setup(format!("cannot start the runtime: {e}")))
     };
     let dialer = Arc::new(Dialer::new(load)?);
-    let protocol = runtime()?.block_on(probe(&dialer))?;
-    let sprt = match &load.stop {
-        Some(rule) => Some((
-            crate::verify::TwoSidedSprt::new(rule.share, rule.delta, rule.alpha, rule.beta)
-                .map_err(|e| HttpLoadError::Setup(format!("--until-decided: {e}")))?,
+    let watch = match &load.stop {
+        Some(rule) => Some(Watch::new(
+            rule,
             if load.stop_counts.is_empty() {
                 vec![rule.key.clone()]
             } else {
                 load.stop_counts.clone()
             },
-        )),
+            load.keepalive,
+        )?),
         None => None,
     };
+    let undecided = watch
+        .as_ref()
+        .map_or("undecided", |w| w.per_request.undecided());
     let start = Instant::now();
     let shared = Arc::new(Shared {
         next: AtomicU64::new(0),
@@ -331,7 +439,7 @@ pub fn run(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome,
         rate: load.rate,
         stop: AtomicBool::new(false),
         live: Mutex::new(Live {
-            sprt,
+            watch,
             ..Live::default()
         }),
     });
@@ -339,25 +447,43 @@ pub fn run(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome,
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(connections);
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<Result<Tally, String>>();
+    let runtimes = (0..threads)
+        .map(|_| runtime())
+        .collect::<Result<Vec<_>, _>>()?;
+    // The load's first request is its probe, on the first thread's runtime: an unreachable
+    // target or one that speaks another protocol ends the load before it starts, and the
+    // probe's connection is one of the load's (an L4 balancer's rotation sees no extra).
     let shared_load = Arc::new(load.clone());
-    for t in 0..threads {
+    let (first_tally, probe) = runtimes[0].block_on(first_request(
+        shared_load.clone(),
+        shared.clone(),
+        dialer.clone(),
+    ))?;
+    let protocol = probe.protocol;
+    let mut adopted = probe.open;
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<Result<Tally, String>>();
+    for (t, rt) in runtimes.into_iter().enumerate() {
         // Connections dealt out evenly: the first threads take one more.
         let mine = connections / threads + usize::from(t < connections % threads);
-        let rt = runtime()?;
         let (load, shared, dialer, done) = (
             shared_load.clone(),
             shared.clone(),
             dialer.clone(),
             done_tx.clone(),
         );
+        let mut open = adopted.take();
         std::thread::Builder::new()
             .name(format!("load-{t}"))
             .spawn(move || {
                 let tally = rt.block_on(async move {
                     let mut workers = tokio::task::JoinSet::new();
                     for _ in 0..mine {
-                        workers.spawn(worker(load.clone(), shared.clone(), dialer.clone()));
+                        workers.spawn(worker(
+                            load.clone(),
+                            shared.clone(),
+                            dialer.clone(),
+                            open.take(),
+                        ));
                     }
                     let mut tally = Tally::default();
                     while let Some(joined) = workers.join_next().await {
@@ -370,7 +496,7 @@ pub fn run(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome,
             .map_err(|e| HttpLoadError::Setup(format!("cannot start a load thread: {e}")))?;
     }
     drop(done_tx);
-    let mut tally = Tally::default();
+    let mut tally = first_tally;
     let mut finished = 0;
     while finished < threads {
         match done_rx.recv_timeout(Duration::from_millis(100)) {
@@ -389,44 +515,161 @@ pub fn run(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome,
     }
     let elapsed = start.elapsed();
     progress(&shared.snapshot(load));
-    let decided = shared
-        .live
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .decided;
+    let live = shared.live.lock().unwrap_or_else(|p| p.into_inner());
     Ok(HttpOutcome {
         tally,
         elapsed,
-        decided,
+        decided: live.decided,
+        undecided,
+        sequential_draws: live.watch.as_ref().map_or(0, Watch::draws),
         address: dialer.address_text(),
         protocol,
     })
 }
 
-/// One connection before the load: an unreachable target is an error within seconds, not
-/// a load of failures. Returns the protocol it spoke.
-async fn probe(dialer: &Dialer) -> Result<&'static str, HttpLoadError> {
-    let probe = tokio::time::timeout(REACH_TIMEOUT, dialer.connect())
+/// What the probe (the load's first request) left: the protocol spoken, and its
+/// connection when it may carry more.
+struct Probe {
+    protocol: &'static str,
+    open: Option<(Sender, Connection)>,
+}
+
+/// The load's first request, sent before any other: the connection must open within
+/// [`REACH_TIMEOUT`] (else the target is unreachable), and the answer must be the protocol
+/// offered (else [`HttpLoadError::ProtocolMismatch`], with what was offered and what came
+/// back). It is counted as any request.
+async fn first_request(
+    load: Arc<HttpLoad>,
+    shared: Arc<Shared>,
+    dialer: Arc<Dialer>,
+) -> Result<(Tally, Probe), HttpLoadError> {
+    let mut tally = Tally::default();
+    let Some(intended) = shared.claim() else {
+        return Ok((
+            tally,
+            Probe {
+                protocol: "HTTP/1.1",
+                open: None,
+            },
+        ));
+    };
+    let sender = tokio::time::timeout(REACH_TIMEOUT, dialer.connect())
         .await
         .map_err(|_| HttpLoadError::Unreachable {
             address: dialer.address_text(),
             reason: format!("no connection within {}s", REACH_TIMEOUT.as_secs()),
         })?
-        .map_err(|(_, reason)| HttpLoadError::Unreachable {
-            address: dialer.address_text(),
-            reason,
+        .map_err(|(ending, reason)| match ending {
+            Ending::Protocol => dialer.mismatch(&reason),
+            _ => HttpLoadError::Unreachable {
+                address: dialer.address_text(),
+                reason,
+            },
         })?;
-    Ok(match probe {
-        Sender::H1(_) => "HTTP/1.1",
-        Sender::H2(_) => "HTTP/2",
+    let protocol = sender.protocol();
+    let mut open = Some((sender, tally.opened()));
+    let mut pending = Pending::default();
+    match send_one(
+        &load,
+        &dialer,
+        &mut tally,
+        &mut open,
+        &mut pending,
+        intended,
+    )
+    .await
+    {
+        Sent::Failed(ending, reason) if dialer.is_mismatch(ending) => {
+            return Err(dialer.mismatch(&reason));
+        }
+        _ => {}
+    }
+    shared.report(&mut pending);
+    Ok((tally, Probe { protocol, open }))
+}
+
+/// How a request ended, for the probe.
+enum Sent {
+    Answered,
+    Failed(Ending, String),
+}
+
+/// Sends one request on the open connection and counts how it ended; the connection is
+/// closed (and counted) when it will carry no more.
+async fn send_one(
+    load: &HttpLoad,
+    dialer: &Dialer,
+    tally: &mut Tally,
+    open: &mut Option<(Sender, Connection)>,
+    pending: &mut Pending,
+    intended: Instant,
+) -> Sent {
+    let deadline = Instant::now() + load.timeout;
+    let Some((sender, conn)) = open.as_mut() else {
+        return Sent::Failed(Ending::Reset, "no connection".into());
+    };
+    let request = dialer.request(load, matches!(sender, Sender::H2(_)));
+    let answer = tokio::time::timeout_at(deadline, async {
+        let response = sender.send(request).await?;
+        let status = response.status().as_u16();
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await?.to_bytes();
+        let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
+        let version = load.classifier.version(header, &body);
+        let closing = header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        Ok::<_, hyper::Error>((status, version, closing))
     })
+    .await;
+    let latency = micros(intended);
+    let (ending, version, keep, sent) = match answer {
+        Ok(Ok((status, version, closing))) => (
+            Ending::Status(status),
+            version,
+            load.keepalive && !closing,
+            Sent::Answered,
+        ),
+        Ok(Err(e)) => {
+            let ending = ending_of(&e);
+            (ending, None, false, Sent::Failed(ending, describe(&e)))
+        }
+        Err(_) => (
+            Ending::Timeout,
+            None,
+            false,
+            Sent::Failed(Ending::Timeout, "timed out".into()),
+        ),
+    };
+    let on_connection = tally.record(Some(conn), ending, version.as_deref(), latency);
+    pending.add(version.as_deref(), on_connection);
+    if !keep {
+        if let Some((_, c)) = open.take() {
+            tally.closed(c);
+        }
+    }
+    sent
+}
+
+/// A hyper error with its causes, for a message.
+fn describe(e: &hyper::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
 }
 
 /// One client connection slot: sends requests one after another, reconnecting when the
-/// connection ends (or for every request without keep-alive).
-async fn worker(load: Arc<HttpLoad>, shared: Arc<Shared>, dialer: Arc<Dialer>) -> Tally {
+/// connection ends (or for every request without keep-alive). `open`: the probe's
+/// connection, for the slot that carries it on.
+async fn worker(
+    load: Arc<HttpLoad>,
+    shared: Arc<Shared>,
+    dialer: Arc<Dialer>,
+    mut open: Option<(Sender, Connection)>,
+) -> Tally {
     let mut tally = Tally::default();
-    let mut open: Option<(Sender, Connection)> = None;
     let mut pending = Pending::default();
     while let Some(intended) = shared.claim() {
         // Only an open loop waits (the timer has millisecond granularity: a closed loop
@@ -445,53 +688,33 @@ async fn worker(load: Arc<HttpLoad>, shared: Arc<Shared>, dialer: Arc<Dialer>) -
             }
         }
         if open.is_none() {
-            match tokio::time::timeout_at(deadline, dialer.connect()).await {
-                Ok(Ok(sender)) => open = Some((sender, tally.opened())),
-                Ok(Err((ending, _))) => {
-                    tally.record(None, ending, None, micros(intended));
-                    if pending.add(None) {
-                        shared.report(&mut pending);
-                    }
-                    continue;
+            let ending = match tokio::time::timeout_at(deadline, dialer.connect()).await {
+                Ok(Ok(sender)) => {
+                    open = Some((sender, tally.opened()));
+                    None
                 }
-                Err(_) => {
-                    tally.record(None, Ending::Timeout, None, micros(intended));
-                    if pending.add(None) {
-                        shared.report(&mut pending);
-                    }
-                    continue;
+                Ok(Err((ending, _))) => Some(ending),
+                Err(_) => Some(Ending::Timeout),
+            };
+            if let Some(ending) = ending {
+                tally.record(None, ending, None, micros(intended));
+                if pending.add(None, OnConnection::Nothing) {
+                    shared.report(&mut pending);
                 }
+                continue;
             }
         }
-        let (sender, conn) = open.as_mut().expect("opened above");
-        let request = dialer.request(&load, matches!(sender, Sender::H2(_)));
-        let answer = tokio::time::timeout_at(deadline, async {
-            let response = sender.send(request).await?;
-            let status = response.status().as_u16();
-            let (parts, body) = response.into_parts();
-            let body = body.collect().await?.to_bytes();
-            let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
-            let version = load.classifier.version(header, &body);
-            let closing = header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
-            Ok::<_, hyper::Error>((status, version, closing))
-        })
+        send_one(
+            &load,
+            &dialer,
+            &mut tally,
+            &mut open,
+            &mut pending,
+            intended,
+        )
         .await;
-        let latency = micros(intended);
-        let (ending, version, keep) = match answer {
-            Ok(Ok((status, version, closing))) => {
-                (Ending::Status(status), version, load.keepalive && !closing)
-            }
-            Ok(Err(e)) => (ending_of(&e), None, false),
-            Err(_) => (Ending::Timeout, None, false),
-        };
-        tally.record(Some(conn), ending, version.as_deref(), latency);
-        if pending.add(version.as_deref()) {
+        if pending.done >= REPORT_EVERY {
             shared.report(&mut pending);
-        }
-        if !keep {
-            if let Some((_, c)) = open.take() {
-                tally.closed(c);
-            }
         }
     }
     if let Some((_, c)) = open.take() {
@@ -541,6 +764,13 @@ enum Sender {
 }
 
 impl Sender {
+    fn protocol(&self) -> &'static str {
+        match self {
+            Sender::H1(_) => "HTTP/1.1",
+            Sender::H2(_) => "HTTP/2",
+        }
+    }
+
     /// Waits until the connection can take a request; false: it has closed.
     async fn ready(&mut self) -> bool {
         match self {
@@ -614,6 +844,50 @@ impl Dialer {
             }),
             scheme: if t.tls { "https" } else { "http" },
         })
+    }
+
+    /// Whether the probe's failure shows the target speaking another protocol: an answer
+    /// that does not parse, or, for HTTP/2 with prior knowledge, a connection closed at
+    /// once (an HTTP/1 server refuses the preface).
+    fn is_mismatch(&self, ending: Ending) -> bool {
+        ending == Ending::Protocol || (ending == Ending::Reset && self.http2 && self.tls.is_none())
+    }
+
+    /// The probe's protocol mismatch, in words: what was offered, what came back.
+    fn mismatch(&self, reason: &str) -> HttpLoadError {
+        let (offered, answered) = match (&self.tls, self.http2) {
+            (Some(_), _) if reason.starts_with("TLS:") => (
+                "TLS (https://)".to_string(),
+                format!(
+                    "the TLS handshake failed ({reason}); a plain HTTP port answers so (try http://)"
+                ),
+            ),
+            (Some(_), true) => (
+                "HTTP/2 over TLS (ALPN h2)".to_string(),
+                format!("the answer was not HTTP/2 ({reason})"),
+            ),
+            (Some(_), false) => (
+                "HTTP/1.1 over TLS".to_string(),
+                format!("the answer was not HTTP/1.1 ({reason})"),
+            ),
+            (None, true) => (
+                "HTTP/2 with prior knowledge (h2c, --http2 on http://)".to_string(),
+                format!(
+                    "the server did not answer in HTTP/2 ({reason}); an HTTP/1-only server does this (drop --http2)"
+                ),
+            ),
+            (None, false) => (
+                "HTTP/1.1 in plain text (http://)".to_string(),
+                format!(
+                    "the answer was not HTTP/1.1 ({reason}); a TLS port (try https://) or an HTTP/2-only server (try --http2) answers so"
+                ),
+            ),
+        };
+        HttpLoadError::ProtocolMismatch {
+            address: self.address_text(),
+            offered,
+            answered,
+        }
     }
 
     fn address_text(&self) -> String {

@@ -145,25 +145,94 @@ pub struct Workload {
     pub stop: Option<StopRule>,
 }
 
-/// A sequential probability ratio test on one version's share: is it `share`, or off by
-/// `delta`? The load stops when the test decides either way.
+/// A sequential test on one version's share; the load stops when it decides.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StopRule {
     /// `stable`, `canary` or an image tag.
     pub key: String,
     pub share: f64,
-    pub delta: f64,
-    pub alpha: f64,
-    pub beta: f64,
+    pub test: StopTest,
 }
 
-/// What the sequential test decided, and after how many answers.
+/// Which sequential test.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StopTest {
+    /// A scenario's `until_decided`: is the share `share`, or off by `delta`? (Wald's
+    /// two-sided SPRT: `matches` or `differs`.)
+    Sprt { delta: f64, alpha: f64, beta: f64 },
+    /// `canarysim load --until-decided`: the verdict's own question, is the share inside
+    /// `share ± within` or outside it, at `confidence` ([`crate::verify::BandSprt`]: `pass`
+    /// or `fail`).
+    Verdict { within: f64, confidence: f64 },
+}
+
+/// A running sequential test.
+#[derive(Debug, Clone)]
+pub enum SequentialTest {
+    Sprt(crate::verify::TwoSidedSprt),
+    Verdict(crate::verify::BandSprt),
+}
+
+impl StopRule {
+    /// The test, ready for its first draw.
+    pub fn start(&self) -> Result<SequentialTest, crate::verify::SprtError> {
+        Ok(match self.test {
+            StopTest::Sprt { delta, alpha, beta } => SequentialTest::Sprt(
+                crate::verify::TwoSidedSprt::new(self.share, delta, alpha, beta)?,
+            ),
+            StopTest::Verdict { within, confidence } => SequentialTest::Verdict(
+                crate::verify::BandSprt::new(self.share, within, confidence)?,
+            ),
+        })
+    }
+}
+
+impl SequentialTest {
+    /// Feeds `n` draws, `k` of them the rule's version; the decision's word once decided.
+    pub fn observe_many(&mut self, k: u64, n: u64) -> Option<&'static str> {
+        use crate::verify::{Outcome, SplitCheck};
+        match self {
+            SequentialTest::Sprt(t) => match t.observe_many(k, n) {
+                SplitCheck::Continue => None,
+                SplitCheck::Matches => Some("matches"),
+                SplitCheck::Differs => Some("differs"),
+            },
+            SequentialTest::Verdict(t) => match t.observe_many(k, n) {
+                Outcome::Inconclusive => None,
+                decided => Some(decided.as_str()),
+            },
+        }
+    }
+
+    /// Draws seen.
+    pub fn samples(&self) -> u64 {
+        match self {
+            SequentialTest::Sprt(t) => t.samples(),
+            SequentialTest::Verdict(t) => t.samples(),
+        }
+    }
+
+    /// The word for a load that ran out before the test decided.
+    pub fn undecided(&self) -> &'static str {
+        match self {
+            SequentialTest::Sprt(_) => "undecided",
+            SequentialTest::Verdict(_) => "inconclusive",
+        }
+    }
+}
+
+/// What the sequential test decided, and after how many draws.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Sequential {
-    /// `matches`, `differs`, or `undecided` (the load ran out first), or `not applicable`
-    /// (the split is made per connection: requests are not independent draws).
+    /// A scenario's `until_decided`: `matches`, `differs`, `undecided` (the load ran out
+    /// first), or `not applicable` (the split is made per connection: requests are not
+    /// independent draws). `canarysim load --until-decided`: `pass`, `fail`, or
+    /// `inconclusive` (the load ran out first).
     pub decision: String,
+    /// Draws the test saw until it decided (all of them when it did not).
     pub after: u64,
+    /// What a draw was: each request, or each connection's first answer.
+    pub unit: SplitUnit,
     /// The most the load would have sent.
     pub planned: Option<u64>,
 }

@@ -151,7 +151,7 @@ pub struct LoadRun<'w> {
     arrivals: u64,
     proxy_state: ProxyState,
     /// The sequential test: it sees each slice's answers and may end the load early.
-    sprt: Option<(crate::verify::TwoSidedSprt, String, (u64, u64))>,
+    sprt: Option<(super::SequentialTest, String, (u64, u64))>,
     decided: Option<(String, u64)>,
     /// The split the tables in force imply, weighted by the draws (requests, or connections
     /// opened) each epoch carried.
@@ -191,7 +191,7 @@ impl<'w> LoadRun<'w> {
         let streams_per_conn = (workers / state.conns.len()).max(1);
         let sprt = match (&workload.stop, unit) {
             (Some(rule), SplitUnit::Request) => Some((
-                crate::verify::TwoSidedSprt::new(rule.share, rule.delta, rule.alpha, rule.beta)
+                rule.start()
                     .map_err(|e| LoadError::SequentialTest(e.to_string()))?,
                 rule.key.clone(),
                 (0u64, 0u64),
@@ -521,11 +521,23 @@ fn sequential_outcome(
             answered,
         ),
         (Some((decision, after)), false) => (decision.clone(), *after),
-        (None, false) => ("undecided".to_string(), answered),
+        (None, false) => (
+            match workload.stop.as_ref().map(|r| r.test) {
+                Some(super::StopTest::Verdict { .. }) => "inconclusive",
+                _ => "undecided",
+            }
+            .to_string(),
+            answered,
+        ),
     };
     Sequential {
         decision,
         after,
+        unit: if per_connection {
+            SplitUnit::Connection
+        } else {
+            SplitUnit::Request
+        },
         planned,
     }
 }
@@ -582,7 +594,7 @@ struct Ctx<'a> {
     lb: LbPolicy,
     allow_fast: bool,
     /// The sequential test, its version key, and the (matching, answered) counts it has seen.
-    sprt: Option<&'a mut (crate::verify::TwoSidedSprt, String, (u64, u64))>,
+    sprt: Option<&'a mut (super::SequentialTest, String, (u64, u64))>,
     decided: &'a mut Option<(String, u64)>,
     /// The requests' headers and path (consistent-hash keys).
     headers: &'a [(&'a str, &'a str)],
@@ -607,11 +619,7 @@ fn sequential_check(d: &Driver, ctx: &mut Ctx) -> Option<u64> {
         .sum();
     let (k, n) = (matching - seen.0, d.answered - seen.1);
     *seen = (matching, d.answered);
-    let decision = match sprt.observe_many(k, n) {
-        crate::verify::SplitCheck::Continue => return None,
-        crate::verify::SplitCheck::Matches => "matches",
-        crate::verify::SplitCheck::Differs => "differs",
-    };
+    let decision = sprt.observe_many(k, n)?;
     *ctx.decided = Some((decision.to_string(), d.answered));
     Some(d.result_sent)
 }

@@ -162,14 +162,15 @@ impl Tally {
         Connection::default()
     }
 
-    /// One request's end, on `conn` (None: no connection could be made for it).
+    /// One request's end, on `conn` (None: no connection could be made for it); what it
+    /// told of its connection.
     pub fn record(
         &mut self,
         conn: Option<&mut Connection>,
         ending: Ending,
         version: Option<&str>,
         latency_us: u64,
-    ) {
+    ) -> OnConnection {
         self.sent += 1;
         self.classes.add(ending);
         let Ending::Status(status) = ending else {
@@ -177,29 +178,35 @@ impl Tally {
             if let Some(i) = conn.and_then(|c| c.last) {
                 self.versions[i].lost += 1;
             }
-            return;
+            return OnConnection::Nothing;
         };
         self.latency.record(latency_us);
         let Some(version) = version else {
             self.unclassified += 1;
             *self.unclassified_status.entry(status).or_default() += 1;
-            return;
+            return OnConnection::Nothing;
         };
         let i = self.version_index(version);
         let v = &mut self.versions[i];
         v.responses += 1;
         v.errors += u64::from(status >= 500);
         v.latency.record(latency_us);
-        if let Some(c) = conn {
-            c.answered += 1;
-            match c.first {
-                None => {
-                    c.first = Some(i);
-                    v.connections += 1;
-                }
-                Some(f) => c.mixed |= f != i,
+        let Some(c) = conn else {
+            return OnConnection::Nothing;
+        };
+        c.answered += 1;
+        c.last = Some(i);
+        match c.first {
+            None => {
+                c.first = Some(i);
+                v.connections += 1;
+                OnConnection::First
             }
-            c.last = Some(i);
+            Some(f) if f != i && !c.mixed => {
+                c.mixed = true;
+                OnConnection::SecondVersion
+            }
+            Some(_) => OnConnection::Nothing,
         }
     }
 
@@ -242,7 +249,10 @@ impl Tally {
         self.versions.iter().map(|v| v.responses).sum()
     }
 
-    /// What the connections say about the unit of randomisation.
+    /// What the connections say about the unit of randomisation. Per request only when a
+    /// connection saw two versions (or none carried two answers, when both units are one):
+    /// otherwise a gateway that picks per connection would have looked the same, so the
+    /// verdict counts connections.
     pub fn unit_evidence(&self) -> UnitEvidence {
         let (multi, single) = self
             .multi
@@ -264,14 +274,14 @@ impl Tally {
                 count as f64 * p.max(f64::MIN_POSITIVE).ln()
             })
             .sum();
-        let unit = if self.versions.len() >= 2 && multi > 0 && single == multi {
-            if ln_chance < CHANCE_THRESHOLD.ln() {
-                UnitFinding::PerConnection
-            } else {
-                UnitFinding::Undetermined
-            }
-        } else {
+        let unit = if multi == 0 {
+            UnitFinding::OneAnswerPerConnection
+        } else if single < multi {
             UnitFinding::PerRequest
+        } else if self.versions.len() >= 2 && ln_chance < CHANCE_THRESHOLD.ln() {
+            UnitFinding::PerConnection
+        } else {
+            UnitFinding::Undetermined
         };
         UnitEvidence {
             finding: unit,
@@ -286,15 +296,30 @@ impl Tally {
 /// this probability before the load calls the split per connection.
 const CHANCE_THRESHOLD: f64 = 1e-3;
 
+/// What one answer told of its connection (for a sequential test that follows the unit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnConnection {
+    /// The connection's first classified answer: the connection's draw.
+    First,
+    /// The first answer of a second version on the connection: the gateway picks per
+    /// request.
+    SecondVersion,
+    Nothing,
+}
+
 /// What the connections showed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnitFinding {
-    /// Some connection saw two versions (or only one version answered at all).
+    /// Some connection saw two versions: the gateway picks per request.
     PerRequest,
+    /// No connection carried two answers (no keep-alive): each request is a connection,
+    /// both units are one.
+    OneAnswerPerConnection,
     /// Every multi-request connection saw one version, beyond chance.
     PerConnection,
-    /// Every multi-request connection saw one version, but too few requests rode on them to
-    /// tell it from chance.
+    /// Every multi-request connection saw one version, but that may be chance (few
+    /// answers on them, or one version answered at all): judged per connection, since a
+    /// per-connection gateway would look the same.
     Undetermined,
 }
 
@@ -308,11 +333,13 @@ pub struct UnitEvidence {
 }
 
 impl UnitEvidence {
-    /// The unit to judge by: the finding, unless `--unit` says otherwise.
+    /// The unit to judge by: the finding, unless `--unit` says otherwise. Per request only
+    /// on evidence; undetermined is judged per connection (never a narrower interval than
+    /// the data support).
     pub fn unit(&self, forced: Option<SplitUnit>) -> SplitUnit {
         forced.unwrap_or(match self.finding {
-            UnitFinding::PerConnection => SplitUnit::Connection,
-            UnitFinding::PerRequest | UnitFinding::Undetermined => SplitUnit::Request,
+            UnitFinding::PerRequest | UnitFinding::OneAnswerPerConnection => SplitUnit::Request,
+            UnitFinding::PerConnection | UnitFinding::Undetermined => SplitUnit::Connection,
         })
     }
 }
@@ -357,13 +384,40 @@ mod tests {
     }
 
     #[test]
-    fn a_few_short_connections_cannot_tell_the_unit() {
+    fn a_few_short_connections_cannot_tell_the_unit_and_are_judged_per_connection() {
         // Two connections of two requests, one version each: likely by chance too.
         let t = run(2, 2, |i, _| if i == 0 { "yellow" } else { "blue" });
         let e = t.unit_evidence();
         assert_eq!(e.finding, UnitFinding::Undetermined);
         assert!(e.chance_if_per_request > 0.1, "{e:?}");
+        assert_eq!(e.unit(None), SplitUnit::Connection);
+    }
+
+    #[test]
+    fn one_version_on_keepalive_connections_is_judged_per_connection() {
+        // Four keep-alive connections that all landed on blue: a per-connection gateway
+        // sending 20 % of its connections to yellow does this 41 % of the time.
+        let t = run(4, 1000, |_, _| "blue");
+        let e = t.unit_evidence();
+        assert_eq!(e.finding, UnitFinding::Undetermined);
+        assert_eq!(e.unit(None), SplitUnit::Connection);
+        // Without keep-alive every request is a connection: per request is the same unit.
+        let t = run(400, 1, |_, _| "blue");
+        let e = t.unit_evidence();
+        assert_eq!(e.finding, UnitFinding::OneAnswerPerConnection);
         assert_eq!(e.unit(None), SplitUnit::Request);
+    }
+
+    #[test]
+    fn an_answer_says_when_it_is_its_connections_draw_and_when_it_shows_per_request() {
+        let mut t = Tally::default();
+        let mut c = t.opened();
+        let mut record = |v| t.record(Some(&mut c), Ending::Status(200), Some(v), 1);
+        assert_eq!(record("blue"), OnConnection::First);
+        assert_eq!(record("blue"), OnConnection::Nothing);
+        assert_eq!(record("yellow"), OnConnection::SecondVersion);
+        assert_eq!(record("blue"), OnConnection::Nothing);
+        assert_eq!(record("yellow"), OnConnection::Nothing);
     }
 
     #[test]

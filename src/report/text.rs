@@ -336,12 +336,16 @@ pub fn http_load(r: &crate::outcome::HttpLoadReport) -> String {
         }
     };
     let _ = writeln!(out, "{heading}: {}", u.explanation);
+    // SHARE is of the draws: answers, or per connection the connections' first answers.
     let _ = writeln!(
         out,
         "{:<12} {:>9} {:>8}  {:<20} {:>6} {:>7} {:>5}  {:>9} {:>9} {:>9} {:>9} {:>9}",
         "VERSION",
         "ANSWERS",
-        "SHARE",
+        match r.unit {
+            crate::verify::SplitUnit::Request => "SHARE",
+            crate::verify::SplitUnit::Connection => "CONN %",
+        },
         "99 % INTERVAL",
         "CONNS",
         "ERRORS",
@@ -380,12 +384,18 @@ pub fn http_load(r: &crate::outcome::HttpLoadReport) -> String {
         }
         Some(v) => {
             let s = &v.split;
-            let _ = writeln!(
-                out,
-                "verdict: {} — {}",
-                if v.passes { "PASS" } else { "FAIL" },
-                s.explanation
-            );
+            let _ = match v.decided_by.as_str() {
+                "interval" => writeln!(out, "verdict: {} — {}", v.outcome.heading(), s.explanation),
+                by => writeln!(
+                    out,
+                    "verdict: {} — decided by the {by} (see above); the intervals at the stopping point, for information: {}",
+                    v.outcome.heading(),
+                    s.explanation
+                ),
+            };
+            if !v.advice.is_empty() {
+                let _ = writeln!(out, "  to decide: {}", v.advice);
+            }
             for (e, arm) in v.expected.iter().zip(&s.arms) {
                 let _ = writeln!(
                     out,
@@ -398,7 +408,7 @@ pub fn http_load(r: &crate::outcome::HttpLoadReport) -> String {
                     arm.interval.hi * 100.0,
                     arm.expected_share * 100.0,
                     s.within_points,
-                    if arm.inside { "inside" } else { "NOT inside" }
+                    arm.relation()
                 );
             }
             let _ = writeln!(out, "  goodness of fit: p = {:.4}", s.gof.p_value);
@@ -411,10 +421,17 @@ pub fn http_load(r: &crate::outcome::HttpLoadReport) -> String {
 fn sequential_line(q: &crate::load::Sequential) -> String {
     let planned = q
         .planned
-        .map(|n| format!(" of at most {n}"))
+        .map(|n| format!(" (the load sends at most {n} requests)"))
         .unwrap_or_default();
+    let draws = match q.unit {
+        crate::verify::SplitUnit::Request => "answers",
+        crate::verify::SplitUnit::Connection => "connections (each connection's first answer)",
+    };
+    if q.decision.starts_with("not applicable") {
+        return format!("sequential test: {} ({} answers)", q.decision, q.after);
+    }
     format!(
-        "sequential test: {} after {} answers{planned}",
+        "sequential test: {} after {} {draws}{planned}",
         q.decision, q.after
     )
 }
@@ -433,4 +450,76 @@ pub fn step_detail(step: &crate::outcome::StepReport) -> std::borrow::Cow<'_, st
         Some(load) if step.detail.is_empty() => std::borrow::Cow::Owned(load_summary(load)),
         _ => std::borrow::Cow::Borrowed(step.detail.as_str()),
     }
+}
+
+/// `canarysim plan`: the sizes that decide, and each outcome's chance at the larger.
+pub fn plan(p: &crate::verify::plan::SamplePlan) -> String {
+    let pct = |x: f64| format!("{:.2} %", x * 100.0);
+    let share = |x: f64| format!("{} %", (x * 1e4).round() / 1e2);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} ± {} points at {} confidence, planned for a {} chance of deciding right",
+        share(p.expected),
+        (p.within * 1e4).round() / 1e2,
+        share(p.confidence),
+        share(p.power)
+    );
+    let _ = writeln!(
+        out,
+        "draws are requests when the gateway picks per request, connections when it picks per connection (then send with --disable-keepalive, or open that many connections)"
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:>12}  the interval is ±{} points wide if exactly {} is observed (a right split then passes only when observed almost exactly)",
+        p.interval_draws,
+        (p.within * 1e4).round() / 1e2,
+        share(p.expected)
+    );
+    let _ = writeln!(
+        out,
+        "{:>12}  a right split ({}) passes with a {} chance",
+        p.pass_draws,
+        share(p.expected),
+        share(p.power)
+    );
+    let _ = writeln!(
+        out,
+        "{:>12}  a split at {} (off by twice the tolerance) fails with a {} chance",
+        p.fail_draws,
+        share(p.wrong_share),
+        share(p.power)
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "at {} draws (e.g. canarysim load URL -n {} --expect VERSION={} --within {} --confidence {}):",
+        p.draws,
+        p.draws,
+        share(p.expected).replace(' ', ""),
+        (p.within * 1e4).round() / 1e2,
+        share(p.confidence).replace(' ', "")
+    );
+    let _ = writeln!(
+        out,
+        "{:<24} {:>9} {:>13} {:>9}",
+        "", "PASS", "INCONCLUSIVE", "FAIL"
+    );
+    for (name, c) in [
+        (
+            format!("right split ({})", share(p.expected)),
+            p.right_split,
+        ),
+        (format!("split at {}", share(p.wrong_share)), p.wrong_split),
+    ] {
+        let _ = writeln!(
+            out,
+            "{name:<24} {:>9} {:>13} {:>9}",
+            pct(c.pass),
+            pct(c.inconclusive),
+            pct(c.fail)
+        );
+    }
+    out
 }

@@ -472,9 +472,13 @@ pub struct ReplicaExpect {
 pub struct ExpectSplit {
     pub within: Option<Percent>,
     pub confidence: Option<Percent>,
-    /// Extension: the verdict expected (default `pass`); `fail` asserts that the data cannot
-    /// show the split within tolerance (e.g. 20 keep-alive connections).
+    /// Extension, older than `accept`: `pass` (the default), or `fail`: the split is not
+    /// shown within tolerance, that is the outcome is fail or inconclusive (e.g. 20
+    /// keep-alive connections).
     pub verdict: Option<VerdictExpect>,
+    /// Extension: the outcomes the step accepts, one or a list of `pass`, `fail`,
+    /// `inconclusive` (default: `pass`; an inconclusive split fails the step unless listed).
+    pub accept: Option<OneOrMany<crate::verify::Outcome>>,
     /// Extension: the unit of randomisation expected (`request` or `connection`).
     pub unit: Option<crate::verify::SplitUnit>,
     /// Extension: the number of independent draws expected.
@@ -502,6 +506,23 @@ pub enum Decided {
 pub enum VerdictExpect {
     Pass,
     Fail,
+}
+
+/// One value, or a list of them.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany<T> {
+    One(T),
+    Many(Vec<T>),
+}
+
+impl<T: Copy> OneOrMany<T> {
+    pub fn to_vec(&self) -> Vec<T> {
+        match self {
+            OneOrMany::One(v) => vec![*v],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
 }
 
 /// `20`, `"20%"` or `"23.5%"`: a percentage.

@@ -440,6 +440,18 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
                         "expect_split needs at least one version share (stable, canary or an image tag)",
                     ));
                 }
+                if e.verdict.is_some() && e.accept.is_some() {
+                    return Err(ScenarioError::at(
+                        at(&format!("{inner}/accept")),
+                        "expect_split takes `accept` or the older `verdict`, not both",
+                    ));
+                }
+                if e.accept.as_ref().is_some_and(|a| a.to_vec().is_empty()) {
+                    return Err(ScenarioError::at(
+                        at(&format!("{inner}/accept")),
+                        "accept lists at least one of pass, fail, inconclusive",
+                    ));
+                }
                 StepKind::ExpectSplit(e.clone())
             }
             command => plan_command(command, &inner, &rollouts, &at, &dur)?,
@@ -683,9 +695,11 @@ fn plan_load(
         w.stop = Some(crate::load::StopRule {
             key: key.clone(),
             share: share.0 / 100.0,
-            delta: u.delta.map(|p| p.0 / 100.0).unwrap_or(0.01),
-            alpha: u.alpha.map(|p| p.0 / 100.0).unwrap_or(0.01),
-            beta: u.beta.map(|p| p.0 / 100.0).unwrap_or(0.01),
+            test: crate::load::StopTest::Sprt {
+                delta: u.delta.map(|p| p.0 / 100.0).unwrap_or(0.01),
+                alpha: u.alpha.map(|p| p.0 / 100.0).unwrap_or(0.01),
+                beta: u.beta.map(|p| p.0 / 100.0).unwrap_or(0.01),
+            },
         });
     }
     if w.host.is_empty() {

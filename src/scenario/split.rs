@@ -5,7 +5,7 @@ use super::format::ExpectSplit;
 use crate::endpoints::Role;
 use crate::load::{LoadResult, SplitUnit};
 pub use crate::outcome::{LoadReport, RoleShare, VersionReport};
-use crate::verify::{self, SplitVerdict};
+use crate::verify::{self, Outcome, SplitVerdict};
 
 /// Confidence of the intervals shown in a load report.
 pub const REPORT_CONFIDENCE: f64 = 0.99;
@@ -124,8 +124,22 @@ pub fn load_report(r: &LoadResult) -> LoadReport {
     }
 }
 
-/// `expect_split` on the last load: every listed version's interval must lie inside its
-/// expected share ± `within`. Versions not listed form one remaining arm.
+/// The outcomes an `expect_split` accepts: `accept`, else the older `verdict` (`fail`:
+/// not shown within tolerance, fail or inconclusive), else pass only.
+fn accepted_outcomes(e: &ExpectSplit) -> Vec<Outcome> {
+    match (&e.accept, e.verdict) {
+        (Some(accept), _) => accept.to_vec(),
+        (None, Some(super::format::VerdictExpect::Fail)) => {
+            vec![Outcome::Fail, Outcome::Inconclusive]
+        }
+        _ => vec![Outcome::Pass],
+    }
+}
+
+/// `expect_split` on the last load: the outcome of its verdict (pass: every listed
+/// version's interval lies inside its expected share ± `within`; fail: one lies wholly
+/// outside; inconclusive: neither) must be one the step accepts. Versions not listed form
+/// one remaining arm.
 pub fn expect_split(r: &LoadResult, e: &ExpectSplit) -> (bool, String, SplitVerdict) {
     let within = e.within.map(|p| p.0).unwrap_or(1.0);
     let confidence = e.confidence.map(|p| p.0 / 100.0).unwrap_or(0.99);
@@ -157,7 +171,11 @@ pub fn expect_split(r: &LoadResult, e: &ExpectSplit) -> (bool, String, SplitVerd
         within,
         confidence,
     );
-    let mut lines = vec![verdict.explanation.clone()];
+    let mut lines = vec![format!(
+        "{}: {}",
+        verdict.outcome.heading(),
+        verdict.explanation
+    )];
     let of_unit = match r.unit {
         SplitUnit::Request => String::new(),
         SplitUnit::Connection => " of connections".to_string(),
@@ -176,24 +194,26 @@ pub fn expect_split(r: &LoadResult, e: &ExpectSplit) -> (bool, String, SplitVerd
             arm.interval.lo * 100.0,
             arm.interval.hi * 100.0,
             arm.expected_share * 100.0,
-            if arm.inside { "inside" } else { "NOT inside" }
+            arm.relation()
         ));
     }
     lines.push(format!("goodness of fit: p = {:.4}", verdict.gof.p_value));
-    let mut passed = match e.verdict {
-        Some(super::format::VerdictExpect::Fail) => {
-            lines.push(format!(
-                "verdict: expected to fail, {}",
-                if verdict.passes {
-                    "but it passed"
-                } else {
-                    "and it did"
-                }
-            ));
-            !verdict.passes
-        }
-        _ => verdict.passes,
-    };
+    let accepted = accepted_outcomes(e);
+    let mut passed = accepted.contains(&verdict.outcome);
+    if accepted != [Outcome::Pass] {
+        let names: Vec<&str> = accepted.iter().map(|o| o.as_str()).collect();
+        lines.push(format!(
+            "outcome: {} (accepted: {}){}",
+            verdict.outcome.as_str(),
+            names.join(", "),
+            if passed { "" } else { ": FAILED" }
+        ));
+    } else if verdict.outcome == Outcome::Inconclusive {
+        lines.push(
+            "inconclusive counts as a failure here; more draws would decide (or `accept: [pass, inconclusive]`)"
+                .into(),
+        );
+    }
     let mut check = |what: &str, expected: String, got: String| {
         let ok = expected == got;
         passed &= ok;

@@ -155,7 +155,8 @@ impl Snapshot {
 /// An expect_split's verdict, in a line.
 pub fn split_line(step: usize, v: &SplitVerdict) -> String {
     format!(
-        "step {step} expect_split: {}",
+        "step {step} expect_split: {} — {}",
+        v.outcome.heading(),
         v.explanation.lines().next().unwrap_or("")
     )
 }

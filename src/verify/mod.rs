@@ -18,9 +18,11 @@
 //!
 //! * proportion intervals: [`wilson`], [`clopper_pearson`], [`proportion_interval`];
 //! * goodness of fit: [`chi_square_gof`], [`binomial_gof`];
-//! * sequential testing: [`Sprt`], [`TwoSidedSprt`];
-//! * planning: [`requests_needed`], [`fixed_sample_size_for_test`];
-//! * the verdict: [`split_verdict`] with [`SplitUnit`];
+//! * the verdict: [`split_verdict`] with [`SplitUnit`], and its three [`Outcome`]s;
+//! * sequential testing: [`Sprt`], [`TwoSidedSprt`], and [`BandSprt`], whose decisions
+//!   are the verdict's;
+//! * planning: [`requests_needed`], [`fixed_sample_size_for_test`], and [`plan`]: the
+//!   sample a verdict needs to decide;
 //! * latency: [`LatencyRecorder`], [`mann_whitney`];
 //! * errors: [`error_rate`].
 //!
@@ -31,6 +33,11 @@
 //! only local numerics is a bounded bisection that inverts `statrs`'s beta CDF for
 //! Clopper–Pearson, because `statrs` `Beta::inverse_cdf` can hang (see
 //! [`clopper_pearson`]).
+
+mod band;
+pub mod plan;
+
+pub use band::BandSprt;
 
 use std::fmt;
 
@@ -840,6 +847,40 @@ pub enum SplitUnit {
     Connection,
 }
 
+/// What the data say about a split: three outcomes, so that "the data cannot tell" is never
+/// reported as a wrong weight, nor as a right one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Every arm's interval lies inside its expected share ± tolerance: the split is right.
+    Pass,
+    /// Some arm's interval lies wholly outside its expected share ± tolerance: the weight is
+    /// wrong, at the stated confidence.
+    Fail,
+    /// Neither: more data would decide.
+    Inconclusive,
+}
+
+impl Outcome {
+    /// `pass`, `fail`, `inconclusive`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Pass => "pass",
+            Outcome::Fail => "fail",
+            Outcome::Inconclusive => "inconclusive",
+        }
+    }
+
+    /// `PASS`, `FAIL`, `INCONCLUSIVE`, as reports head a verdict.
+    pub fn heading(self) -> &'static str {
+        match self {
+            Outcome::Pass => "PASS",
+            Outcome::Fail => "FAIL",
+            Outcome::Inconclusive => "INCONCLUSIVE",
+        }
+    }
+}
+
 /// One arm of a [`SplitVerdict`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ArmVerdict {
@@ -859,13 +900,35 @@ pub struct ArmVerdict {
     pub method: IntervalMethod,
     /// Whether the interval lies entirely inside expected ± tolerance.
     pub inside: bool,
+    /// Whether the interval lies entirely outside expected ± tolerance (the share is wrong).
+    pub outside: bool,
+}
+
+impl ArmVerdict {
+    /// Where the interval lies against the expected share ± the tolerance, in words.
+    pub fn relation(&self) -> &'static str {
+        if self.inside {
+            "inside"
+        } else if self.outside {
+            "OUTSIDE"
+        } else {
+            "overlaps the edge"
+        }
+    }
 }
 
 /// Does the observed split match the set weights, honestly?
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SplitVerdict {
-    /// Every arm's interval lies inside its expected share ± `within_points`.
+    /// Pass, fail, or inconclusive (see [`Outcome`]).
+    pub outcome: Outcome,
+    /// Every arm's interval lies inside its expected share ± `within_points` (the outcome
+    /// is `pass`).
     pub passes: bool,
+    /// When inconclusive: about how many units (requests, or connections) in all would
+    /// decide, if the observed shares held; None when decided, or when no amount would (an
+    /// observed share right on the tolerance's edge, or no data).
+    pub units_to_decide: Option<u64>,
     /// The unit of randomisation.
     pub unit: SplitUnit,
     /// Number of independent units the intervals are built on.
@@ -902,9 +965,16 @@ pub struct SplitVerdict {
 ///   mirrors of each other; with `m > 2` arms each interval is built at
 ///   `1 − (1 − confidence)/m` so that all hold together (Bonferroni).
 ///
-/// Passes when every arm's interval (see [`proportion_interval`]) lies entirely
-/// inside `expected ± within_points/100`: "we are confident the split is within
-/// tolerance", not merely "we could not show it is wrong". No traffic never passes.
+/// Three outcomes ([`Outcome`]): **pass** when every arm's interval (see
+/// [`proportion_interval`]) lies entirely inside `expected ± within_points/100` ("we are
+/// confident the split is within tolerance", not merely "we could not show it is wrong");
+/// **fail** when some arm's interval lies entirely outside it (that arm's share is off by
+/// more than the tolerance, at the stated confidence); **inconclusive** otherwise, with
+/// the units that would decide if the shares held. No traffic is inconclusive.
+///
+/// A correct split fails only when an interval misses its true share by more than the
+/// tolerance, far rarer than `1 − confidence`; a split off by more than the tolerance
+/// passes at most `(1 − confidence)/2` of the time.
 pub fn split_verdict(
     draws: &[u64],
     unit: SplitUnit,
@@ -936,8 +1006,6 @@ pub fn split_verdict(
     } else {
         within_points.max(0.0) / 100.0
     };
-    // Absorb float noise at an exact boundary.
-    const EPS: f64 = 1e-12;
     let ratio = |k: u64, n: u64| if n == 0 { 0.0 } else { k as f64 / n as f64 };
 
     let mut arms = Vec::with_capacity(arms_len);
@@ -949,10 +1017,7 @@ pub fn split_verdict(
             0.0
         };
         let pi = proportion_interval(draw(i), n_eff, per_arm_confidence);
-        let inside = n_eff > 0
-            && pi
-                .interval
-                .is_inside(expected_share - tol - EPS, expected_share + tol + EPS);
+        let band = Band::around(expected_share, tol);
         eff_counts.push(draw(i));
         arms.push(ArmVerdict {
             expected_share,
@@ -961,11 +1026,30 @@ pub fn split_verdict(
             effective_count: draw(i),
             interval: pi.interval,
             method: pi.method,
-            inside,
+            inside: n_eff > 0 && band.holds(pi.interval),
+            outside: n_eff > 0 && band.excludes(pi.interval),
         });
     }
     let gof = chi_square_gof(&eff_counts, expected_shares);
-    let passes = n_eff > 0 && !arms.is_empty() && arms.iter().all(|a| a.inside);
+    let outcome = if n_eff == 0 || arms.is_empty() {
+        Outcome::Inconclusive
+    } else if arms.iter().all(|a| a.inside) {
+        Outcome::Pass
+    } else if arms.iter().any(|a| a.outside) {
+        Outcome::Fail
+    } else {
+        Outcome::Inconclusive
+    };
+    let passes = outcome == Outcome::Pass;
+    let units_to_decide = (outcome == Outcome::Inconclusive && n_eff > 0)
+        .then(|| {
+            let observed: Vec<(f64, Band)> = arms
+                .iter()
+                .map(|a| (a.observed_share, Band::around(a.expected_share, tol)))
+                .collect();
+            units_to_decide(&observed, n_eff, per_arm_confidence)
+        })
+        .flatten();
 
     let mut explanation = match unit {
         SplitUnit::Request => {
@@ -975,23 +1059,51 @@ pub fn split_verdict(
             "split is made per connection: effective n = {n_eff} connections, not {total_requests} requests"
         ),
     };
-    let failing: Vec<usize> = (0..arms.len()).filter(|&i| !arms[i].inside).collect();
+    // The arms that decide the outcome: those outside the band on a fail, those not
+    // inside it otherwise.
+    let telling: Vec<usize> = (0..arms.len())
+        .filter(|&i| match outcome {
+            Outcome::Fail => arms[i].outside,
+            _ => !arms[i].inside,
+        })
+        .collect();
     if n_eff == 0 {
         explanation.push_str("; no data, nothing can be verified");
-    } else if let Some(&i) = failing.first() {
+    } else if let Some(&i) = telling.first() {
         let a = &arms[i];
+        let relation = if outcome == Outcome::Fail {
+            "lies wholly outside"
+        } else {
+            "overlaps the edge of"
+        };
         explanation.push_str(&format!(
-            "; arm {i}: {}% interval [{}%, {}%] is not inside {}% ± {} points",
+            "; arm {i}: {}% interval [{}%, {}%] {relation} {}% ± {} points",
             pct(per_arm_confidence),
             pct(a.interval.lo),
             pct(a.interval.hi),
             pct(a.expected_share),
             num(within_points),
         ));
-        if failing.len() > 1 {
-            let more = failing.len() - 1;
-            let noun = if more == 1 { "arm fails" } else { "arms fail" };
+        if telling.len() > 1 {
+            let more = telling.len() - 1;
+            let noun = if more == 1 { "arm" } else { "arms" };
             explanation.push_str(&format!(" ({more} more {noun})"));
+        }
+        if outcome == Outcome::Inconclusive {
+            match units_to_decide {
+                Some(total) => {
+                    let unit = match unit {
+                        SplitUnit::Request => "requests",
+                        SplitUnit::Connection => "connections",
+                    };
+                    explanation.push_str(&format!(
+                        "; about {} more {unit} would decide if the shares held ({total} in all)",
+                        total.saturating_sub(n_eff)
+                    ));
+                }
+                None => explanation
+                    .push_str("; an observed share sits on the tolerance's edge: more data at this share cannot decide"),
+            }
         }
     } else {
         explanation.push_str(&format!(
@@ -1003,7 +1115,9 @@ pub fn split_verdict(
     }
 
     SplitVerdict {
+        outcome,
         passes,
+        units_to_decide,
         unit,
         effective_n: n_eff,
         total_requests,
@@ -1014,6 +1128,95 @@ pub fn split_verdict(
         gof,
         explanation,
     }
+}
+
+/// An expected share ± the tolerance, as fractions (it may reach below 0 or above 1).
+#[derive(Debug, Clone, Copy)]
+struct Band {
+    lo: f64,
+    hi: f64,
+}
+
+impl Band {
+    /// Absorbs float noise at an exact boundary.
+    const EPS: f64 = 1e-12;
+
+    fn around(expected: f64, tolerance: f64) -> Band {
+        Band {
+            lo: expected - tolerance,
+            hi: expected + tolerance,
+        }
+    }
+
+    /// The interval lies inside the band.
+    fn holds(&self, i: Interval) -> bool {
+        i.is_inside(self.lo - Self::EPS, self.hi + Self::EPS)
+    }
+
+    /// The interval lies wholly outside the band.
+    fn excludes(&self, i: Interval) -> bool {
+        i.lo > self.hi + Self::EPS || i.hi < self.lo - Self::EPS
+    }
+
+    fn strictly_contains(&self, p: f64) -> bool {
+        self.lo + Self::EPS < p && p < self.hi - Self::EPS
+    }
+
+    fn strictly_excludes(&self, p: f64) -> bool {
+        p > self.hi + Self::EPS || p < self.lo - Self::EPS
+    }
+}
+
+/// The most units [`units_to_decide`] looks at (beyond, it answers None).
+const MAX_UNITS_TO_DECIDE: u64 = 1_000_000_000_000;
+
+/// How many units in all would decide a split if each arm's observed share held: the
+/// fewest at which the intervals (at `confidence`, the method [`proportion_interval`]
+/// picks) would all lie inside their bands, or one would lie outside its band. None when an
+/// observed share sits on an edge of its band, or beyond [`MAX_UNITS_TO_DECIDE`].
+fn units_to_decide(arms: &[(f64, Band)], n: u64, confidence: f64) -> Option<u64> {
+    let decides_at = |share: f64, test: &dyn Fn(Interval) -> bool| -> Option<u64> {
+        let holds_at = |units: u64| {
+            let k = (share * units as f64).round() as u64;
+            test(proportion_interval(k, units, confidence).interval)
+        };
+        // Doubling, then bisection between the last size that did not decide and the first
+        // that did (the interval narrows as the units grow).
+        let mut hi = n.max(1);
+        while !holds_at(hi) {
+            if hi >= MAX_UNITS_TO_DECIDE {
+                return None;
+            }
+            hi = hi.saturating_mul(2).min(MAX_UNITS_TO_DECIDE);
+        }
+        let mut lo = n.max(1);
+        if hi == lo {
+            return Some(hi);
+        }
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if holds_at(mid) { hi = mid } else { lo = mid }
+        }
+        Some(hi)
+    };
+    let outside: Vec<&(f64, Band)> = arms
+        .iter()
+        .filter(|(p, b)| b.strictly_excludes(*p))
+        .collect();
+    if !outside.is_empty() {
+        return outside
+            .iter()
+            .filter_map(|(p, b)| decides_at(*p, &|i| b.excludes(i)))
+            .min();
+    }
+    if arms.iter().all(|(p, b)| b.strictly_contains(*p)) {
+        let mut most = 0;
+        for (p, b) in arms {
+            most = most.max(decides_at(*p, &|i| b.holds(i))?);
+        }
+        return Some(most);
+    }
+    None
 }
 
 // ---------------------------------------------------------------------------
@@ -1758,6 +1961,93 @@ mod tests {
     // ---- verdict ------------------------------------------------------------
 
     #[test]
+    fn the_recipe_never_fails_a_fair_splitter_and_fails_a_biased_one() {
+        // README's recipe for a 20 % step: 56,000 requests, ±1 point, 99.9 %. A fair
+        // binomial splitter (Envoy, nginx split_clients) at 20 % and a biased one at 22 %,
+        // 200 seeded runs each.
+        let mut rng = Pcg64Mcg::seed_from_u64(25);
+        let n = 56_000;
+        let judge = |k: u64| {
+            split_verdict(
+                &[k, n - k],
+                SplitUnit::Request,
+                &[k, n - k],
+                &[0.2, 0.8],
+                1.0,
+                0.999,
+            )
+            .outcome
+        };
+        let mut fair = [0u32; 3];
+        let mut biased = [0u32; 3];
+        for _ in 0..200 {
+            fair[judge(binomial_draw(&mut rng, n, 0.20)) as usize] += 1;
+            biased[judge(binomial_draw(&mut rng, n, 0.22)) as usize] += 1;
+        }
+        let (pass, fail) = (Outcome::Pass as usize, Outcome::Fail as usize);
+        assert_eq!(fair[fail], 0, "{fair:?}");
+        assert!(fair[pass] >= 195, "{fair:?}");
+        assert!(biased[fail] >= 198, "{biased:?}");
+        assert_eq!(biased[pass], 0, "{biased:?}");
+    }
+
+    #[test]
+    fn split_verdict_has_three_outcomes() {
+        let judge = |canary: u64, n: u64| {
+            split_verdict(
+                &[canary, n - canary],
+                SplitUnit::Request,
+                &[canary, n - canary],
+                &[0.2, 0.8],
+                1.0,
+                0.999,
+            )
+        };
+        // 50,000 requests at 20.00 %: inside ±1.
+        let v = judge(10_000, 50_000);
+        assert_eq!(
+            (v.outcome, v.passes, v.units_to_decide),
+            (Outcome::Pass, true, None)
+        );
+        // At 22.0 %: the interval [21.4, 22.6] lies wholly above 21 %.
+        let v = judge(11_000, 50_000);
+        assert_eq!(v.outcome, Outcome::Fail);
+        assert!(v.arms[0].outside && !v.arms[0].inside);
+        assert!(
+            v.explanation.contains("lies wholly outside"),
+            "{}",
+            v.explanation
+        );
+        // At 20.6 %: the interval [20.0, 21.2] holds both 20 % and 21.2 %: more data needed.
+        let v = judge(10_300, 50_000);
+        assert_eq!(v.outcome, Outcome::Inconclusive);
+        let total = v
+            .units_to_decide
+            .expect("a share inside the band decides in time");
+        // (3.29 / (0.4 points))² × 0.206 × 0.794 ≈ 110,700 in all.
+        assert!((100_000..125_000).contains(&total), "{total}");
+        assert_eq!(judge(10_300 * total / 50_000, total).outcome, Outcome::Pass);
+        assert!(
+            v.explanation.contains("more requests would decide"),
+            "{}",
+            v.explanation
+        );
+        // 100 requests, exactly 20 %: inconclusive, and says how many would decide.
+        let v = judge(20, 100);
+        assert_eq!(v.outcome, Outcome::Inconclusive);
+        assert!(v.units_to_decide.unwrap() > 10_000, "{v:?}");
+        // Exactly on the edge (21 %): no amount of data at this share decides.
+        let v = judge(10_500, 50_000);
+        assert_eq!(
+            (v.outcome, v.units_to_decide),
+            (Outcome::Inconclusive, None)
+        );
+        // No data.
+        let v = split_verdict(&[0, 0], SplitUnit::Request, &[0, 0], &[0.2, 0.8], 1.0, 0.99);
+        assert_eq!(v.outcome, Outcome::Inconclusive);
+    }
+
+    #[test]
     fn split_verdict_connection_unit_is_honest() {
         // 4 of 20 connections chose the canary; they carried 20 000 of 100 000 requests.
         let v = split_verdict(
@@ -1770,6 +2060,13 @@ mod tests {
         );
         eprintln!("{}", v.explanation);
         assert!(!v.passes);
+        // The interval holds 20 %: a right split, unproven; not a wrong one.
+        assert_eq!(v.outcome, Outcome::Inconclusive);
+        assert!(
+            v.explanation.contains("more connections would decide"),
+            "{}",
+            v.explanation
+        );
         assert_eq!(v.effective_n, 20);
         assert_eq!(v.total_requests, 100_000);
         assert_eq!(v.arms[0].effective_count, 4);
