@@ -453,3 +453,110 @@ fn tls_and_tcp_routes_live_split_connections_by_sni_and_port() {
     let (canary, _) = version_share(&loads[4], "canary");
     assert_eq!(canary, 0);
 }
+
+/// Serves a scenario whose last step reaches the 20 % pause (the VirtualService is written
+/// then; its push lands 100 ms later, after the steps), then sends 6,000 requests through
+/// the router with `canarysim load` and judges them: the router must serve the pushed
+/// table, not the one in force when the steps ended.
+fn served_split_after_the_last_step(api: bool) {
+    let manifests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests");
+    let m = |f: &str| manifests.join(f).display().to_string();
+    let scenario = support::write_temp(
+        &format!("serve-ends-at-pause-{api}.yaml"),
+        &format!(
+            r#"name: serve-ends-at-pause
+seed: 3
+namespace: my-demo
+manifests:
+  - file: {}
+  - file: {}
+  - file: {}
+  - file: {}
+cluster: {{pod_ready_after: 1s}}
+steps:
+  - wait: {{until: healthy, timeout: 1m}}
+  - set_image: {{rollout: rollouts-demo, container: rollouts-demo, image: argoproj/rollouts-demo:yellow}}
+  - wait: {{until: paused, timeout: 1m}}
+"#,
+            m("seed-004-rollout.yaml"),
+            m("seed-004-services.yaml"),
+            m("seed-004-gateway.yaml"),
+            m("seed-004-virtualsvc.yaml"),
+        ),
+    );
+    let plan = canarysim::scenario::load(&scenario, &canarysim::scenario::Disk).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let out = Shared::default();
+    let (stop_serving, mut writer) = (stop.clone(), out.clone());
+    let server = std::thread::spawn(move || {
+        let options = ServeOptions {
+            seed: None,
+            hold: false,
+            time_scale: 10.0,
+            api: api.then(canarysim::live::ApiOptions::default),
+        };
+        serve(&plan, options, stop_serving, &mut writer).unwrap();
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !out.text().contains("all steps done") {
+        assert!(
+            Instant::now() < deadline,
+            "the steps did not end: {}",
+            out.text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let address = out
+        .text()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("router listening on http://")
+                .map(str::to_string)
+        })
+        .unwrap();
+    // Wait (bounded) for the first yellow answer: the push has landed.
+    while version_via(&address, "rollouts-demo.local").as_deref() != Some("yellow") {
+        assert!(
+            Instant::now() < deadline,
+            "yellow never answered: {}",
+            out.text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let argv = [
+        "canarysim",
+        "load",
+        &format!("http://{address}/"),
+        "--host",
+        "rollouts-demo.local",
+        "-n",
+        "6000",
+        "-c",
+        "8",
+        "--quiet",
+        "--expect",
+        "yellow=20%",
+        "--within",
+        "4",
+        "--format",
+        "json",
+    ];
+    use clap::Parser;
+    let (code, json, err) = canarysim::cli::execute(canarysim::cli::Cli::parse_from(argv));
+    stop.store(true, Ordering::Relaxed);
+    server.join().unwrap();
+    let r: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {err}"));
+    assert_eq!(r["unit"], "request", "{json}");
+    assert_eq!(r["verdict"]["outcome"], "pass", "{json}\n{}", out.text());
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn serve_keeps_the_world_running_after_the_last_step() {
+    served_split_after_the_last_step(false);
+}
+
+#[test]
+fn serve_with_the_api_keeps_the_world_running_after_the_last_step() {
+    served_split_after_the_last_step(true);
+}

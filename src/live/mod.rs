@@ -38,6 +38,8 @@ pub struct Live {
     published: Option<SimTime>,
     /// What the pods that stopped had received (the pods' view outlives them).
     stopped: BTreeMap<String, (u64, u64)>,
+    /// The store's resourceVersion at the last sync.
+    synced_version: Option<u64>,
 }
 
 /// Why live mode could not start.
@@ -73,6 +75,7 @@ impl Live {
             seed,
             published: None,
             stopped: BTreeMap::new(),
+            synced_version: None,
         })
     }
 
@@ -109,10 +112,30 @@ impl Live {
         self.router.l4_listeners()
     }
 
+    /// [`Live::sync`] when the world changed since the last: an object was written, or
+    /// another route table came into force (a push lands with no write of its own).
+    pub fn sync_if_changed(&mut self, world: &World) -> bool {
+        let now = world.now();
+        let in_force = world
+            .mesh
+            .pushes()
+            .iter()
+            .rev()
+            .find(|p| p.effective_at <= now)
+            .map(|p| p.effective_at);
+        let version = world.api.resource_version();
+        if in_force == self.published && Some(version) == self.synced_version {
+            return false;
+        }
+        self.sync(world);
+        true
+    }
+
     /// Makes the real side match the world: a server for every ready pod (a pod that is
     /// gone or not ready stops listening, and requests in flight to it fail), and the
     /// route table in force at the world's instant behind the router.
     pub fn sync(&mut self, world: &World) {
+        self.synced_version = Some(world.api.resource_version());
         let mut ready: BTreeMap<String, PodSpec> = BTreeMap::new();
         // The pods' facts: this runs whenever the world changes.
         for (key, pod) in world.api.pod_facts(None, None) {

@@ -213,28 +213,29 @@ pub fn serve<'p>(
             let next = if api.is_some() {
                 "the clock runs on and the API serves"
             } else {
-                "serving the final state"
+                "the clock runs on"
             };
             say(&out, &format!("all steps done; {next} until Ctrl-C"));
         }
         pacer.rebase(runner.world.now(), options.time_scale);
     }
+    // After the steps the clock runs on (unless held): pushes land, pods turn ready, and
+    // the router follows every change, whether an API write or a table coming into force.
     let world = &mut runner.world;
     while !stop.load(Ordering::Relaxed) {
-        let Some(api) = &api else {
-            std::thread::sleep(Duration::from_millis(50));
-            continue;
-        };
-        let before = world.api.resource_version();
-        api.borrow_mut().serve(world, NAP, options.hold, &out);
+        match &api {
+            Some(api) => api.borrow_mut().serve(world, NAP, options.hold, &out),
+            None => std::thread::sleep(NAP),
+        }
         if !options.hold {
             if let Err(e) = world.advance_until(pacer.virtual_now(), |_| false) {
                 say(&out, &format!("{} simulation error: {e}", world.now()));
             }
-            api.borrow_mut().forward(world);
+            if let Some(api) = &api {
+                api.borrow_mut().forward(world);
+            }
         }
-        if world.api.resource_version() != before {
-            live.borrow_mut().sync(world);
+        if live.borrow_mut().sync_if_changed(world) {
             announce_l4(&live.borrow(), &mut announced, &out);
         }
     }

@@ -69,7 +69,8 @@ impl State {
             policy.draw_fault(&mut p.policy)
         };
         if delay_us > 0 {
-            tokio::time::sleep(Duration::from_micros(delay_us)).await;
+            // A high-resolution timer: tokio's rounds up to the next millisecond.
+            tokio_hrtime::sleep(Duration::from_micros(delay_us)).await;
         }
         if let Some(status) = abort {
             self.stats.fault_aborted.fetch_add(1, Ordering::Relaxed);
@@ -203,7 +204,7 @@ impl State {
                 let mut p = self.picking.lock().unwrap_or_else(|p| p.into_inner());
                 HttpPolicy::backoff_us(n, &mut p.policy)
             };
-            tokio::time::sleep(Duration::from_micros(backoff)).await;
+            tokio_hrtime::sleep(Duration::from_micros(backoff)).await;
         }
     }
 
