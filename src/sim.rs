@@ -110,7 +110,7 @@ impl World {
             pushed: None,
             serving_pods: None,
             route_notes: Vec::new(),
-            metrics: crate::analysis::Prometheus::new(),
+            metrics: crate::analysis::Prometheus::new(seed),
             scripted_results: BTreeMap::new(),
         }
     }

@@ -14,6 +14,10 @@ use std::time::Duration;
 const NS: &str = "my-demo";
 
 fn world() -> World {
+    world_with_seed(1)
+}
+
+fn world_with_seed(seed: u64) -> World {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests");
     let mut manifests: Vec<Manifest> = Vec::new();
     for f in [
@@ -25,7 +29,7 @@ fn world() -> World {
         let text = std::fs::read_to_string(dir.join(f)).expect("manifest");
         manifests.extend(canarysim::model::yaml::load_str(f, &text, NS).expect("parses"));
     }
-    let mut w = World::new(ClusterConfig::default(), 1);
+    let mut w = World::new(ClusterConfig::default(), seed);
     w.apply(&manifests).expect("applies");
     w.advance(Duration::from_secs(30)).expect("settles");
     w.set_image(
@@ -117,5 +121,56 @@ fn a_load_through_the_gateway_shows_in_istios_metrics() {
             .iter()
             .any(|(l, _)| l == "source,istio-ingressgateway"),
         "{sources:?}"
+    );
+}
+
+#[test]
+fn a_scrape_windows_success_rate_varies_as_a_binomial_count() {
+    // 100 requests a second, 20 % to a canary failing 10 %: the last 15 s (irate's two
+    // scrapes) hold about 300 canary requests, whose success rate has a binomial SD of
+    // sqrt(0.1 × 0.9 / 300) = 0.0173. Across seeds, the built-in Prometheus must show that
+    // spread (a count spread evenly over its epoch would show the epoch's average).
+    let mut rates = Vec::new();
+    for seed in 1..=200 {
+        let mut w = world_with_seed(seed);
+        let mut backends = Backends::default();
+        backends.by_image.insert(
+            "argoproj/rollouts-demo:yellow".into(),
+            BackendModel::new(Duration::from_millis(1), Duration::ZERO, 0.1),
+        );
+        let workload = Workload {
+            amount: Amount::Duration(Duration::from_secs(60)),
+            arrival: Arrival::Constant(100.0),
+            namespace: NS.into(),
+            host: "rollouts-demo.local".into(),
+            ..Workload::default()
+        };
+        let mut streams = Streams::new(seed, "window-test");
+        w.run_load(
+            &workload,
+            &backends,
+            LbPolicy::RoundRobin,
+            ProxyMode::Iptables,
+            &mut streams,
+        )
+        .expect("load runs");
+        let canary = r#"reporter="source",destination_service="rollouts-demo-canary.my-demo.svc.cluster.local""#;
+        let success = vector(
+            &w,
+            &format!(
+                r#"sum(irate(istio_requests_total{{{canary},response_code!~"5.*"}}[1m])) / sum(irate(istio_requests_total{{{canary}}}[1m]))"#
+            ),
+        );
+        rates.push(success[0].1);
+    }
+    let n = rates.len() as f64;
+    let mean = rates.iter().sum::<f64>() / n;
+    let sd = (rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let binomial = (0.1 * 0.9 / 300.0f64).sqrt();
+    println!("mean {mean:.4}, SD {sd:.4}, binomial {binomial:.4}");
+    assert!((0.88..=0.92).contains(&mean), "mean {mean}");
+    assert!(
+        (sd / binomial - 1.0).abs() <= 0.25,
+        "SD {sd:.4} against the binomial {binomial:.4}"
     );
 }

@@ -5,8 +5,11 @@
 //! and response code, to `istio_requests_total` and to the
 //! `istio_request_duration_milliseconds` histogram, once as the client's sidecar reports it
 //! (`reporter="source"`) and once as the pod's (`reporter="destination"`), with Istio's
-//! labels. Within an epoch the requests are spread evenly over its time (the load's rate
-//! is constant there), so a scrape inside an epoch sees the part sent before it.
+//! labels. Each request has its own instant within its epoch: an epoch's answers are
+//! dealt to the scrape windows it spans at random (multinomially, by each window's share
+//! of the epoch), so the increase a scrape window sees varies as a real one does — a 15 s
+//! window's success rate has the binomial spread of the requests in it, not the epoch's
+//! average. Within one window they are spread evenly (no scrape falls inside it).
 //!
 //! What canarysim counts differs from a real mesh in two ways, documented in README: both
 //! reporters count every attempt a pod answered (Envoy's client side reports the final
@@ -14,6 +17,10 @@
 //! backends' latency model (the share of answers below each bound), not each request's.
 
 use std::collections::BTreeMap;
+
+use rand::Rng;
+use rand_distr::{Binomial, Distribution};
+use rand_pcg::Pcg64Mcg;
 
 use super::promql::{Labels, Series, SeriesSource};
 use crate::apiserver::ApiServer;
@@ -102,25 +109,91 @@ impl Counter {
 }
 
 /// Every counter series, by name and labels.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Prometheus {
     series: BTreeMap<String, BTreeMap<Labels, Counter>>,
+    /// Where in its epoch each request falls (the scenario's seed, a stream of its own).
+    rng: Pcg64Mcg,
+}
+
+/// A part of an epoch inside one scrape window: [start, end] and its share of the epoch.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    start: i64,
+    end: i64,
+    share: f64,
+}
+
+/// The parts of [start, end] between scrape instants (one part when none falls inside).
+fn pieces(start: i64, end: i64) -> Vec<Piece> {
+    let span = (end - start) as f64;
+    let mut cuts = vec![start];
+    let mut t = (start.div_euclid(SCRAPE_INTERVAL_MS) + 1) * SCRAPE_INTERVAL_MS;
+    while t < end {
+        cuts.push(t);
+        t += SCRAPE_INTERVAL_MS;
+    }
+    cuts.push(end.max(start));
+    cuts.windows(2)
+        .map(|w| Piece {
+            start: w[0],
+            end: w[1],
+            share: if span > 0.0 {
+                (w[1] - w[0]) as f64 / span
+            } else {
+                1.0
+            },
+        })
+        .collect()
+}
+
+/// Deals `n` requests to the pieces at random, each falling in a piece with its share
+/// (a multinomial draw, as binomials of what is left).
+fn deal(rng: &mut impl Rng, n: u64, pieces: &[Piece]) -> Vec<u64> {
+    let mut dealt = vec![0; pieces.len()];
+    let mut left = n;
+    let mut mass = 1.0;
+    for (slot, p) in dealt.iter_mut().zip(pieces) {
+        if left == 0 {
+            break;
+        }
+        let here = (p.share / mass).clamp(0.0, 1.0);
+        let k = if here >= 1.0 {
+            left
+        } else {
+            Binomial::new(left, here).map_or(left, |b| b.sample(rng))
+        };
+        *slot = k;
+        left -= k;
+        mass -= p.share;
+    }
+    // Float leftovers (shares summing a hair under 1) go to the last piece.
+    if let Some(last) = dealt.last_mut() {
+        *last += left;
+    }
+    dealt
 }
 
 impl Prometheus {
-    pub fn new() -> Self {
-        Self::default()
+    /// An empty Prometheus; `seed` places the requests within their epochs.
+    pub fn new(seed: u64) -> Self {
+        Prometheus {
+            series: BTreeMap::new(),
+            rng: crate::random::stream(seed, "prometheus"),
+        }
     }
 
     /// Counts an epoch of traffic. `api` gives the pods' labels and owners at that time.
     pub fn record(&mut self, api: &ApiServer, traffic: &EpochTraffic) {
-        let start = ms(traffic.start);
-        let end = ms(traffic.end);
+        let pieces = pieces(ms(traffic.start), ms(traffic.end));
         let source = source_labels(traffic);
         for (e, pod) in traffic.pods.iter().enumerate() {
             if pod.answers == 0 {
                 continue;
             }
+            // Each answer's instant: the successes and the errors dealt to the windows.
+            let oks = deal(&mut self.rng, pod.answers - pod.errors, &pieces);
+            let errors = deal(&mut self.rng, pod.errors, &pieces);
             let e = e as u32;
             // The route's destinations that hold this pod, each weighted by its share of
             // the pod's requests (its weight spread over its endpoints).
@@ -139,80 +212,86 @@ impl Prometheus {
                 continue;
             };
             let destination = destination_labels(&pod.namespace, &pod.pod, facts);
-            for (dest, w) in holders {
-                let share = w / total;
-                let (service_name, service_ns) = service_of(&dest.host);
-                for reporter in ["source", "destination"] {
-                    let mut labels = source.clone();
-                    labels.extend(destination.clone());
-                    labels.insert("reporter".into(), reporter.into());
-                    if reporter == "destination" {
-                        // The scrape target: the reporting pod (Prometheus' relabelling
-                        // of Istio's pod scrapes adds it).
-                        labels.insert("namespace".into(), pod.namespace.clone());
-                        labels.insert("pod".into(), pod.pod.clone());
-                    }
-                    labels.insert("destination_service".into(), dest.host.clone());
-                    labels.insert("destination_service_name".into(), service_name.into());
-                    labels.insert("destination_service_namespace".into(), service_ns.into());
-                    labels.insert(
-                        "connection_security_policy".into(),
+            for ((piece, ok), error) in pieces.iter().zip(oks).zip(errors) {
+                if ok + error == 0 {
+                    continue;
+                }
+                let (start, end) = (piece.start, piece.end);
+                for (dest, w) in &holders {
+                    let share = w / total;
+                    let (service_name, service_ns) = service_of(&dest.host);
+                    for reporter in ["source", "destination"] {
+                        let mut labels = source.clone();
+                        labels.extend(destination.clone());
+                        labels.insert("reporter".into(), reporter.into());
                         if reporter == "destination" {
-                            "mutual_tls"
-                        } else {
-                            "unknown"
+                            // The scrape target: the reporting pod (Prometheus' relabelling
+                            // of Istio's pod scrapes adds it).
+                            labels.insert("namespace".into(), pod.namespace.clone());
+                            labels.insert("pod".into(), pod.pod.clone());
                         }
-                        .into(),
-                    );
-                    let ok = (pod.answers - pod.errors) as f64 * share;
-                    let errors = pod.errors as f64 * share;
-                    for (code, count) in [
-                        ("200".to_string(), ok),
-                        (pod.error_status.to_string(), errors),
-                    ] {
-                        if count <= 0.0 {
-                            continue;
-                        }
-                        let mut l = labels.clone();
-                        l.insert("response_code".into(), code);
-                        l.insert("response_flags".into(), "-".into());
-                        self.add("istio_requests_total", l.clone(), start, end, count);
-                        let mean_ms = pod.latency_us.max(1) as f64 / 1000.0;
-                        self.add(
-                            "istio_request_duration_milliseconds_sum",
-                            l.clone(),
-                            start,
-                            end,
-                            count * mean_ms,
+                        labels.insert("destination_service".into(), dest.host.clone());
+                        labels.insert("destination_service_name".into(), service_name.into());
+                        labels.insert("destination_service_namespace".into(), service_ns.into());
+                        labels.insert(
+                            "connection_security_policy".into(),
+                            if reporter == "destination" {
+                                "mutual_tls"
+                            } else {
+                                "unknown"
+                            }
+                            .into(),
                         );
-                        self.add(
-                            "istio_request_duration_milliseconds_count",
-                            l.clone(),
-                            start,
-                            end,
-                            count,
-                        );
-                        for bound in DURATION_BUCKETS_MS {
-                            let mut b = l.clone();
-                            b.insert("le".into(), format_bound(bound));
-                            let share = share_at_or_below(pod.latency_us, pod.jitter_us, bound);
+                        let ok = ok as f64 * share;
+                        let errors = error as f64 * share;
+                        for (code, count) in [
+                            ("200".to_string(), ok),
+                            (pod.error_status.to_string(), errors),
+                        ] {
+                            if count <= 0.0 {
+                                continue;
+                            }
+                            let mut l = labels.clone();
+                            l.insert("response_code".into(), code);
+                            l.insert("response_flags".into(), "-".into());
+                            self.add("istio_requests_total", l.clone(), start, end, count);
+                            let mean_ms = pod.latency_us.max(1) as f64 / 1000.0;
+                            self.add(
+                                "istio_request_duration_milliseconds_sum",
+                                l.clone(),
+                                start,
+                                end,
+                                count * mean_ms,
+                            );
+                            self.add(
+                                "istio_request_duration_milliseconds_count",
+                                l.clone(),
+                                start,
+                                end,
+                                count,
+                            );
+                            for bound in DURATION_BUCKETS_MS {
+                                let mut b = l.clone();
+                                b.insert("le".into(), format_bound(bound));
+                                let share = share_at_or_below(pod.latency_us, pod.jitter_us, bound);
+                                self.add(
+                                    "istio_request_duration_milliseconds_bucket",
+                                    b,
+                                    start,
+                                    end,
+                                    count * share,
+                                );
+                            }
+                            let mut b = l;
+                            b.insert("le".into(), "+Inf".into());
                             self.add(
                                 "istio_request_duration_milliseconds_bucket",
                                 b,
                                 start,
                                 end,
-                                count * share,
+                                count,
                             );
                         }
-                        let mut b = l;
-                        b.insert("le".into(), "+Inf".into());
-                        self.add(
-                            "istio_request_duration_milliseconds_bucket",
-                            b,
-                            start,
-                            end,
-                            count,
-                        );
                     }
                 }
             }

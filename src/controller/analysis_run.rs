@@ -700,7 +700,7 @@ mod tests {
         scripted: &[(&str, Vec<Value>)],
         until: Duration,
     ) -> (RunStatus, Vec<SimTime>) {
-        let prometheus = Prometheus::new();
+        let prometheus = Prometheus::new(1);
         let scripted: BTreeMap<String, Vec<Value>> = scripted
             .iter()
             .map(|(k, v)| (k.to_string(), v.clone()))
