@@ -46,7 +46,8 @@ pub struct RouteWeights {
 pub struct VersionLine {
     pub role: String,
     pub version: String,
-    /// Share of answers, with its interval, in percent.
+    /// Share of the draws (answers, or connections when the split is made per connection),
+    /// with its interval, in percent.
     pub share: f64,
     pub interval: (f64, f64),
     pub p50_ms: f64,
@@ -65,8 +66,11 @@ pub struct Snapshot {
     pub pause_left: Option<String>,
     pub rollout: Option<RolloutView>,
     pub weights: Vec<RouteWeights>,
-    /// The canary share of the last load, with its interval (percent), and when it ended.
+    /// The canary share of the last load's draws, with its interval (percent).
     pub observed: Option<(f64, f64, f64)>,
+    /// The last load's draws were connections (the split was made per connection), so
+    /// `observed` is a share of connections.
+    pub observed_per_connection: bool,
     /// The canary's share of ready pods: what kube-proxy would give it without a mesh.
     pub no_mesh: Option<f64>,
     pub versions: Vec<VersionLine>,
@@ -141,6 +145,9 @@ impl Snapshot {
             rollout,
             weights,
             observed,
+            observed_per_connection: facts
+                .last_load
+                .is_some_and(|l| l.unit == crate::verify::SplitUnit::Connection),
             no_mesh: no_mesh_share(world, ns),
             versions,
             violations: facts.violations,
@@ -168,7 +175,7 @@ fn load_figures(load: &LoadReport) -> (Option<(f64, f64, f64)>, Vec<VersionLine>
         .map(|v| VersionLine {
             role: v.role.clone(),
             version: v.version.clone(),
-            share: v.share * 100.0,
+            share: v.unit_share * 100.0,
             interval: (v.interval.lo * 100.0, v.interval.hi * 100.0),
             p50_ms: v.latency.p50 as f64 / 1000.0,
             p99_ms: v.latency.p99 as f64 / 1000.0,
