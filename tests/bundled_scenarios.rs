@@ -34,3 +34,56 @@ fn no_bundled_scenario_has_a_warning_it_does_not_expect() {
     }
     assert!(unexpected.is_empty(), "{unexpected:#?}");
 }
+
+/// Issue 25: a DestinationRule whose subsets carry fields besides name and labels made the
+/// rollout controller rewrite it at every round (the API server kept nothing of it), and the
+/// world never settled. The general property: no controller writes an object again without
+/// a change in what it reads. So once the world has settled, one more reconcile round of
+/// every controller writes nothing — neither by its own account nor by the API server's
+/// resourceVersion — at every instant of every bundled scenario (the clock stops after
+/// each step and at each instant a wait reaches).
+#[test]
+fn once_the_world_has_settled_one_more_round_writes_nothing() {
+    use canarysim::scenario::{Disk, Runner, load};
+    use canarysim::sim::World;
+    use std::cell::RefCell;
+
+    fn check(world: &World, at: &str, breaches: &RefCell<Vec<String>>) {
+        let mut world = world.clone();
+        let before = world.api.resource_version();
+        let wrote = world.reconcile_round();
+        let after = world.api.resource_version();
+        if !matches!(wrote, Ok(false)) || before != after {
+            breaches.borrow_mut().push(format!(
+                "{at}, {}: one more round: {wrote:?} (true: a controller wrote), resourceVersion {before} → {after}",
+                world.now()
+            ));
+        }
+    }
+
+    let breaches = RefCell::new(Vec::new());
+    let instants = std::cell::Cell::new(0);
+    for path in bundled() {
+        let plan = load(&path, &Disk).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let mut runner = Runner::new(&plan, None);
+        runner.on_instant(|world| {
+            instants.set(instants.get() + 1);
+            check(world, &format!("{name}, during a step"), &breaches);
+        });
+        check(
+            &runner.world,
+            &format!("{name}, after the manifests"),
+            &breaches,
+        );
+        while let Some(step) = runner.step() {
+            let at = format!("{name}, after step {} ({})", step.index, step.action);
+            check(&runner.world, &at, &breaches);
+            instants.set(instants.get() + 1);
+        }
+    }
+    let instants = instants.get();
+    let breaches = breaches.into_inner();
+    assert!(instants > 500, "{instants} instants checked");
+    assert!(breaches.is_empty(), "{breaches:#?}");
+}

@@ -12,6 +12,8 @@ use canarysim::sim::{ClusterConfig, World};
 use canarysim::verify;
 use std::time::Duration;
 
+mod support;
+
 const NS: &str = "my-demo";
 
 /// Seed 004 paused at step 1/9 (VirtualService 80/20), long enough for the push to land.
@@ -343,4 +345,55 @@ fn configured_counts_keepalive_connections_when_they_opened() {
     eprintln!("configured {:?}, fit {:?}", r.configured, report.fit);
     assert!(configured_green < 1e-9, "configured {:?}", r.configured);
     assert!(report.fit.unwrap().p_value > 0.01);
+}
+
+/// Issue 25: an HTTP load through a gateway whose VirtualService for the host has only a
+/// `tcp` route found no route for any request (20,000 × 404, effective n 0), and said
+/// nothing. Such a load is refused before it sends, naming the VirtualService and what it
+/// lacks (as is a TCP load through a gateway with only HTTP routes for the host); the TCP
+/// loads of the same scenario run through the gateway.
+#[test]
+fn a_load_through_a_gateway_without_routes_for_its_protocol_is_refused_naming_the_virtual_service()
+{
+    let scenarios = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let with_steps = |file: &str, steps: &str| {
+        let text = std::fs::read_to_string(scenarios.join(file)).unwrap();
+        let path = support::write_temp(file, &format!("{text}{steps}"));
+        let report = canarysim::testing::run_scenario(&path, None).unwrap();
+        let (last, before) = report.steps.split_last().unwrap();
+        assert!(before.iter().all(|s| s.passed), "{:#?}", report.steps);
+        assert!(!last.passed && last.load.is_none(), "{last:#?}");
+        last.detail.clone()
+    };
+    let with_step = |file: &str, step: &str| with_steps(file, &format!("  - {step}\n"));
+    let http_through_tcp = "refused: VirtualService shop/db routes db.example.com through gateway shop/edge with tcp routes only, no http route: every request of this load would get 404 (route not found); send it with `protocol: tcp` (and the route's `port`), or give the VirtualService an http route for the host";
+    for origin in ["gateway", "auto"] {
+        let step = format!("load: {{requests: 1000, protocol: http, port: 80, origin: {origin}}}");
+        assert_eq!(
+            with_step("tcp-only-virtualservice.yaml", &step),
+            http_through_tcp
+        );
+    }
+    let step = "load: {requests: 100, protocol: tcp, port: 80, origin: gateway, host: checkout.example.com}";
+    assert_eq!(
+        with_step("gateway-only-virtualservice.yaml", step),
+        "refused: VirtualService shop/checkout routes checkout.example.com through gateway shop/public with http routes only, no tcp route: every connection of this load would find no route; send it with `protocol: http`, or give the VirtualService a tcp route for the host"
+    );
+    // HTTP routes for the host at another gateway too: a TCP load enters through the
+    // gateway with its protocol's route (shop/edge), not the one `gateway_for` prefers for
+    // HTTP (shop/web).
+    let steps = r#"  - apply:
+      inline: |
+        {apiVersion: networking.istio.io/v1beta1, kind: Gateway, metadata: {name: web}, spec: {selector: {istio: ingressgateway}, servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]}}
+        ---
+        {apiVersion: networking.istio.io/v1beta1, kind: VirtualService, metadata: {name: db-web}, spec: {hosts: [db.example.com], gateways: [web], http: [{route: [{destination: {host: db-stable}}]}]}}
+  - wait: 1s
+  - load: {requests: 100}
+"#;
+    let text = std::fs::read_to_string(scenarios.join("tcp-only-virtualservice.yaml")).unwrap();
+    let path = support::write_temp("two-gateways.yaml", &format!("{text}{steps}"));
+    let report = canarysim::testing::run_scenario(&path, None).unwrap();
+    let last = report.steps.last().unwrap();
+    assert!(last.passed, "{last:#?}");
+    assert_eq!(last.load.as_ref().unwrap().path, "gateway shop/edge");
 }

@@ -6,6 +6,8 @@
 //!   overshoot Argo itself writes (see `promote_full_with_a_larger_canary_scale_overshoots`);
 //! - every ReplicaSet asks for 0 to spec.replicas pods (or the setCanaryScale count) at
 //!   every instant;
+//! - once the world has settled at an instant, one more round of every controller writes
+//!   nothing (no controller writes an object again without a change in what it reads);
 //! - the run is the same for the same seed;
 //! - after `promote --full` every rollout ends Healthy within bounded scenario time, its
 //!   replicas as asked, with no weight on a destination without ready endpoints (an abort
@@ -154,10 +156,11 @@ steps:
 }
 
 /// Runs the scenario through the library and checks, at every instant the world reaches,
-/// that each ReplicaSet asks for 0..=`most` pods (Argo's bounds with traffic routing: the
-/// stable at most spec.replicas, the canary at most that or a setCanaryScale count; a wrap
-/// or an underflow would show here). Returns the JSON report and the breaches found; at
-/// the end, once Healthy, no weighted destination may lack ready endpoints.
+/// that one more reconcile round writes nothing and that each ReplicaSet asks for 0..=`most`
+/// pods (Argo's bounds with traffic routing: the stable at most spec.replicas, the canary at
+/// most that or a setCanaryScale count; a wrap or an underflow would show here). Returns the
+/// JSON report and the breaches found; at the end, once Healthy, no weighted destination may
+/// lack ready endpoints.
 fn run_checking_replicas(path: &std::path::Path, most: i64) -> (serde_json::Value, Vec<String>) {
     use canarysim::model::Kind;
     let plan = canarysim::scenario::load(path, &canarysim::scenario::Disk).unwrap();
@@ -165,6 +168,16 @@ fn run_checking_replicas(path: &std::path::Path, most: i64) -> (serde_json::Valu
     let report = {
         let mut runner = canarysim::scenario::Runner::new(&plan, None);
         runner.on_instant(|world| {
+            // Settled: one more round of every controller writes nothing.
+            let mut again = world.clone();
+            let version = again.api.resource_version();
+            let wrote = again.reconcile_round();
+            if !matches!(wrote, Ok(false)) || again.api.resource_version() != version {
+                breaches.borrow_mut().push(format!(
+                    "{}: one more reconcile round after settling wrote: {wrote:?}",
+                    world.now()
+                ));
+            }
             for rs in world.api.list(Kind::ReplicaSet, None, None) {
                 let asked = rs.spec()["replicas"].as_i64().unwrap_or(0);
                 if !(0..=most).contains(&asked) {

@@ -206,6 +206,17 @@ impl Reconciler<'_> {
         self.event(warning, e.reason, e.message);
     }
 
+    /// Replaces `object`; true when the store changed. The API server drops a write that
+    /// changes nothing, as Kubernetes does (no new resourceVersion, no watch event), so such
+    /// a write wakes no controller and is no reason to reconcile again.
+    fn write(&mut self, object: Object) -> Result<bool, ApiError> {
+        let before = self.api.resource_version();
+        self.api.update(object)?;
+        let changed = self.api.resource_version() != before;
+        self.outcome.changed |= changed;
+        Ok(changed)
+    }
+
     fn wake_at(&mut self, t: SimTime) {
         self.outcome.wake = min_time(self.outcome.wake, Some(t));
     }
@@ -973,11 +984,16 @@ impl Reconciler<'_> {
         let next =
             istio::update_destination_rule(dr_object, ctx, &new_rs.hash, &stable_hash, &[], &delay)
                 .map_err(|e| e.to_string())?;
+        // Argo patches a rule whose subsets carry fields besides name and labels (e.g.
+        // `trafficPolicy`) on every reconcile, though the patch changes nothing; only a
+        // write that changed the rule counts (and is an event), or the world never settles.
         if let Some(next) = next {
-            self.api
-                .update(Object::new(Kind::DestinationRule, next))
+            let written = self
+                .write(Object::new(Kind::DestinationRule, next))
                 .map_err(|e| e.to_string())?;
-            self.outcome.changed = true;
+            if !written {
+                return Ok(());
+            }
             self.istio_event(istio::destination_rule_updated_event(
                 dr,
                 &new_rs.hash,
@@ -1007,11 +1023,12 @@ impl Reconciler<'_> {
             let next = istio::set_weight(&vs.value, vs_ref, ctx, weight, &[])
                 .map_err(|e| e.to_string())?;
             if let Some(next) = next {
-                self.api
-                    .update(Object::new(Kind::VirtualService, next))
+                let written = self
+                    .write(Object::new(Kind::VirtualService, next))
                     .map_err(|e| e.to_string())?;
-                self.outcome.changed = true;
-                self.istio_event(istio::set_weight_event(&vs_name, weight));
+                if written {
+                    self.istio_event(istio::set_weight_event(&vs_name, weight));
+                }
             }
         }
         Ok(())

@@ -1370,16 +1370,18 @@ fn choose_path(world: &impl Cluster, w: &Workload) -> Path {
         OriginChoice::Mesh => Path::Mesh,
         OriginChoice::Gateway(Some(g)) => Path::Gateway(g.clone()),
         OriginChoice::Gateway(None) => {
-            match table.and_then(|t| t.gateway_for(&w.host, &w.namespace)) {
+            match table.and_then(|t| t.gateway_for_load(&w.host, &w.namespace, w.protocol)) {
                 Some(g) => Path::Gateway(g.to_string()),
                 None => Path::Mesh,
             }
         }
         OriginChoice::Auto => match table {
-            Some(t) if t.has_virtual_services() => match t.gateway_for(&w.host, &w.namespace) {
-                Some(g) => Path::Gateway(g.to_string()),
-                None => Path::Mesh,
-            },
+            Some(t) if t.has_virtual_services() => {
+                match t.gateway_for_load(&w.host, &w.namespace, w.protocol) {
+                    Some(g) => Path::Gateway(g.to_string()),
+                    None => Path::Mesh,
+                }
+            }
             _ => Path::KubeProxy,
         },
     }

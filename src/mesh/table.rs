@@ -759,6 +759,19 @@ impl Listener {
     pub fn listens_on(&self, port: u32) -> bool {
         self.ports.is_empty() || self.ports.contains(&port)
     }
+
+    /// Whether this proxy has routes for `host` in the sections a `protocol` request or
+    /// connection is routed by (TLS: `tls`, then `tcp`).
+    fn serves(&self, host: &str, ns: &str, protocol: Protocol) -> bool {
+        match protocol {
+            Protocol::Http => find_vhost(&self.http, host, ns).is_some(),
+            Protocol::Tls => {
+                find_vhost(&self.tls, host, ns).is_some()
+                    || find_vhost(&self.tcp, host, ns).is_some()
+            }
+            Protocol::Tcp => find_vhost(&self.tcp, host, ns).is_some(),
+        }
+    }
 }
 
 /// A route's split with each cluster's round-robin position, for many requests in a row: the
@@ -1117,15 +1130,75 @@ impl RouteTable {
             .filter_map(|l| l.gateway.as_ref().map(|g| g.full.clone()))
     }
 
-    /// The gateway (`namespace/name`) whose VirtualServices serve HTTP for `host`, if any:
-    /// what the scenario's `origin: auto` sends traffic through (else it comes from the
-    /// mesh). Gateways are tried in namespace/name order.
+    /// The gateway (`namespace/name`) whose VirtualServices serve `host`, if any: what the
+    /// scenario's `origin: gateway` and `auto` send traffic through (else it comes from the
+    /// mesh). A gateway with HTTP routes for the host comes first, then one with only TLS or
+    /// TCP routes for it (a TCP-only VirtualService is still bound to its gateway: its
+    /// traffic enters there, not through the mesh). Gateways are tried in namespace/name
+    /// order.
     pub fn gateway_for(&self, host: &str, caller_ns: &str) -> Option<&str> {
+        self.gateway_serving(host, caller_ns, Protocol::Http)
+            .or_else(|| self.gateway_serving(host, caller_ns, Protocol::Tls))
+    }
+
+    /// The gateway a load of `protocol` for `host` enters through: the first with routes of
+    /// its protocol's sections for the host, else [`RouteTable::gateway_for`]'s (whose
+    /// routes for the host are of another section: the runner refuses such a load, naming
+    /// what is missing).
+    pub fn gateway_for_load(
+        &self,
+        host: &str,
+        caller_ns: &str,
+        protocol: Protocol,
+    ) -> Option<&str> {
+        self.gateway_serving(host, caller_ns, protocol)
+            .or_else(|| self.gateway_for(host, caller_ns))
+    }
+
+    /// The first gateway (namespace/name order) with routes of `protocol`'s sections for
+    /// `host` ([`RouteTable::route`]'s: a TLS connection takes a `tls` route, then a `tcp`
+    /// one).
+    pub fn gateway_serving(&self, host: &str, caller_ns: &str, protocol: Protocol) -> Option<&str> {
         let host = request_host(host);
         self.listeners
             .iter()
-            .filter(|l| find_vhost(&l.http, host, caller_ns).is_some())
+            .filter(|l| l.gateway.is_some() && l.serves(host, caller_ns, protocol))
             .find_map(|l| l.gateway.as_ref().map(|g| g.full.as_str()))
+    }
+
+    /// The VirtualServices whose `section` routes (`http`, `tls` or `tcp`) serve `host` at
+    /// `gateway` (`namespace/name`, or `name` in `caller_ns`), in route order, each once:
+    /// to name what a gateway has for a host when a load's protocol finds nothing there.
+    pub fn virtual_services_at(
+        &self,
+        gateway: &str,
+        host: &str,
+        caller_ns: &str,
+        section: Protocol,
+    ) -> Vec<&ObjectKey> {
+        let host = request_host(host);
+        let Some(l) = self.gateway_listener(gateway, caller_ns) else {
+            return Vec::new();
+        };
+        let sources: Vec<&RouteSource> = match section {
+            Protocol::Http => find_vhost(&l.http, host, caller_ns)
+                .map(|vh| vh.routes.iter().map(|r| &r.source).collect()),
+            Protocol::Tls => find_vhost(&l.tls, host, caller_ns)
+                .map(|vh| vh.routes.iter().map(|r| &r.source).collect()),
+            Protocol::Tcp => find_vhost(&l.tcp, host, caller_ns)
+                .map(|vh| vh.routes.iter().map(|r| &r.source).collect()),
+        }
+        .unwrap_or_default();
+        let mut out: Vec<&ObjectKey> = Vec::new();
+        for key in sources
+            .into_iter()
+            .filter_map(|s| s.virtual_service.as_ref())
+        {
+            if !out.contains(&key) {
+                out.push(key);
+            }
+        }
+        out
     }
 
     /// The split of a VirtualService's route (`http/primary`, `tls/0`…) as the first

@@ -191,6 +191,99 @@ fn hosts_match_by_short_name_fqdn_and_wildcard() {
     );
 }
 
+/// Issue 25: a VirtualService with only `tcp` (or `tls`) routes is bound to its gateway as
+/// much as an HTTP one: `origin: gateway`/`auto` enters there (it went through the mesh and
+/// found no route), while a gateway with HTTP routes for the host still comes first.
+#[test]
+fn a_gateway_with_only_tcp_or_tls_routes_for_a_host_serves_it() {
+    let mut api = store();
+    create(
+        &mut api,
+        Kind::Gateway,
+        json!({"metadata": {"name": "edge", "namespace": NS},
+               "spec": {"selector": {"istio": "ingressgateway"},
+                        "servers": [{"port": {"number": 5432, "name": "tcp", "protocol": "TCP"},
+                                     "hosts": ["*"]},
+                                    {"port": {"number": 443, "name": "tls", "protocol": "TLS"},
+                                     "tls": {"mode": "PASSTHROUGH"}, "hosts": ["*"]}]}}),
+    );
+    vs(
+        &mut api,
+        "db",
+        json!({"hosts": ["db.example.com"], "gateways": ["edge"],
+               "tcp": [{"match": [{"port": 5432}], "route": split(80, 20)}]}),
+    );
+    vs(
+        &mut api,
+        "secure",
+        json!({"hosts": ["secure.example.com"], "gateways": ["edge"],
+               "tls": [{"match": [{"port": 443, "sniHosts": ["secure.example.com"]}],
+                        "route": split(80, 20)}]}),
+    );
+    let table = translate(&api);
+    assert_eq!(table.gateway_for("db.example.com", NS), Some("demo/edge"));
+    assert_eq!(
+        table.gateway_for("secure.example.com:443", NS),
+        Some("demo/edge")
+    );
+    assert_eq!(
+        table.gateway_serving("db.example.com", NS, Protocol::Http),
+        None
+    );
+    assert_eq!(
+        table.gateway_serving("db.example.com", NS, Protocol::Tcp),
+        Some("demo/edge")
+    );
+    // A TLS connection is routed by tls, then tcp routes.
+    assert_eq!(
+        table.gateway_serving("db.example.com", NS, Protocol::Tls),
+        Some("demo/edge")
+    );
+    let named = |section| -> Vec<String> {
+        table
+            .virtual_services_at("edge", "db.example.com:5432", NS, section)
+            .iter()
+            .map(|k| k.to_string())
+            .collect()
+    };
+    assert_eq!(named(Protocol::Tcp), ["VirtualService demo/db"]);
+    assert!(named(Protocol::Http).is_empty() && named(Protocol::Tls).is_empty());
+
+    // Through that gateway a TCP connection takes the tcp route, per connection.
+    let choice = table
+        .route(&RequestMeta {
+            protocol: Protocol::Tcp,
+            port: 5432,
+            ..req(Origin::Gateway("demo/edge"), "db.example.com")
+        })
+        .unwrap();
+    assert_eq!(choice.source.to_string(), "VirtualService demo/db tcp/0");
+    assert_eq!(choice.scope, Scope::PerConnection);
+
+    // A host with HTTP routes at one gateway and TCP routes at another: HTTP's comes first.
+    vs(
+        &mut api,
+        "reviews-web",
+        json!({"hosts": ["reviews.example.com"], "gateways": ["gw"],
+               "http": [{"route": split(80, 20)}]}),
+    );
+    vs(
+        &mut api,
+        "reviews-tcp",
+        json!({"hosts": ["reviews.example.com"], "gateways": ["edge"],
+               "tcp": [{"match": [{"port": 5432}], "route": split(80, 20)}]}),
+    );
+    let table = translate(&api);
+    assert_eq!(
+        table.gateway_for("reviews.example.com", NS),
+        Some("demo/gw")
+    );
+    assert_eq!(
+        table.gateway_serving("reviews.example.com", NS, Protocol::Tcp),
+        Some("demo/edge")
+    );
+}
+
 #[test]
 fn a_virtual_service_bound_to_a_gateway_does_not_steer_mesh_traffic() {
     let mut api = store();

@@ -604,6 +604,7 @@ impl<'p> Runner<'p> {
         let (lb, mode) = plan.data_plane();
         // Each load step has its own stream: adding a step does not shift the others.
         let mut rng = load::Streams::new(self.seed, &format!("load/{index}"));
+        self.check_route_section(w)?;
         let result = match self.load_with.as_mut() {
             Some(live) => live(&mut self.world, w)?,
             None => {
@@ -646,6 +647,85 @@ impl<'p> Runner<'p> {
         self.load_report = Some(split::load_report(&result));
         self.last_load = Some(result);
         Ok(String::new())
+    }
+
+    /// Refuses a load through a gateway that has routes for its host, but none of the
+    /// section its protocol is routed by (an HTTP load where the VirtualService bound to the
+    /// gateway has only `tcp` or `tls` routes, or the reverse): every request would fail
+    /// with "route not found", which reads as a verdict on the split rather than on the
+    /// scenario.
+    fn check_route_section(&self, w: &load::Workload) -> Result<(), String> {
+        use crate::mesh::Protocol;
+        let Some(table) = self.world.mesh.table_at(self.world.now()) else {
+            return Ok(());
+        };
+        let gateway = match &w.origin {
+            load::OriginChoice::Gateway(Some(g)) => Some(g.as_str()),
+            load::OriginChoice::Gateway(None) | load::OriginChoice::Auto
+                if table.has_virtual_services() || w.origin != load::OriginChoice::Auto =>
+            {
+                table.gateway_for_load(&w.host, &w.namespace, w.protocol)
+            }
+            _ => None,
+        };
+        let Some(gateway) = gateway else {
+            return Ok(());
+        };
+        let name = |p: Protocol| match p {
+            Protocol::Http => "http",
+            Protocol::Tls => "tls",
+            Protocol::Tcp => "tcp",
+        };
+        // The sections `RouteTable::route` reads for this protocol.
+        let wanted: &[Protocol] = match w.protocol {
+            Protocol::Http => &[Protocol::Http],
+            Protocol::Tls => &[Protocol::Tls, Protocol::Tcp],
+            Protocol::Tcp => &[Protocol::Tcp],
+        };
+        let at = |p: Protocol| table.virtual_services_at(gateway, &w.host, &w.namespace, p);
+        if wanted.iter().any(|p| !at(*p).is_empty()) {
+            return Ok(());
+        }
+        let mut others: Vec<String> = Vec::new();
+        let mut sections: Vec<&str> = Vec::new();
+        for p in [Protocol::Http, Protocol::Tls, Protocol::Tcp] {
+            let found = at(p);
+            if found.is_empty() || wanted.contains(&p) {
+                continue;
+            }
+            sections.push(name(p));
+            for key in found {
+                let vs = format!("VirtualService {}/{}", key.namespace, key.name);
+                if !others.contains(&vs) {
+                    others.push(vs);
+                }
+            }
+        }
+        if others.is_empty() {
+            // The gateway has nothing for the host at all: no route, as a cluster answers.
+            return Ok(());
+        }
+        let protocol = name(w.protocol);
+        let vs = others.join(", ");
+        let only = sections.join(" and ");
+        let lacks = format!(
+            "{vs} routes {} through gateway {gateway} with {only} routes only, no {protocol} route",
+            w.host
+        );
+        // `gateway_for` prefers HTTP routes; another gateway may have this protocol's.
+        let elsewhere = table
+            .gateway_serving(&w.host, &w.namespace, w.protocol)
+            .map(|g| format!(", or send it through gateway {g} (`gateway: {g}`), which has one"))
+            .unwrap_or_default();
+        Err(match w.protocol {
+            Protocol::Http => format!(
+                "refused: {lacks}: every request of this load would get 404 (route not found); send it with `protocol: {}` (and the route's `port`), or give the VirtualService an http route for the host{elsewhere}",
+                sections.last().copied().unwrap_or("tcp")
+            ),
+            _ => format!(
+                "refused: {lacks}: every connection of this load would find no route; send it with `protocol: http`, or give the VirtualService a {protocol} route for the host{elsewhere}"
+            ),
+        })
     }
 
     /// Refuses a simulated load estimated above the plan's request budget, before it sends

@@ -209,10 +209,15 @@ pub fn expect_split(r: &LoadResult, e: &ExpectSplit) -> (bool, String, SplitVerd
             if passed { "" } else { ": FAILED" }
         ));
     } else if verdict.outcome == Outcome::Inconclusive {
-        lines.push(
-            "inconclusive counts as a failure here; more draws would decide (or `accept: [pass, inconclusive]`)"
-                .into(),
-        );
+        let (key, share) = e
+            .shares
+            .iter()
+            .next()
+            .map_or(("canary", 0.0), |(k, s)| (k.as_str(), s.0));
+        lines.push(format!(
+            "inconclusive counts as a failure here: more draws would decide (`canarysim plan {share}% --within {within} --confidence {}%` gives how many for {key}), or `accept: [pass, inconclusive]`",
+            confidence * 100.0
+        ));
     }
     let mut check = |what: &str, expected: String, got: String| {
         let ok = expected == got;

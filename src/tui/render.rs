@@ -214,16 +214,14 @@ fn weights(run: &RunState, s: &Snapshot, frame: &mut Frame, area: Rect) {
         lines.push(bar("vs     ", Some(w.virtual_service), width, ""));
         lines.push(bar("router ", w.router, width, ""));
     }
-    let observed = s
-        .observed
-        .map(|(share, lo, hi)| {
-            let of = if s.observed_per_connection {
-                " of conns"
-            } else {
-                ""
-            };
-            (share, format!(" [{lo:.1}, {hi:.1}]{of}"))
-        });
+    let observed = s.observed.map(|(share, lo, hi)| {
+        let of = if s.observed_per_connection {
+            " of conns"
+        } else {
+            ""
+        };
+        (share, format!(" [{lo:.1}, {hi:.1}]{of}"))
+    });
     lines.push(bar(
         "seen   ",
         observed.as_ref().map(|o| o.0),
