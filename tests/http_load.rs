@@ -667,6 +667,11 @@ fn https_through_a_port_forward_keeps_the_urls_name_for_sni_and_trust() {
     let (code, _, err) = load(&[url, "-n", "10", "--connect-to", &connect_to]);
     assert_eq!(code, 2);
     assert!(err.contains("TLS"), "{err}");
+    // A certificate refused is not another protocol.
+    assert!(
+        err.contains("cannot reach") && !err.contains("try http://"),
+        "{err}"
+    );
     // A server name the certificate does not cover: refused as well.
     let (code, _, err) = load(&[
         url,

@@ -559,12 +559,15 @@ async fn first_request(
             address: dialer.address_text(),
             reason: format!("no connection within {}s", REACH_TIMEOUT.as_secs()),
         })?
-        .map_err(|(ending, reason)| match ending {
-            Ending::Protocol => dialer.mismatch(&reason),
-            _ => HttpLoadError::Unreachable {
-                address: dialer.address_text(),
-                reason,
-            },
+        .map_err(|failed| {
+            if failed.other_protocol {
+                dialer.mismatch(&failed.reason)
+            } else {
+                HttpLoadError::Unreachable {
+                    address: dialer.address_text(),
+                    reason: failed.reason,
+                }
+            }
         })?;
     let protocol = sender.protocol();
     let mut open = Some((sender, tally.opened()));
@@ -693,7 +696,7 @@ async fn worker(
                     open = Some((sender, tally.opened()));
                     None
                 }
-                Ok(Err((ending, _))) => Some(ending),
+                Ok(Err(failed)) => Some(failed.ending),
                 Err(_) => Some(Ending::Timeout),
             };
             if let Some(ending) = ending {
@@ -745,6 +748,39 @@ fn ending_of(e: &hyper::Error) -> Ending {
     }
     // Closed, canceled, incomplete message, h2 stream reset: the answer never came whole.
     Ending::Reset
+}
+
+/// Why a connection could not be made.
+struct ConnectFailed {
+    ending: Ending,
+    reason: String,
+    /// The peer answered in another protocol (bytes that are not TLS).
+    other_protocol: bool,
+}
+
+/// How a failed TLS handshake ends a request: a peer that closed the connection during it
+/// (a passthrough with no route for the SNI, a server refusing the name) is a reset; a
+/// certificate refused or bytes that are not TLS, a protocol error.
+fn tls_ending(e: &std::io::Error) -> Ending {
+    use std::io::ErrorKind::*;
+    match e.kind() {
+        ConnectionReset | ConnectionAborted | UnexpectedEof | BrokenPipe => Ending::Reset,
+        TimedOut => Ending::Timeout,
+        _ => Ending::Protocol,
+    }
+}
+
+/// The TLS handshake read a record that is not TLS: the port speaks plain text (an HTTP
+/// server answers a ClientHello with an HTTP error).
+fn answered_without_tls(e: &std::io::Error) -> bool {
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|r| {
+            matches!(
+                r,
+                rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)
+            )
+        })
 }
 
 fn io_ending(e: &std::io::Error) -> Ending {
@@ -900,24 +936,34 @@ impl Dialer {
     }
 
     /// A new connection, ready to send; or how the attempt ended and why.
-    async fn connect(&self) -> Result<Sender, (Ending, String)> {
+    async fn connect(&self) -> Result<Sender, ConnectFailed> {
+        let failed = |ending, reason| ConnectFailed {
+            ending,
+            reason,
+            other_protocol: false,
+        };
         let tcp = TcpStream::connect((self.address.0.as_str(), self.address.1))
             .await
-            .map_err(|e| (io_ending(&e), e.to_string()))?;
+            .map_err(|e| failed(io_ending(&e), e.to_string()))?;
         let _ = tcp.set_nodelay(true);
         let (io, h2): (Box<dyn Io>, bool) = match &self.tls {
             None => (Box::new(tcp), self.http2),
             Some((connector, name)) => {
-                let stream = connector
-                    .connect(name.clone(), tcp)
-                    .await
-                    .map_err(|e| (Ending::Protocol, format!("TLS: {e}")))?;
+                let stream =
+                    connector
+                        .connect(name.clone(), tcp)
+                        .await
+                        .map_err(|e| ConnectFailed {
+                            ending: tls_ending(&e),
+                            reason: format!("TLS: {e}"),
+                            other_protocol: answered_without_tls(&e),
+                        })?;
                 let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
                 (Box::new(stream), h2)
             }
         };
         let io = TokioIo::new(io);
-        let handshake_failed = |e: hyper::Error| (ending_of(&e), e.to_string());
+        let handshake_failed = |e: hyper::Error| failed(ending_of(&e), e.to_string());
         if h2 {
             let (sender, conn) = http2::handshake(TokioExecutor::new(), io)
                 .await
