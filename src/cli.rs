@@ -473,7 +473,7 @@ fn tui(path: Option<&Path>, live: bool) -> (u8, String, String) {
     }
     match crate::tui::run(live, entries, files) {
         Ok(()) => (0, String::new(), String::new()),
-        Err(e) => (2, String::new(), format!("the terminal: {e}\n")),
+        Err(e) => (2, String::new(), format!("canarysim tui: {e}\n")),
     }
 }
 

@@ -222,3 +222,15 @@ fn plan_gives_the_sizes_that_decide() {
         assert_eq!(code, 2, "{bad:?}: {err}");
     }
 }
+
+#[test]
+fn tui_without_a_terminal_is_exit_2_saying_so() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_canarysim"))
+        .arg("tui")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("canarysim tui: needs a terminal"), "{err}");
+}

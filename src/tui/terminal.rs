@@ -17,8 +17,14 @@ pub fn run(
     mut app: App,
     files: &'static (dyn crate::scenario::Files + Sync),
 ) -> std::io::Result<()> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        return Err(std::io::Error::other(
+            "needs a terminal on stdin and stdout (`canarysim run` plays the same scenarios without one)",
+        ));
+    }
     install_panic_hook();
-    let mut terminal = ratatui::init();
+    let mut terminal = ratatui::try_init()?;
     let outcome = event_loop(&mut terminal, &mut app, files);
     ratatui::restore();
     outcome
