@@ -3,7 +3,6 @@
 //! validation in Argo's words, VirtualServices that in-mesh callers bypass, and weights that
 //! Istio cannot express. Each finding names `file:line:column`.
 
-use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::fmt;
@@ -50,6 +49,8 @@ pub enum Check {
     /// A field canarysim keeps but does not simulate, an unknown field, or one it refuses
     /// (`model::support`).
     Support,
+    /// A value of the wrong type: the API server refuses the object (the CRD's schema).
+    Schema,
 }
 
 impl fmt::Display for Diagnostic {
@@ -85,6 +86,17 @@ pub fn check_reviewed(
     review: &crate::model::support::Review,
 ) -> Vec<Diagnostic> {
     let mut out = Vec::new();
+    // A value of the wrong type (the Rollout's is found by its own checks, below; a
+    // fractional weight by the weights' check, which says what Istio can set instead).
+    for m in manifests.iter().filter(|m| match m.object.kind {
+        Kind::Rollout => false,
+        Kind::VirtualService => fractional_weights(&m.object.value).is_empty(),
+        _ => true,
+    }) {
+        if let Err(e) = crate::model::typed::check_spec(m.object.kind, m.object.spec()) {
+            out.push(schema_error(m, &e));
+        }
+    }
     let mut managed: Vec<&Manifest> = Vec::new();
     for m in manifests.iter().filter(|m| m.object.kind == Kind::Rollout) {
         check_rollout(m, manifests, &mut out, &mut managed);
@@ -431,18 +443,12 @@ fn check_rollout<'a>(
     let decoded = if spec_json.is_null() {
         Ok(RolloutSpec::default())
     } else {
-        RolloutSpec::deserialize(&spec_json)
+        crate::model::typed::decode::<RolloutSpec>(&spec_json)
     };
     let spec = match decoded {
         Ok(s) => s,
         Err(e) => {
-            out.push(diag(
-                m,
-                "/spec",
-                Severity::Error,
-                Check::Spec,
-                format!("the Rollout spec cannot be decoded: {e}"),
-            ));
+            out.push(schema_error(m, &e));
             return;
         }
     };
@@ -482,6 +488,28 @@ fn check_rollout<'a>(
 }
 
 /// A finding at `pointer` in `m`.
+/// A spec value of the wrong type, where it is written, as the API server refuses it.
+fn schema_error(m: &Manifest, e: &crate::model::typed::FieldError) -> Diagnostic {
+    diag(
+        m,
+        &format!("/spec{}", e.pointer),
+        Severity::Error,
+        Check::Schema,
+        format!(
+            "{} {:?}: spec.{}: {} (the API server refuses it: the field's type is fixed by the {} schema)",
+            m.object.kind,
+            m.object.name(),
+            e.path,
+            e.message,
+            if m.object.kind == crate::model::Kind::Rollout {
+                "CRD's"
+            } else {
+                "kind's"
+            }
+        ),
+    )
+}
+
 fn diag(
     m: &Manifest,
     pointer: &str,

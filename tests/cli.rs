@@ -64,7 +64,7 @@ fn an_unknown_key_exits_2_with_path_line_column() {
     assert_eq!(code, 2);
     assert!(out.is_empty());
     let want = format!(
-        "{}:4:14: steps[1].expect: unknown field `phse`",
+        "{}:4:14: step 2, expect: unknown field `phse`",
         path.display()
     );
     assert!(err.starts_with(&want), "{err}");

@@ -840,12 +840,12 @@ fn review(object: &Object, warnings: &mut Vec<String>) -> Result<(), Reply> {
         source: Arc::new(SourceMap::synthetic("request")),
     };
     // What the CRDs' schemas would refuse: a spec whose fields have the wrong types.
-    if let Err(e) = decode_spec(object) {
+    if let Err(e) = crate::model::typed::check_spec(object.kind, object.spec()) {
         return Err(Reply::from_api_error(
             &ApiError::Invalid {
                 kind: object.kind,
                 name: object.name().to_string(),
-                message: format!("spec: {e}"),
+                message: format!("spec.{}: {}", e.path, e.message),
             },
             &discovery::resource(object.kind),
         ));
@@ -868,24 +868,6 @@ fn review(object: &Object, warnings: &mut Vec<String>) -> Result<(), Reply> {
             .map(|w| format!("canarysim: {}", w.text())),
     );
     Ok(())
-}
-
-/// Decodes the spec into canarysim's typed view of its kind, where there is one.
-fn decode_spec(object: &Object) -> Result<(), serde_json::Error> {
-    use crate::model::istio::{DestinationRuleSpec, GatewaySpec, ServiceSpec, VirtualServiceSpec};
-    use serde::Deserialize;
-    let spec = object.spec();
-    if spec.is_null() {
-        return Ok(());
-    }
-    match object.kind {
-        Kind::Rollout => crate::model::rollout::RolloutSpec::deserialize(spec).map(drop),
-        Kind::VirtualService => VirtualServiceSpec::deserialize(spec).map(drop),
-        Kind::DestinationRule => DestinationRuleSpec::deserialize(spec).map(drop),
-        Kind::Gateway => GatewaySpec::deserialize(spec).map(drop),
-        Kind::Service => ServiceSpec::deserialize(spec).map(drop),
-        _ => Ok(()),
-    }
 }
 
 impl Watch {

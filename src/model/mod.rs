@@ -5,6 +5,7 @@ pub mod istio;
 pub mod object;
 pub mod rollout;
 pub mod support;
+pub mod typed;
 pub mod vocabulary;
 pub mod yaml;
 

@@ -266,11 +266,14 @@ pub fn load(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
     }
     let diagnostics = crate::lint::check_reviewed(&all, plan.istio_weight_rules, &review);
     plan.warnings = review.warnings;
-    // istiod would never store such a VirtualService: nothing the scenario shows could happen.
-    if let Some(d) = diagnostics
-        .iter()
-        .find(|d| d.check == crate::lint::Check::Admission)
-    {
+    // istiod would never store such a VirtualService, nor the API server an object whose
+    // fields have the wrong types: nothing the scenario shows could happen.
+    if let Some(d) = diagnostics.iter().find(|d| {
+        matches!(
+            d.check,
+            crate::lint::Check::Admission | crate::lint::Check::Schema
+        )
+    }) {
         return Err(ScenarioError::at(d.location.clone(), d.message.clone()));
     }
     for d in diagnostics.into_iter().filter(|d| {
@@ -316,13 +319,25 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
         .first()
         .map(|(_, s)| s.clone())
         .unwrap_or_else(|| Arc::new(SourceMap::synthetic(&file)));
+    // A manifest given where a scenario is expected: say what each is for.
+    if let Some((doc, _)) = docs.iter().find(|(d, _)| d.get("steps").is_none()) {
+        if let Some(kind) = doc.get("kind").and_then(|k| k.as_str()) {
+            return Err(ScenarioError::at(
+                source.locate(""),
+                format!(
+                    "this is a Kubernetes manifest (kind {kind}), not a scenario: `canarysim lint {file}` checks it, and a scenario applies it (`manifests: [{{file: {file}}}]`, README's \"Scenario files\")"
+                ),
+            ));
+        }
+    }
     if docs.len() > 1 {
         return Err(ScenarioError::at(
             source.locate(""),
             "a scenario is one YAML document; found several",
         ));
     }
-    let parsed: ScenarioFile = yaml::decode(&file, &text).map_err(ScenarioError::from)?;
+    let parsed: ScenarioFile =
+        yaml::decode(&file, &text).map_err(|e| ScenarioError::from(for_people(e)))?;
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let at = |pointer: &str| source.locate(pointer);
     let dur = |text: &str, pointer: &str| {
@@ -661,6 +676,89 @@ fn plan_backends(cluster: &ClusterSpec, at: &At, dur: &Dur) -> Result<PodBehavio
         );
     }
     Ok(out)
+}
+
+/// What a form accepts, for serde's "did not match any variant of untagged enum X",
+/// which names a type instead.
+const FORMS: [(&str, &str); 8] = [
+    (
+        "WaitSpec",
+        "wait takes a duration (`wait: 30s`) or `{until: paused|healthy|degraded|progressing, rollout: NAME, timeout: DURATION}`",
+    ),
+    (
+        "ApplySpec",
+        "apply takes a path (`apply: manifests/x.yaml`), `{file: PATH}` or `{inline: YAML}`",
+    ),
+    (
+        "PromoteSpec",
+        "promote takes a rollout's name or `{rollout: NAME, full: true}`",
+    ),
+    (
+        "UndoSpec",
+        "undo takes a rollout's name or `{rollout: NAME, to_revision: N}`",
+    ),
+    (
+        "RestartSpec",
+        "restart takes a rollout's name or `{rollout: NAME, in: DURATION}`",
+    ),
+    (
+        "StatusSpec",
+        "status takes a rollout's name or `{rollout: NAME, watch: true|false, timeout: DURATION, exit: N}`",
+    ),
+    (
+        "OneOrMany",
+        "accept takes pass, fail or inconclusive, or a list of them (`accept: [pass, inconclusive]`)",
+    ),
+    ("Raw", "expected a percentage, e.g. 20, 20% or 23.5%"),
+];
+
+/// serde's words made a person's: step numbers from 1, as reports count (`steps[2]` →
+/// `step 3`), and the accepted forms where serde names an untagged enum.
+fn for_people(e: yaml::LoadError) -> yaml::LoadError {
+    let yaml::LoadError::Invalid { location, message } = e else {
+        return e;
+    };
+    let mut message = steps_from_one(&message);
+    if let Some(at) = message.find("data did not match any variant of untagged enum ") {
+        let name = message[at..]
+            .trim_start_matches("data did not match any variant of untagged enum ")
+            .split(|c: char| !c.is_alphanumeric())
+            .next()
+            .unwrap_or("");
+        if let Some((_, forms)) = FORMS.iter().find(|(n, _)| *n == name) {
+            message.replace_range(at.., forms);
+        }
+    }
+    yaml::LoadError::Invalid { location, message }
+}
+
+/// `steps[N]` → `step N+1` wherever serde's path says it.
+fn steps_from_one(message: &str) -> String {
+    let mut out = String::new();
+    let mut rest = message;
+    while let Some(at) = rest.find("steps[") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "steps[".len()..];
+        match after.split_once(']') {
+            Some((n, tail)) if n.parse::<usize>().is_ok() => {
+                out.push_str(&format!("step {}", n.parse::<usize>().unwrap_or(0) + 1));
+                // `steps[0].expect` → `step 1, expect`.
+                rest = match tail.strip_prefix('.') {
+                    Some(field) => {
+                        out.push_str(", ");
+                        field
+                    }
+                    None => tail,
+                };
+            }
+            _ => {
+                out.push_str("steps[");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// A `load` step's workload: its amount, its keys over `traffic`, its stop rule.
