@@ -433,14 +433,31 @@ fn the_live_router_ejects_an_outlier_and_answers_no_healthy_upstream() {
 
 #[test]
 fn tls_and_tcp_routes_live_split_connections_by_sni_and_port() {
-    let text = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/tls-and-tcp-routes.yaml"),
-    )
-    .unwrap()
-    .replace(
-        "file: manifests/",
-        &format!("file: {}/scenarios/manifests/", env!("CARGO_MANIFEST_DIR")),
-    );
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    // Driven by events, not by the machine's speed: the rollout's second pause (30 s) would
+    // end while a slow machine is still sending its 8,000 connections (a live load's time
+    // is wall time), and the split would change under the load. Here it waits for a
+    // promote instead.
+    let rollout =
+        std::fs::read_to_string(root.join("scenarios/manifests/seed-003-multi-vs-rollout.yaml"))
+            .unwrap()
+            .replace("- pause: {duration: 30s}", "- pause: {}");
+    let rollout = support::write_temp("tls-tcp-rollout.yaml", &rollout);
+    let text = std::fs::read_to_string(root.join("scenarios/tls-and-tcp-routes.yaml"))
+        .unwrap()
+        .replace(
+            "file: manifests/seed-003-multi-vs-rollout.yaml",
+            &format!("file: {}", rollout.display()),
+        )
+        .replace(
+            "file: manifests/",
+            &format!("file: {}/scenarios/manifests/", root.display()),
+        )
+        .replace(
+            "  - wait: {until: healthy, timeout: 5m}",
+            "  - promote: rollouts-demo\n  - wait: {until: healthy, timeout: 5m}",
+        );
+    assert!(text.contains("  - promote: rollouts-demo\n  - wait: {until: healthy"));
     let loads = live_loads("tls-tcp.yaml", &text);
     assert_eq!(loads.len(), 5);
     for load in &loads {
