@@ -303,7 +303,9 @@ fn errors_are_printed_as_kubectl_prints_a_real_servers() {
     );
     let invalid = err(&["apply", "-f", bad.to_str().unwrap()]);
     assert!(
-        invalid.contains("The Rollout \"bad\" is invalid: spec: invalid type: string \"many\""),
+        invalid.contains(
+            "The Rollout \"bad\" is invalid: spec.replicas: invalid type: string \"many\""
+        ),
         "{invalid}"
     );
     let patch = err(&[
