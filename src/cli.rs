@@ -148,8 +148,8 @@ pub enum Command {
     /// Serve as a real pod on loopback: every answer carries the version (header
     /// `x-version` and JSON body `{"version", "pod"}`). Stops on Ctrl-C.
     Backend {
-        /// The version this pod reports.
-        #[arg(long = "version")]
+        /// The version this pod reports (`--version NAME`, the older spelling, still works).
+        #[arg(long = "name", value_name = "NAME", alias = "version")]
         version_name: String,
         /// Port (0: one the system picks; the address is printed).
         #[arg(long, default_value_t = 0)]
@@ -402,6 +402,16 @@ fn envoy_config(
     let mut runner = scenario::Runner::new(&plan, seed);
     for _ in 0..steps {
         runner.step();
+    }
+    if steps == 0 {
+        // The initial state is what the proxies serve once the manifests' routes have
+        // reached them (after the push delay), not the instant before.
+        let world = &mut runner.world;
+        let end = world.now().after(std::time::Duration::from_secs(3600));
+        let reached = world.advance_until(end, |w| w.mesh.table_at(w.now()).is_some());
+        if let Err(e) = reached {
+            return (2, String::new(), format!("{}: {e}\n", plan.file));
+        }
     }
     let world = &runner.world;
     let Some(table) = world.mesh.table_at(world.now()) else {

@@ -234,3 +234,21 @@ fn tui_without_a_terminal_is_exit_2_saying_so() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("canarysim tui: needs a terminal"), "{err}");
 }
+
+#[test]
+fn backend_takes_its_version_as_name_and_keeps_the_older_spelling() {
+    for flag in ["--name", "--version"] {
+        let cli = Cli::try_parse_from(["canarysim", "backend", flag, "yellow"])
+            .unwrap_or_else(|e| panic!("{flag}: {e}"));
+        match cli.command {
+            canarysim::cli::Command::Backend { version_name, .. } => {
+                assert_eq!(version_name, "yellow", "{flag}")
+            }
+            other => panic!("{flag}: parsed as {other:?}"),
+        }
+    }
+    let help = Cli::try_parse_from(["canarysim", "backend", "--help"])
+        .unwrap_err()
+        .to_string();
+    assert!(help.contains("--name <NAME>"), "{help}");
+}

@@ -114,3 +114,17 @@ fn a_step_past_the_end_is_refused() {
     assert_eq!(code, 2);
     assert!(err.contains("--at-step 99"), "{err}");
 }
+
+#[test]
+fn step_0_exports_the_initial_state_once_its_routes_reached_the_proxies() {
+    // The manifests' routes land after the push delay; step 0 is that state (all to
+    // stable), not the instant before it, when no table had reached the proxies yet.
+    let (code, config, err) = export(&["--at-step", "0"]);
+    assert_eq!(code, 0, "{err}");
+    let hcm = &config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"];
+    let route = &hcm["route_config"]["virtual_hosts"][0]["routes"][0]["route"];
+    assert_eq!(
+        route["cluster"], "outbound|80||rollouts-demo-stable.my-demo.svc.cluster.local",
+        "{route}"
+    );
+}

@@ -274,7 +274,7 @@ fn yellow_share(r: &serde_json::Value) -> f64 {
 }
 
 fn print_row(name: &str, r: &serde_json::Value) {
-    // The figures the README's table quotes (shown with --nocapture).
+    // The figures docs/load.md's table quotes (shown with --nocapture).
     println!(
         "{name}: sent {} in {:.2} s, yellow {:.2} % of {} {}s, verdict {}",
         r["sent"],

@@ -11,7 +11,7 @@
 //! window's success rate has the binomial spread of the requests in it, not the epoch's
 //! average. Within one window they are spread evenly (no scrape falls inside it).
 //!
-//! What canarysim counts differs from a real mesh in two ways, documented in README: both
+//! What canarysim counts differs from a real mesh in two ways, documented in docs/analysis.md: both
 //! reporters count every attempt a pod answered (Envoy's client side reports the final
 //! answer after retries, and the proxy's own 503/504s), and the latency buckets hold the
 //! backends' latency model (the share of answers below each bound), not each request's.

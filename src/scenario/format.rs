@@ -1,28 +1,48 @@
 //! The scenario file contract (`shared/SCENARIOS.md`), as serde types. Unknown keys are
 //! errors (`deny_unknown_fields`): a typo must not pass silently.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 
 /// One scenario file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioFile {
+    /// The scenario's name, in reports and as its test's name.
     pub name: String,
+    /// Free text.
     #[serde(default)]
     pub description: String,
+    /// The RNG seed (default 1): the same seed gives the same report.
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// The namespace of objects that name none (default `default`).
     #[serde(default = "default_namespace")]
     pub namespace: String,
+    /// Manifests applied in order before step 1: `- file: PATH` (relative to the scenario,
+    /// multi-document YAML) or `- inline: YAML`.
     #[serde(default)]
     pub manifests: Vec<ManifestSource>,
+    /// Knobs of the simulated world.
     #[serde(default)]
     pub cluster: ClusterSpec,
+    /// The default client model of `load` steps.
     #[serde(default)]
     pub traffic: TrafficSpec,
-    #[serde(default, with = "crate::model::yaml::singleton_map")]
+    /// The timeline, one key per step.
+    #[serde(
+        default,
+        deserialize_with = "crate::model::yaml::singleton_map::deserialize"
+    )]
+    #[schemars(schema_with = "steps_schema")]
     pub steps: Vec<Step>,
+}
+
+/// `steps` is read with serde_yaml's singleton maps (`- wait: 30s`); the schema is that of
+/// the list of steps.
+fn steps_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    generator.subschema_for::<Vec<Step>>()
 }
 
 fn default_seed() -> u64 {
@@ -34,23 +54,30 @@ fn default_namespace() -> String {
 }
 
 /// `- file: PATH` or `- inline: YAML`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ManifestSource {
+    /// A manifest file, relative to the scenario file.
     pub file: Option<String>,
+    /// One or more YAML documents, inline.
     pub inline: Option<String>,
 }
 
 /// `cluster:` — knobs of the simulated world.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterSpec {
+    /// A new pod turns Ready this long after it is created (default 5s).
     #[serde(default = "default_ready_after")]
     pub pod_ready_after: String,
+    /// A config change reaches the routers this long after it is written (default 100ms).
     #[serde(default = "default_push_delay")]
     pub push_delay: String,
+    /// The endpoint choice inside one mesh cluster (default round_robin).
     #[serde(default)]
     pub endpoint_lb: EndpointLb,
+    /// The no-mesh endpoint choice per connection: iptables (random, the default) or ipvs
+    /// (round robin).
     #[serde(default)]
     pub kube_proxy: KubeProxyMode,
     /// Per image: how its pods answer.
@@ -89,7 +116,7 @@ fn default_push_delay() -> String {
     "100ms".into()
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EndpointLb {
     #[default]
@@ -98,7 +125,7 @@ pub enum EndpointLb {
     LeastRequest,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum KubeProxyMode {
     #[default]
@@ -107,11 +134,14 @@ pub enum KubeProxyMode {
 }
 
 /// How pods of one image answer.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BackendSpec {
+    /// The mean answer time (default 1ms).
     pub latency: Option<String>,
+    /// Uniform jitter around the latency.
     pub jitter: Option<String>,
+    /// The share of answers that are errors (default 0%).
     pub error_rate: Option<Percent>,
     /// The status of those errors (default 500; Istio's default retries retry 503 only).
     pub error_status: Option<u16>,
@@ -120,7 +150,7 @@ pub struct BackendSpec {
 }
 
 /// When pods of an image turn Ready.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Readiness {
     /// After `pod_ready_after`, as every pod (the default).
@@ -134,17 +164,27 @@ pub enum Readiness {
 
 /// `traffic:` — the default client model for `load` steps (every key can be overridden
 /// per step).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TrafficSpec {
+    /// The authority / Host header, matched against VirtualService hosts.
     pub host: Option<String>,
+    /// The port (default 80).
     pub port: Option<u16>,
+    /// The request path (default /).
     pub path: Option<String>,
+    /// Concurrent connections of the closed loop (default 16).
     pub connections: Option<u32>,
+    /// false: one request per connection (default true).
     pub keepalive: Option<bool>,
+    /// true: requests multiplexed over the connections.
     pub http2: Option<bool>,
+    /// Where the requests start: gateway, mesh (a sidecar), plain (a pod without a sidecar,
+    /// kube-proxy) or auto (the default: gateway when one serves the host, else mesh).
     pub origin: Option<Origin>,
+    /// The HTTP method (default GET).
     pub method: Option<String>,
+    /// Request headers, for header matches.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// Extension: `http` (default), `tls` or `tcp` routes.
@@ -161,7 +201,7 @@ pub struct TrafficSpec {
 }
 
 /// `traffic.background: {rate: 50}`: an open loop at this many requests per second.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BackgroundSpec {
     pub rate: f64,
@@ -170,7 +210,7 @@ pub struct BackgroundSpec {
 }
 
 /// The calling workload: its namespace (default: the scenario's) and pod labels.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SourceSpec {
     pub namespace: Option<String>,
@@ -178,7 +218,7 @@ pub struct SourceSpec {
     pub labels: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WireProtocol {
     #[default]
@@ -187,7 +227,7 @@ pub enum WireProtocol {
     Tcp,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Origin {
     #[default]
@@ -198,22 +238,36 @@ pub enum Origin {
 }
 
 /// One timeline step.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Step {
+    /// Create or update objects, like `kubectl apply`: a path, `{file}` or `{inline}`.
     Apply(ApplySpec),
+    /// Like `kubectl argo rollouts set image`.
     SetImage(SetImageSpec),
+    /// Like `kubectl argo rollouts promote NAME`; `{rollout, full: true}` for `--full`.
     Promote(PromoteSpec),
+    /// Like `kubectl argo rollouts abort NAME`.
     Abort(String),
+    /// Like `kubectl argo rollouts retry rollout NAME`.
     Retry(String),
+    /// Like `kubectl argo rollouts pause NAME`.
     Pause(String),
+    /// Like `kubectl argo rollouts undo`: a name, or `{rollout, to_revision}`.
     Undo(UndoSpec),
+    /// Like `kubectl argo rollouts restart`: a name, or `{rollout, in: 1m}`.
     Restart(RestartSpec),
+    /// What `kubectl argo rollouts status` prints; passes when its exit code is `exit`.
     Status(StatusSpec),
+    /// Some of a role's pods crash; their ReplicaSet replaces them.
     FailPods(FailPodsSpec),
+    /// Advance the clock: a duration (`30s`), or `{until: paused, rollout, timeout}`.
     Wait(WaitSpec),
+    /// Send simulated traffic (the `traffic` keys, plus how much to send).
     Load(Box<LoadSpec>),
+    /// Assert the state now; every key given must hold.
     Expect(Box<Expect>),
+    /// Judge the last load's split: version → expected share, `within`, `confidence`.
     ExpectSplit(ExpectSplit),
 }
 
@@ -239,14 +293,14 @@ impl Step {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ApplySpec {
     Path(String),
     Source(ManifestSource),
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SetImageSpec {
     pub rollout: String,
@@ -255,7 +309,7 @@ pub struct SetImageSpec {
 }
 
 /// `undo: NAME` or `undo: {rollout, to_revision}` (`kubectl argo rollouts undo`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum UndoSpec {
     Name(String),
@@ -267,7 +321,7 @@ pub enum UndoSpec {
 }
 
 /// `restart: NAME` or `restart: {rollout, in: 1m}` (`kubectl argo rollouts restart [--in]`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum RestartSpec {
     Name(String),
@@ -280,14 +334,14 @@ pub enum RestartSpec {
 
 /// `status: NAME` or `status: {rollout, watch, timeout, exit}` (`kubectl argo rollouts
 /// status`): the step passes when the command's exit code is `exit` (default 0).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum StatusSpec {
     Name(String),
     Full(StatusOptions),
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StatusOptions {
     pub rollout: String,
@@ -299,14 +353,14 @@ pub struct StatusOptions {
     pub exit: Option<i32>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum PromoteSpec {
     Name(String),
     Full(PromoteFull),
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PromoteFull {
     pub rollout: String,
@@ -314,37 +368,42 @@ pub struct PromoteFull {
     pub full: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FailPodsSpec {
     pub rollout: String,
+    /// Whose pods crash: stable or canary.
     pub role: Role,
+    /// How many of them.
     pub count: usize,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     Stable,
     Canary,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum WaitSpec {
     For(String),
     Until(WaitUntil),
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WaitUntil {
+    /// The phase to wait for.
     pub until: Phase,
+    /// The rollout (optional when there is one).
     pub rollout: Option<String>,
+    /// How long at most; past it the step fails.
     pub timeout: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {
     Paused,
@@ -366,12 +425,16 @@ impl Phase {
 }
 
 /// `load:` — the `traffic` keys plus how much to send.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoadSpec {
+    /// How many requests to send.
     pub requests: Option<u64>,
+    /// How long to send, in scenario time (`30s`).
     pub duration: Option<String>,
+    /// Requests per second of an open loop (default: a closed loop over `connections`).
     pub rate: Option<f64>,
+    /// true: the open loop's arrivals are Poisson, not evenly spaced.
     #[serde(default)]
     pub poisson: bool,
     pub host: Option<String>,
@@ -394,7 +457,7 @@ pub struct LoadSpec {
 }
 
 /// `until_decided: {canary: 20%, delta: 1%, alpha: 1%, beta: 1%}` (one version key).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct UntilDecided {
     pub delta: Option<Percent>,
     pub alpha: Option<Percent>,
@@ -404,7 +467,7 @@ pub struct UntilDecided {
 }
 
 /// `expect:` — every key optional; each one given must hold.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Expect {
     pub rollout: Option<String>,
@@ -427,7 +490,7 @@ pub struct Expect {
 }
 
 /// `expect: {analysis: {...}}` — every key optional.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AnalysisExpect {
     /// The run's name (`$canary_hash` and the like expanded); default: the rollout's newest.
@@ -454,7 +517,7 @@ pub struct AnalysisExpect {
 /// Route (`http/primary`, `tls/0`) → destination (`host` or `host/subset`) → weight.
 pub type RouteWeights = BTreeMap<String, BTreeMap<String, i64>>;
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReplicaExpect {
     pub desired: Option<i32>,
@@ -468,9 +531,11 @@ pub struct ReplicaExpect {
 
 /// `expect_split:` — version → expected share. (Every other key is a version, so unknown
 /// keys are checked when the plan is built, not by serde.)
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct ExpectSplit {
+    /// The tolerance, in percentage points (default 1).
     pub within: Option<Percent>,
+    /// The confidence of the intervals (default 99%).
     pub confidence: Option<Percent>,
     /// Extension, older than `accept`: `pass` (the default), or `fail`: the split is not
     /// shown within tolerance, that is the outcome is fail or inconclusive (e.g. 20
@@ -494,14 +559,14 @@ pub struct ExpectSplit {
     pub shares: BTreeMap<String, Percent>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Decided {
     Matches,
     Differs,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictExpect {
     Pass,
@@ -509,7 +574,7 @@ pub enum VerdictExpect {
 }
 
 /// One value, or a list of them.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum OneOrMany<T> {
     One(T),
@@ -557,4 +622,30 @@ impl<'de> Deserialize<'de> for Percent {
         }
         Ok(Percent(value))
     }
+}
+
+impl JsonSchema for Percent {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Percent".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A percentage: 20, \"20%\" or \"23.5%\", within 0..100.",
+            "anyOf": [
+                {"type": "number", "minimum": 0, "maximum": 100},
+                {"type": "string", "pattern": "^\\s*[0-9]+(\\.[0-9]+)?\\s*%?\\s*$"}
+            ]
+        })
+    }
+}
+
+/// The JSON Schema (draft 2020-12) of a scenario file, generated from the types above:
+/// `schemas/scenario.schema.json` is this, and a test keeps the two equal.
+pub fn json_schema() -> serde_json::Value {
+    let mut schema =
+        serde_json::to_value(schemars::schema_for!(ScenarioFile)).expect("a schema is plain JSON");
+    schema["$id"] = "https://github.com/canarysim/canarysim/schemas/scenario.schema.json".into();
+    schema["title"] = "canarysim scenario".into();
+    schema
 }

@@ -325,7 +325,7 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
             return Err(ScenarioError::at(
                 source.locate(""),
                 format!(
-                    "this is a Kubernetes manifest (kind {kind}), not a scenario: `canarysim lint {file}` checks it, and a scenario applies it (`manifests: [{{file: {file}}}]`, README's \"Scenario files\")"
+                    "this is a Kubernetes manifest (kind {kind}), not a scenario: `canarysim lint {file}` checks it, and a scenario applies it (`manifests: [{{file: {file}}}]`, docs/scenarios.md)"
                 ),
             ));
         }

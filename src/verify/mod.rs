@@ -838,7 +838,9 @@ pub fn fixed_sample_size_for_test(p0: f64, p1: f64, alpha: f64, beta: f64) -> u6
 // ---------------------------------------------------------------------------
 
 /// What the mesh randomises when it applies a weight.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SplitUnit {
     /// Each request independently picks an arm.
@@ -849,7 +851,9 @@ pub enum SplitUnit {
 
 /// What the data say about a split: three outcomes, so that "the data cannot tell" is never
 /// reported as a wrong weight, nor as a right one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Every arm's interval lies inside its expected share ± tolerance: the split is right.
@@ -1962,7 +1966,7 @@ mod tests {
 
     #[test]
     fn the_recipe_never_fails_a_fair_splitter_and_fails_a_biased_one() {
-        // README's recipe for a 20 % step: 56,000 requests, ±1 point, 99.9 %. A fair
+        // docs/verdict.md's recipe for a 20 % step: 56,000 requests, ±1 point, 99.9 %. A fair
         // binomial splitter (Envoy, nginx split_clients) at 20 % and a biased one at 22 %,
         // 200 seeded runs each.
         let mut rng = Pcg64Mcg::seed_from_u64(25);
