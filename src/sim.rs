@@ -72,6 +72,9 @@ pub struct World {
     pub errors: BTreeMap<ObjectKey, String>,
     /// Instant at which a controller asked to be woken, if any.
     wake: Option<SimTime>,
+    /// While [`World::advance_until`] runs: the end it advances to (see
+    /// [`World::next_instant`]).
+    horizon: Option<SimTime>,
     /// ReplicaSets whose pods need no walk until they or their pods change or they wake.
     settled_replica_sets: replicaset::Settled,
     /// The route tables the proxies receive, each after the push delay (like istiod → xDS).
@@ -105,6 +108,7 @@ impl World {
             events: Vec::new(),
             errors: BTreeMap::new(),
             wake: None,
+            horizon: None,
             settled_replica_sets: Default::default(),
             mesh: Mesh::new(),
             pushed: None,
@@ -382,9 +386,44 @@ impl World {
         Ok(())
     }
 
+    /// Inside an advance (from a `done` check): the instant the clock moves to next, the next
+    /// wake or the advance's end, whichever comes first. None outside an advance.
+    pub fn next_instant(&self) -> Option<SimTime> {
+        let end = self.horizon?;
+        Some(self.wake.map_or(end, |wake| wake.min(end)))
+    }
+
+    /// Inside an advance: moves the clock to `t`, later than now and short of
+    /// [`World::next_instant`], and settles there as a `wait` ending at `t` would. Nothing is
+    /// due before the next instant, so only the time changes; a wall-clock pacer shows the
+    /// world between instants this way, and a key's action then happens at `t`. Returns
+    /// whether the clock moved (false for any other `t`).
+    pub fn move_clock(&mut self, t: SimTime) -> Result<bool, SimError> {
+        match self.next_instant() {
+            Some(next) if self.now < t && t < next => {
+                self.now = t;
+                self.settle()?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     /// Advances until `done(self)` holds (checked after every settled instant) or `end` is
     /// reached. Returns whether `done` held.
     pub fn advance_until(
+        &mut self,
+        end: SimTime,
+        done: impl FnMut(&mut World) -> bool,
+    ) -> Result<bool, SimError> {
+        // Nested advances (a load's epochs inside a wait) each bound the clock by their end.
+        let outer = self.horizon.replace(end);
+        let result = self.advance_within(end, done);
+        self.horizon = outer;
+        result
+    }
+
+    fn advance_within(
         &mut self,
         end: SimTime,
         mut done: impl FnMut(&mut World) -> bool,
@@ -512,5 +551,46 @@ impl crate::load::Cluster for World {
 
     fn observe(&mut self, traffic: &crate::load::EpochTraffic) {
         self.metrics.record(&self.api, traffic);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_moves_between_instants_only_inside_an_advance() {
+        let ms = SimTime::from_millis;
+        let mut world = World::new(ClusterConfig::default(), 1);
+        // Outside an advance there is no next instant to stop short of.
+        assert_eq!(world.next_instant(), None);
+        assert!(!world.move_clock(ms(40)).unwrap());
+        let mut seen = Vec::new();
+        world
+            .advance_until(ms(10_000), |w| {
+                seen.push((w.now(), w.next_instant()));
+                if w.now() == SimTime::ZERO {
+                    // The first route table reaches the proxies after the push delay.
+                    assert_eq!(w.next_instant(), Some(ms(100)));
+                    assert!(w.move_clock(ms(40)).unwrap());
+                    // Not back, not onto the next instant, not past it.
+                    for t in [20, 40, 100, 200] {
+                        assert!(!w.move_clock(ms(t)).unwrap(), "{t} ms");
+                    }
+                    assert_eq!(w.now(), ms(40));
+                }
+                false
+            })
+            .unwrap();
+        // The next instant came as before; then nothing until the advance's end.
+        assert_eq!(
+            seen,
+            [
+                (ms(0), Some(ms(100))),
+                (ms(100), Some(ms(10_000))),
+                (ms(10_000), Some(ms(10_000)))
+            ]
+        );
+        assert_eq!(world.next_instant(), None, "the advance is over");
     }
 }

@@ -98,10 +98,12 @@ fn keys_drive_the_walkthrough_and_q_restores_the_terminal() {
         p.contains("॥ held") && p.contains("steps")
     });
     assert_eq!(set_weight(&held), Some(100.0), "{held}");
-    // Space: the steps run until the first pause at 20 %.
+    // Space: the steps run until the first pause at 20 %. SetWeight 20 shows from t+5s, the
+    // pause from t+10s, once the canary's pod is ready: the rollout's status line says when
+    // (the steps panel's `wait until Paused` says nothing of it).
     tmux.keys(&["Space"]);
     let paused = tmux.wait_for("the 20 % pause", |p| {
-        set_weight(p) == Some(20.0) && p.contains("Paused")
+        set_weight(p) == Some(20.0) && p.contains("॥ Paused")
     });
     assert!(paused.contains("✔"), "steps done are marked:\n{paused}");
     // Hold, then p: promoted to the next step's 40 %.

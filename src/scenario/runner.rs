@@ -51,6 +51,8 @@ pub struct Runner<'p> {
     /// Called at every instant the world reaches while a step waits (live mode paces the
     /// world on the wall clock and syncs its real side here).
     on_instant: Option<InstantHook<'p>>,
+    /// Called after each instant at which a wait goes on (the TUI paces the world here).
+    on_wait: Option<WaitHook<'p>>,
     /// Sends a load step's requests instead of the simulated data plane (live mode).
     load_with: Option<LoadHook<'p>>,
     /// `live (time scale 60)` when the run is not simulated.
@@ -61,6 +63,8 @@ pub struct Runner<'p> {
 
 /// See [`Runner::on_instant`].
 type InstantHook<'p> = Box<dyn FnMut(&mut World) + 'p>;
+/// See [`Runner::on_wait`].
+type WaitHook<'p> = Box<dyn FnMut(&mut World) -> bool + 'p>;
 /// See [`Runner::load_with`].
 type LoadHook<'p> = Box<dyn FnMut(&mut World, &load::Workload) -> Result<LoadResult, String> + 'p>;
 
@@ -103,6 +107,7 @@ impl<'p> Runner<'p> {
             load_report: None,
             split_verdict: None,
             on_instant: None,
+            on_wait: None,
             load_with: None,
             mode: None,
             background_waits: 0,
@@ -113,9 +118,20 @@ impl<'p> Runner<'p> {
     }
 
     /// Calls `hook` at every instant the world reaches while a step waits. The hook may act
-    /// on the world (the TUI's keys promote, abort or retry mid-wait, as a step would).
+    /// on the world, as a step would.
     pub fn on_instant(&mut self, hook: impl FnMut(&mut World) + 'p) {
         self.on_instant = Some(Box::new(hook));
+    }
+
+    /// Calls `hook` after each instant at which a step's wait goes on (its condition unmet,
+    /// its end not reached), before the clock moves to the next instant. The hook may move
+    /// the clock short of that instant ([`World::move_clock`]) and act on the world (the
+    /// TUI paces the world on the wall clock here, and its keys promote, abort or retry
+    /// mid-wait). It returns true to be called again before the clock moves on (after an
+    /// action: the wait's condition is checked first, and may hold now), false when the
+    /// clock may move to the next instant.
+    pub fn on_wait(&mut self, hook: impl FnMut(&mut World) -> bool + 'p) {
+        self.on_wait = Some(Box::new(hook));
     }
 
     /// Sends every load step through `load` (which may move the world's clock while the
@@ -423,7 +439,7 @@ impl<'p> Runner<'p> {
     ) -> Result<bool, String> {
         let mut found = Vec::new();
         let mut active = self.active.clone();
-        let hook = &mut self.on_instant;
+        let (on_instant, on_wait) = (&mut self.on_instant, &mut self.on_wait);
         // `traffic.background` flows while the clock moves (simulated runs only: a live
         // run's requests are real).
         let background = self
@@ -438,10 +454,7 @@ impl<'p> Runner<'p> {
         let (lb, mode) = self.plan.data_plane();
         let backends = &self.plan.backends;
         let world = &mut self.world;
-        let check = |w: &mut World| {
-            if let Some(hook) = hook.as_mut() {
-                hook(w);
-            }
+        let mut book = |w: &World| {
             let current: BTreeSet<String> = invariants::violations(&w.api).into_iter().collect();
             for m in current.difference(&active) {
                 found.push(Violation {
@@ -451,7 +464,41 @@ impl<'p> Runner<'p> {
                 });
             }
             active = current;
-            done(w)
+        };
+        let check = |w: &mut World| {
+            book(w);
+            // What a hook writes (a key's action) is booked at the time it acted.
+            let mut wrote = |w: &mut World, hook: &mut dyn FnMut(&mut World) -> bool| {
+                let version = w.api.resource_version();
+                let again = hook(w);
+                let wrote = w.api.resource_version() != version;
+                if wrote {
+                    book(w);
+                }
+                (wrote, again)
+            };
+            if let Some(hook) = on_instant.as_mut() {
+                wrote(w, &mut |w| {
+                    hook(w);
+                    false
+                });
+            }
+            if done(w) {
+                return true;
+            }
+            // The wait goes on: the pacer may move the clock towards the next instant.
+            let Some(pacer) = on_wait.as_mut() else {
+                return false;
+            };
+            loop {
+                let (wrote, again) = wrote(w, pacer);
+                if wrote && done(w) {
+                    return true;
+                }
+                if !again {
+                    return false;
+                }
+            }
         };
         let result = match (background, streams.as_mut()) {
             (Some(traffic), Some(streams)) => {

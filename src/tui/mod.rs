@@ -5,9 +5,12 @@
 //! * [`render`]: the state drawn into a ratatui frame;
 //! * [`session`]: the scenario on a thread of its own (the same runner as `canarysim run`),
 //!   paced on the wall clock, taking the keys' actions, sending [`snapshot::Snapshot`]s;
+//! * [`pace`]: how wall time maps to the world's time, frame by frame (the clock
+//!   injectable, for tests);
 //! * [`record`]: what was done, saved as a scenario file that replays it;
 //! * `terminal`: the only file that touches the terminal.
 
+pub mod pace;
 pub mod record;
 pub mod render;
 pub mod session;

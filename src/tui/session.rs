@@ -1,16 +1,20 @@
 //! A scenario running apart from the draw loop: a thread owns the plan's runner, paces the
-//! world on the wall clock at the chosen speed, applies the keys' actions (promote, abort,
-//! retry: the calls a scenario step makes), records them, and sends a [`Snapshot`] at the
-//! instants it reaches. Nothing here touches the terminal.
+//! world on a wall clock at the chosen speed ([`super::pace`]), applies the keys' actions
+//! (promote, abort, retry: the calls a scenario step makes), records them, and sends a
+//! [`Snapshot`] of the world as of the paced time at each frame. Nothing here touches the
+//! terminal.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::time::{Duration, Instant};
 
+use super::pace::{FRAME, Frame, Pace, SystemClock, Waited, WallClock, frame};
 use super::record::{Recorded, recorded_scenario};
 use super::snapshot::{RunFacts, Snapshot, StepLine, StepState, split_line};
+use crate::clock::SimTime;
 use crate::scenario::plan::StepKind;
 use crate::scenario::{Files, Plan, Runner};
 use crate::sim::World;
@@ -20,7 +24,7 @@ use crate::sim::World;
 pub enum Control {
     /// Run the steps one after another (true) or hold between and within them (false).
     Run(bool),
-    /// Run the next step, then hold.
+    /// Run the next step, then hold (held inside a step: finish that one, then hold).
     NextStep,
     Act(Action),
     /// Virtual seconds per wall second.
@@ -78,7 +82,7 @@ pub struct Session {
 
 impl Session {
     /// Loads the scenario (a clear error when it cannot) and starts it, held before its
-    /// first step.
+    /// first step, paced on the machine's clock.
     ///
     /// `live`: the world also runs on real loopback sockets (pods, the router), as
     /// `canarysim run --live` runs it; load steps are sent as real requests.
@@ -88,6 +92,17 @@ impl Session {
         speed: f64,
         live: bool,
     ) -> Result<Session, String> {
+        Session::start_with_clock(path, files, speed, live, Arc::new(SystemClock::new()))
+    }
+
+    /// [`Session::start`], paced on `clock` (tests pass one they move themselves).
+    pub fn start_with_clock(
+        path: &Path,
+        files: &'static (dyn Files + Sync),
+        speed: f64,
+        live: bool,
+        clock: Arc<dyn WallClock>,
+    ) -> Result<Session, String> {
         let plan = crate::scenario::load(path, files).map_err(|e| e.to_string())?;
         let (controls, control_rx) = mpsc::channel();
         let (report_tx, reports) = mpsc::channel();
@@ -96,7 +111,14 @@ impl Session {
         let thread = std::thread::Builder::new()
             .name("canarysim-session".into())
             .spawn(move || {
-                drive(&plan, &file, source, (speed, live), control_rx, &report_tx);
+                let io = Io {
+                    clock,
+                    controls: control_rx,
+                    reports: report_tx,
+                    file,
+                    source,
+                };
+                drive(&plan, io, speed, live);
             })
             .map_err(|e| e.to_string())?;
         Ok(Session {
@@ -145,12 +167,13 @@ struct Shared {
     queued_steps: usize,
     /// The step running now was asked for with `n` (it runs through while held).
     stepping: bool,
-    speed: f64,
     stop: bool,
     save: bool,
-    /// The wall instant and virtual time the pacing counts from.
-    anchor: (Instant, f64),
-    last_snapshot: Option<Instant>,
+    /// How wall time maps to the world's time.
+    pace: Pace,
+    /// The world's time and store version at the last snapshot sent: a frame sends one
+    /// only when the world moved on since.
+    published: Option<(SimTime, u64)>,
     /// Actions taken, for the recorded scenario.
     recorded: Vec<Recorded>,
     /// Step results, verdicts and actions, as event lines with their virtual time (ms).
@@ -172,11 +195,10 @@ impl Shared {
             running: false,
             queued_steps: 0,
             stepping: false,
-            speed,
             stop: false,
             save: false,
-            anchor: (Instant::now(), 0.0),
-            last_snapshot: None,
+            pace: Pace::new(Duration::ZERO, SimTime::ZERO, speed),
+            published: None,
             recorded: Vec::new(),
             step_events: Vec::new(),
             done: 0,
@@ -188,93 +210,147 @@ impl Shared {
     }
 }
 
-/// The session thread: steps, pacing, actions, snapshots.
-fn drive(
-    plan: &Plan,
-    file: &Path,
-    source: Option<String>,
-    (speed, live): (f64, bool),
+/// The session thread's ends: its clock, the channels, the scenario file (for saving).
+struct Io {
+    clock: Arc<dyn WallClock>,
     controls: Receiver<Control>,
-    reports: &Sender<Report>,
-) {
-    let controls = Rc::new(controls);
-    let shared = Rc::new(RefCell::new(Shared::new(speed)));
-    let facts = Rc::new(RefCell::new(Facts::default()));
+    reports: Sender<Report>,
+    file: PathBuf,
+    source: Option<String>,
+}
+
+/// What the step loop and the hook inside steps share, on the session's thread.
+struct Ctx<'p> {
+    plan: &'p Plan,
+    io: Io,
+    /// The rollout the keys act on.
+    rollout: Option<String>,
+    shared: RefCell<Shared>,
+    facts: RefCell<Facts>,
+    /// Live mode: the world's real side.
+    real: Option<Rc<RefCell<crate::live::Live>>>,
+}
+
+impl Ctx<'_> {
+    /// Takes every control waiting, without waiting.
+    fn take_controls(&self) {
+        loop {
+            match self.io.controls.try_recv() {
+                Ok(c) => self.apply(c),
+                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Disconnected) => {
+                    self.shared.borrow_mut().stop = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Waits for a control until `deadline` on the session's clock, and applies it.
+    fn wait(&self, deadline: Duration) {
+        match self.io.clock.wait(&self.io.controls, deadline) {
+            Waited::Control(c) => self.apply(c),
+            Waited::Deadline => {}
+            Waited::Disconnected => self.shared.borrow_mut().stop = true,
+        }
+    }
+
+    fn apply(&self, c: Control) {
+        let mut s = self.shared.borrow_mut();
+        match c {
+            Control::Run(on) => s.running = on,
+            Control::NextStep => s.queued_steps += 1,
+            Control::Act(a) => s.pending.push(a),
+            Control::Speed(x) => {
+                let wall = self.io.clock.now();
+                s.pace.set_speed(wall, x);
+            }
+            Control::Save => s.save = true,
+            Control::Stop => s.stop = true,
+        }
+    }
+
+    /// Writes the recorded scenario when the `s` key asked for it.
+    fn save_if_asked(&self) {
+        let s = &mut *self.shared.borrow_mut();
+        if !std::mem::take(&mut s.save) {
+            return;
+        }
+        let written = match &self.io.source {
+            Some(text) => recorded_scenario(&self.io.file, text, self.plan, s.done, &s.recorded),
+            None => Err("the scenario is not a file on disk".to_string()),
+        };
+        let _ = self.io.reports.send(Report::Saved(written));
+    }
+
+    /// Live mode: the real side follows the world.
+    fn sync(&self, world: &World) {
+        if let Some(real) = &self.real {
+            real.borrow_mut().sync(world);
+        }
+    }
+
+    /// Sends the snapshot of the world now.
+    fn publish(&self, world: &World) {
+        let mut s = self.shared.borrow_mut();
+        s.published = Some((world.now(), world.api.resource_version()));
+        let snapshot = snapshot(self.plan, world, &s, &self.facts.borrow());
+        let _ = self.io.reports.send(Report::Snapshot(Box::new(snapshot)));
+    }
+}
+
+/// The session thread: steps, pacing, actions, snapshots.
+fn drive(plan: &Plan, io: Io, speed: f64, live: bool) {
     let mut runner = Runner::new(plan, None);
     let rollout = plan_rollout(&runner.world, &plan.namespace);
+    let mut shared = Shared::new(speed);
     let real = if live {
         match start_live(plan, &mut runner, speed) {
             Ok((real, address)) => {
-                shared.borrow_mut().live_address = Some(address);
+                shared.live_address = Some(address);
                 Some(real)
             }
             Err(e) => {
-                let _ = reports.send(Report::Failed(e));
+                let _ = io.reports.send(Report::Failed(e));
                 return;
             }
         }
     } else {
         None
     };
+    let ctx = Rc::new(Ctx {
+        plan,
+        io,
+        rollout,
+        shared: RefCell::new(shared),
+        facts: RefCell::new(Facts::default()),
+        real,
+    });
     {
-        let real = real.clone();
-        let (shared, facts, controls, reports) = (
-            shared.clone(),
-            facts.clone(),
-            controls.clone(),
-            reports.clone(),
-        );
-        let rollout = rollout.clone();
-        runner.on_instant(move |world| {
-            within_step(
-                world,
-                plan,
-                &shared,
-                &facts.borrow(),
-                &controls,
-                &reports,
-                rollout.as_deref(),
-            );
-            if let Some(real) = &real {
-                real.borrow_mut().sync(world);
-            }
-        });
+        let ctx = ctx.clone();
+        runner.on_wait(move |world| within_step(&ctx, world));
     }
-    publish(plan, &runner.world, &shared, &facts, reports);
+    ctx.publish(&runner.world);
     loop {
-        take_controls(&mut shared.borrow_mut(), &controls);
-        let (stop, save, go, pending) = {
-            let mut s = shared.borrow_mut();
+        ctx.take_controls();
+        let (stop, go, pending) = {
+            let mut s = ctx.shared.borrow_mut();
             let go = s.running || s.queued_steps > 0;
             s.stepping = !s.running && go;
             if s.stepping {
                 s.queued_steps -= 1;
             }
-            (
-                s.stop,
-                std::mem::take(&mut s.save),
-                go,
-                std::mem::take(&mut s.pending),
-            )
+            (s.stop, go, std::mem::take(&mut s.pending))
         };
         if stop {
             return;
         }
-        if save {
-            let s = shared.borrow();
-            let written = match &source {
-                Some(text) => recorded_scenario(file, text, plan, s.done, &s.recorded),
-                None => Err("the scenario is not a file on disk".to_string()),
-            };
-            let _ = reports.send(Report::Saved(written));
-        }
+        ctx.save_if_asked();
         for action in pending {
-            let Some(name) = &rollout else { continue };
+            let Some(name) = &ctx.rollout else { continue };
             let report = runner.act(action.step(name), action.verb()).clone();
-            if let Some(real) = &real {
-                real.borrow_mut().sync(&runner.world);
-            }
-            let mut s = shared.borrow_mut();
+            ctx.sync(&runner.world);
+            let mut s = ctx.shared.borrow_mut();
             let after_steps = s.done;
             s.recorded.push(Recorded {
                 after_steps,
@@ -293,38 +369,33 @@ fn drive(
                 ),
             ));
             drop(s);
-            publish(plan, &runner.world, &shared, &facts, reports);
+            ctx.publish(&runner.world);
         }
-        let finished = facts.borrow().finished.is_some();
+        let finished = ctx.facts.borrow().finished.is_some();
         if go && !finished {
             {
-                let mut s = shared.borrow_mut();
-                s.step_started_ms = runner.world.now().as_duration().as_millis() as u64;
-                s.anchor = (
-                    Instant::now(),
-                    runner.world.now().as_duration().as_secs_f64(),
-                );
+                let now = runner.world.now();
+                let wall = ctx.io.clock.now();
+                let mut s = ctx.shared.borrow_mut();
+                s.step_started_ms = now.as_duration().as_millis() as u64;
+                // Each step counts from its start: time spent computing between steps (a
+                // load's requests) is not made up for by rushing the next wait.
+                s.pace.rebase(wall, now);
             }
             let Some(report) = runner.step().cloned() else {
                 continue;
             };
-            if let Some(real) = &real {
-                real.borrow_mut().sync(&runner.world);
-            }
+            ctx.sync(&runner.world);
             after_step(
                 &runner,
                 &report,
-                &mut shared.borrow_mut(),
-                &mut facts.borrow_mut(),
+                &mut ctx.shared.borrow_mut(),
+                &mut ctx.facts.borrow_mut(),
             );
-            publish(plan, &runner.world, &shared, &facts, reports);
+            ctx.publish(&runner.world);
         } else {
             // Held: wait for a key.
-            match controls.recv_timeout(Duration::from_millis(50)) {
-                Ok(c) => apply_control(&mut shared.borrow_mut(), c),
-                Err(mpsc::RecvTimeoutError::Disconnected) => return,
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-            }
+            ctx.wait(ctx.io.clock.now() + FRAME);
         }
     }
 }
@@ -395,92 +466,105 @@ struct Facts {
     finished: Option<bool>,
 }
 
-/// At an instant inside a step: take the keys' actions on the world at once (the same
-/// calls as a step), wait for the wall clock at the chosen speed (holding while paused),
-/// and send a snapshot now and then.
-fn within_step(
-    world: &mut World,
-    plan: &Plan,
-    shared: &RefCell<Shared>,
-    facts: &Facts,
-    controls: &Receiver<Control>,
-    reports: &Sender<Report>,
-    rollout: Option<&str>,
-) {
+/// After each instant at which a step's wait goes on (the world settled there, its events
+/// applied): show the world frame by frame as of the paced time, its clock moved short of
+/// the next instant, until that instant's time comes; take the keys' actions at the frame
+/// they arrive (the same calls as a step); hold while paused. True after an action (the
+/// runner checks the wait's condition, then calls again), false when the clock may move
+/// on to the next instant.
+fn within_step(ctx: &Ctx<'_>, world: &mut World) -> bool {
+    ctx.sync(world);
     loop {
-        take_controls(&mut shared.borrow_mut(), controls);
-        let pending = std::mem::take(&mut shared.borrow_mut().pending);
-        for action in pending {
-            let Some(name) = rollout else { continue };
-            let ns = &plan.namespace;
-            let done = match action {
-                Action::Promote { full } => world.promote(ns, name, full),
-                Action::Abort => world.abort(ns, name),
-                Action::Retry => world.retry(ns, name),
+        ctx.take_controls();
+        let wall = ctx.io.clock.now();
+        let held = {
+            let mut s = ctx.shared.borrow_mut();
+            if s.stop {
+                return false;
+            }
+            // `n` while held inside a step: this step runs to its end, then holds.
+            if !s.running && !s.stepping && s.queued_steps > 0 {
+                s.queued_steps -= 1;
+                s.stepping = true;
+            }
+            !s.running && !s.stepping
+        };
+        let deadline = if held {
+            wall + FRAME
+        } else {
+            // None: not inside an advance, so there is nothing to pace here.
+            let Some(next) = world.next_instant().filter(|next| *next > world.now()) else {
+                return false;
             };
-            let mut s = shared.borrow_mut();
-            let (after_steps, started) = (s.done, s.step_started_ms);
-            s.recorded.push(Recorded {
-                after_steps,
-                at_ms: world.now().as_duration().as_millis() as u64,
-                step_started_ms: Some(started),
-                action,
-                rollout: name.to_string(),
-            });
-            s.step_events.push((
-                world.now().as_duration().as_millis() as u64,
-                format!(
-                    "{} {} {name}: {}",
-                    world.now(),
-                    action.verb(),
-                    if done.is_ok() { "ok" } else { "failed" }
-                ),
-            ));
+            let pace = ctx.shared.borrow().pace;
+            match frame(&pace, wall, next) {
+                Frame::Reach => return false,
+                Frame::Show { at, until } => {
+                    // An error is the runner's own advance's to report.
+                    if world.move_clock(at).is_err() {
+                        return false;
+                    }
+                    until
+                }
+            }
+        };
+        ctx.save_if_asked();
+        if act_within_step(ctx, world) {
+            ctx.publish(world);
+            return true;
         }
-        let s = shared.borrow();
-        if s.stop {
-            return;
+        let stamp = (world.now(), world.api.resource_version());
+        if ctx.shared.borrow().published != Some(stamp) {
+            ctx.publish(world);
         }
-        let virtual_now = world.now().as_duration().as_secs_f64();
-        let due =
-            s.anchor.0 + Duration::from_secs_f64(((virtual_now - s.anchor.1) / s.speed).max(0.0));
-        let held = !s.running && !s.stepping;
-        let snapshot_due = s
-            .last_snapshot
-            .is_none_or(|t| t.elapsed() >= Duration::from_millis(50));
-        drop(s);
-        if snapshot_due {
-            shared.borrow_mut().last_snapshot = Some(Instant::now());
-            send_snapshot(plan, world, &shared.borrow(), facts, reports);
-        }
-        let now = Instant::now();
+        ctx.wait(deadline);
         if held {
-            // Paused inside a step: the clock stands still until space or n.
-            std::thread::sleep(Duration::from_millis(20));
-            let mut s = shared.borrow_mut();
-            s.anchor = (Instant::now(), virtual_now);
-            continue;
+            // The clock stood still while held: it counts on from here.
+            let wall = ctx.io.clock.now();
+            ctx.shared.borrow_mut().pace.rebase(wall, world.now());
         }
-        if due <= now {
-            return;
-        }
-        std::thread::sleep((due - now).min(Duration::from_millis(20)));
     }
 }
 
-/// Sends the snapshot of now, from the step loop.
-fn publish(
-    plan: &Plan,
-    world: &World,
-    shared: &RefCell<Shared>,
-    facts: &RefCell<Facts>,
-    reports: &Sender<Report>,
-) {
-    send_snapshot(plan, world, &shared.borrow(), &facts.borrow(), reports);
-}
-
-fn send_snapshot(plan: &Plan, world: &World, s: &Shared, f: &Facts, reports: &Sender<Report>) {
-    let _ = reports.send(Report::Snapshot(Box::new(snapshot(plan, world, s, f))));
+/// The keys' actions waiting, taken on the world now and recorded inside the current step;
+/// whether there were any.
+fn act_within_step(ctx: &Ctx<'_>, world: &mut World) -> bool {
+    let pending = std::mem::take(&mut ctx.shared.borrow_mut().pending);
+    if pending.is_empty() {
+        return false;
+    }
+    for action in pending {
+        let Some(name) = ctx.rollout.as_deref() else {
+            continue;
+        };
+        let ns = &ctx.plan.namespace;
+        let done = match action {
+            Action::Promote { full } => world.promote(ns, name, full),
+            Action::Abort => world.abort(ns, name),
+            Action::Retry => world.retry(ns, name),
+        };
+        let at_ms = world.now().as_duration().as_millis() as u64;
+        let mut s = ctx.shared.borrow_mut();
+        let (after_steps, started) = (s.done, s.step_started_ms);
+        s.recorded.push(Recorded {
+            after_steps,
+            at_ms,
+            step_started_ms: Some(started),
+            action,
+            rollout: name.to_string(),
+        });
+        s.step_events.push((
+            at_ms,
+            format!(
+                "{} {} {name}: {}",
+                world.now(),
+                action.verb(),
+                if done.is_ok() { "ok" } else { "failed" }
+            ),
+        ));
+    }
+    ctx.sync(world);
+    true
 }
 
 fn snapshot(plan: &Plan, world: &World, s: &Shared, f: &Facts) -> Snapshot {
@@ -528,31 +612,6 @@ fn start_live(
         crate::live::real_load(world, &mut loading.borrow_mut(), &pacer, workload)
     });
     Ok((live, address))
-}
-
-fn take_controls(s: &mut Shared, controls: &Receiver<Control>) {
-    loop {
-        match controls.try_recv() {
-            Ok(c) => apply_control(s, c),
-            Err(TryRecvError::Empty) => return,
-            Err(TryRecvError::Disconnected) => {
-                s.stop = true;
-                return;
-            }
-        }
-    }
-}
-
-fn apply_control(s: &mut Shared, c: Control) {
-    match c {
-        Control::Run(on) => s.running = on,
-        Control::NextStep => s.queued_steps += 1,
-        Control::Act(a) => s.pending.push(a),
-        Control::Speed(x) if x > 0.0 => s.speed = x,
-        Control::Speed(_) => {}
-        Control::Save => s.save = true,
-        Control::Stop => s.stop = true,
-    }
 }
 
 /// The plan's steps, the first ones finished with these results.

@@ -236,12 +236,18 @@ fn absorb(run: &mut RunState, s: Snapshot) {
             None
         },
     };
-    match run.chart.last_mut() {
+    let level = |p: &ChartPoint| (p.set, p.router, p.observed.is_none());
+    match run.chart.as_mut_slice() {
         // The same instant again: keep one point (an observation, once, wins).
-        Some(last) if last.t == point.t => {
+        [.., last] if last.t == point.t => {
             last.set = point.set;
             last.router = point.router;
             last.observed = point.observed.or(last.observed);
+        }
+        // A level that goes on (a snapshot every frame while the clock runs): its last
+        // point moves on, so the chart keeps its history rather than a point per frame.
+        [.., before, last] if level(before) == level(last) && level(last) == level(&point) => {
+            last.t = point.t;
         }
         _ => run.chart.push(point),
     }
@@ -252,4 +258,65 @@ fn absorb(run: &mut RunState, s: Snapshot) {
         run.running = false;
     }
     run.snapshot = Some(s);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(t: f64, set: f64, observed: Option<f64>) -> Snapshot {
+        Snapshot {
+            scenario: "s".into(),
+            time: format!("t+{t}s"),
+            time_s: t,
+            steps: Vec::new(),
+            pause_left: None,
+            rollout: None,
+            weights: vec![super::super::snapshot::RouteWeights {
+                route: "vs http/0".into(),
+                set,
+                virtual_service: set,
+                router: Some(set),
+            }],
+            observed: observed.map(|o| (o, o, o)),
+            observed_per_connection: false,
+            no_mesh: None,
+            versions: Vec::new(),
+            violations: Vec::new(),
+            events: Vec::new(),
+            // Each observation comes with one more load verdict.
+            verdicts: observed
+                .map(|_| vec!["step 1 load: 1 sent".to_string()])
+                .unwrap_or_default(),
+            finished: None,
+            live: None,
+        }
+    }
+
+    #[test]
+    fn a_level_that_goes_on_keeps_two_points_not_one_a_frame() {
+        let mut run = RunState::new("s.yaml".into(), 10.0);
+        // A frame every 0.25 s: 20 % for 10 s, an observation, then 40 %.
+        for i in 0..40 {
+            absorb(&mut run, at(f64::from(i) * 0.25, 20.0, None));
+        }
+        absorb(&mut run, at(10.0, 20.0, Some(19.8)));
+        absorb(&mut run, at(10.25, 20.0, None));
+        absorb(&mut run, at(10.5, 40.0, None));
+        absorb(&mut run, at(10.75, 40.0, None));
+        absorb(&mut run, at(11.0, 40.0, None));
+        let points: Vec<(f64, f64, Option<f64>)> =
+            run.chart.iter().map(|p| (p.t, p.set, p.observed)).collect();
+        assert_eq!(
+            points,
+            [
+                (0.0, 20.0, None),
+                (9.75, 20.0, None),
+                (10.0, 20.0, Some(19.8)),
+                (10.25, 20.0, None),
+                (10.5, 40.0, None),
+                (11.0, 40.0, None),
+            ]
+        );
+    }
 }
