@@ -15,15 +15,46 @@ use crate::scenario::{self, Disk, Files, RunReport};
 
 pub use crate::seed::{DEFAULT_SCENARIO, EMBEDDED};
 
+/// `canarysim --version`: the package version and the commit it was built from
+/// (`build.rs`; `unknown` when built outside a git checkout).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("CANARYSIM_COMMIT"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "canarysim",
-    version,
+    version = VERSION,
     about = "Simulate and verify Argo Rollouts + Istio canary traffic splits"
 )]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// When to colour the output: `auto` (a terminal, unless NO_COLOR is set), `always`,
+    /// `never`.
+    #[arg(long, global = true, value_enum, default_value_t = ColorWhen::Auto)]
+    pub color: ColorWhen,
+}
+
+/// `--color`, as cargo spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorWhen {
+    Auto,
+    Always,
+    Never,
+}
+
+impl ColorWhen {
+    fn choice(self) -> anstream::ColorChoice {
+        match self {
+            ColorWhen::Auto => anstream::ColorChoice::Auto,
+            ColorWhen::Always => anstream::ColorChoice::Always,
+            ColorWhen::Never => anstream::ColorChoice::Never,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -33,8 +64,10 @@ pub enum Command {
     Compare {
         /// Scenario file (default: the bundled seed walkthrough).
         path: Option<PathBuf>,
+        /// Override the scenario's seed (the same seed gives the same report).
         #[arg(long)]
         seed: Option<u64>,
+        /// Output format: `text` for people, `json` for scripts.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
@@ -97,6 +130,7 @@ pub enum Command {
         /// Virtual seconds per wall second (60: a `pause: {duration: 1m}` lasts a second).
         #[arg(long, default_value_t = 1.0)]
         time_scale: f64,
+        /// Override the scenario's seed (the same seed gives the same report).
         #[arg(long)]
         seed: Option<u64>,
         /// Also serve the world's API server (Kubernetes REST, for kubectl) on 127.0.0.1,
@@ -121,6 +155,7 @@ pub enum Command {
         /// The port the gateway listeners bind on 127.0.0.1.
         #[arg(long, default_value_t = 8080)]
         port: u16,
+        /// Override the scenario's seed (the same seed gives the same report).
         #[arg(long)]
         seed: Option<u64>,
     },
@@ -142,6 +177,7 @@ pub enum Command {
         /// The chance of deciding right to plan for.
         #[arg(long, default_value = "90%")]
         power: String,
+        /// Output format: `text` for people, `json` for scripts.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
@@ -172,6 +208,12 @@ pub enum Command {
         /// Seed of the error draws.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+    },
+    /// Print a shell completion script: `canarysim completions bash > ~/.local/share/bash-completion/completions/canarysim`
+    /// (zsh: a file `_canarysim` on $fpath; fish: ~/.config/fish/completions/canarysim.fish).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
     },
 }
 
@@ -243,6 +285,7 @@ pub struct LoadArgs {
     /// Judge per request or per connection instead of the unit measured.
     #[arg(long, value_enum)]
     pub unit: Option<UnitArg>,
+    /// Output format: `text` for people, `json` for scripts.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// No progress bar.
@@ -265,9 +308,16 @@ pub enum Format {
 /// Entry point used by `main.rs`.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    let choice = cli.color.choice();
     let (code, out, err) = execute(cli);
-    print!("{out}");
-    eprint!("{err}");
+    // Styles are added here, at the edge; anstream strips them when the stream is no
+    // terminal, NO_COLOR is set or --color never says so.
+    let mut stdout = anstream::AutoStream::new(std::io::stdout(), choice);
+    let mut stderr = anstream::AutoStream::new(std::io::stderr(), choice);
+    // A closed pipe (`canarysim run | head`) is not an error worth a panic.
+    let _ = std::io::Write::write_all(&mut stdout, crate::style::paint(&out).as_bytes());
+    let _ = std::io::Write::write_all(&mut stderr, crate::style::paint(&err).as_bytes());
+    let _ = std::io::Write::flush(&mut stdout);
     ExitCode::from(code)
 }
 
@@ -319,6 +369,20 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
             serve(path.as_deref(), hold, time_scale, seed, api)
         }
         Command::Tui { path, live } => tui(path.as_deref(), live),
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(
+                shell,
+                &mut <Cli as clap::CommandFactory>::command(),
+                "canarysim",
+                &mut script,
+            );
+            (
+                0,
+                String::from_utf8_lossy(&script).into_owned(),
+                String::new(),
+            )
+        }
         Command::Backend {
             version_name,
             port,

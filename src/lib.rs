@@ -38,7 +38,7 @@
 //! * [`report`] — renderings (the `kubectl argo rollouts get rollout` view, text, JSON).
 //! * [`testing`] — scenario suites in users' own `cargo test`: one test per scenario file.
 //! * [`cli`] — the clap command line; `main.rs` only calls it. [`progress`] — progress bars
-//!   on a terminal.
+//!   on a terminal; [`style`] — colour on a terminal (`--color`, `NO_COLOR`).
 //! * [`seed`] — the bundled seed 004 cluster (embedded), for the default run, tests and
 //!   benchmarks.
 //! * [`random`] — named seeded random streams; [`clock`] — virtual time.
@@ -66,6 +66,7 @@ pub mod rollout_info;
 pub mod scenario;
 pub mod seed;
 pub mod sim;
+pub mod style;
 pub mod testing;
 pub mod tui;
 pub mod verify;

@@ -39,7 +39,7 @@ pub struct ScenarioFile {
     pub steps: Vec<Step>,
 }
 
-/// `steps` is read with serde_yaml's singleton maps (`- wait: 30s`); the schema is that of
+/// `steps` is read as singleton maps (`- wait: 30s`, see model::yaml); the schema is that of
 /// the list of steps.
 fn steps_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     generator.subschema_for::<Vec<Step>>()
