@@ -397,3 +397,29 @@ fn a_load_through_a_gateway_without_routes_for_its_protocol_is_refused_naming_th
     assert!(last.passed, "{last:#?}");
     assert_eq!(last.load.as_ref().unwrap().path, "gateway shop/edge");
 }
+
+#[test]
+fn per_request_keep_alive_connections_are_counted_once_opened() {
+    // 16 keep-alive connections through the gateway carry 100,000 requests; the report
+    // said 0 connections opened, since the request loops count only new connections.
+    let (code, out, err) =
+        canarysim::cli::execute(<canarysim::cli::Cli as clap::Parser>::parse_from([
+            "canarysim",
+            "run",
+            "--format",
+            "json",
+        ]));
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let loads: Vec<&serde_json::Value> = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s.get("load"))
+        .collect();
+    assert_eq!(loads.len(), 3);
+    for load in loads {
+        assert_eq!(load["unit"], "request");
+        assert_eq!(load["connections"], 16, "{load}");
+    }
+}

@@ -467,6 +467,15 @@ impl<'w> LoadRun<'w> {
             }
             _ => None,
         };
+        // Per-request keep-alive (or HTTP/2) connections are opened once and carry the whole
+        // load; the request loops do not count them one by one.
+        let connections_opened = if self.reuse && !per_connection {
+            state
+                .connections_opened
+                .max(state.result_sent.min(state.conns.len() as u64))
+        } else {
+            state.connections_opened
+        };
         LoadResult {
             capped,
             sent: state.result_sent,
@@ -481,7 +490,7 @@ impl<'w> LoadRun<'w> {
             pods: state.pods.into_values().collect(),
             arms: reported_arms(state.arms),
             unit: self.unit,
-            connections_opened: state.connections_opened,
+            connections_opened,
             configured: shares_by_role(self.configured.into_iter()),
             sequential,
             path: path_name(&self.path, self.proxy_mode),
