@@ -407,3 +407,118 @@ fn while_the_steps_play_on_the_wall_clock_the_api_answers_and_watches_follow() {
     );
     served.stop();
 }
+
+#[test]
+fn the_scale_subresource_reads_the_replicas_and_a_write_to_it_scales_the_rollout() {
+    let dir = support::temp_dir();
+    // Held: each write lets the world run until it settles before the next answer.
+    let served = Served::start(true, 1.0, dir.path().join("kubeconfig"));
+    let address = served.address;
+    let ro = "/apis/argoproj.io/v1alpha1/namespaces/my-demo/rollouts/rollouts-demo";
+    let scale = format!("{ro}/scale");
+    // Discovery announces it, as kubectl scale looks it up.
+    let (_, resources) = kube::get(address, "/apis/argoproj.io/v1alpha1");
+    let announced = resources["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "rollouts/scale")
+        .cloned()
+        .unwrap_or_else(|| panic!("rollouts/scale not announced: {resources}"));
+    assert_eq!(announced["kind"], "Scale");
+    assert_eq!(announced["verbs"], json!(["get", "patch", "update"]));
+
+    let (code, body) = kube::get(address, &scale);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["kind"], "Scale");
+    assert_eq!(body["apiVersion"], "autoscaling/v1");
+    assert_eq!(body["metadata"]["name"], "rollouts-demo");
+    assert_eq!(body["spec"]["replicas"], 4);
+    assert_eq!(body["status"]["replicas"], 4);
+    assert_eq!(body["status"]["selector"], "app=rollouts-demo");
+
+    // What `kubectl scale rollout rollouts-demo --replicas 5` sends.
+    let (code, body) = kube::merge_patch(address, &scale, &json!({"spec": {"replicas": 5}}));
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["spec"]["replicas"], 5);
+    let (_, rollout) = kube::get(address, ro);
+    assert_eq!(rollout["spec"]["replicas"], 5);
+    // The controller scaled the stable ReplicaSet once the write settled.
+    assert_eq!(rollout["status"]["replicas"], 5, "{}", rollout["status"]);
+    let (_, now) = kube::get(address, &scale);
+    assert_eq!(
+        (&now["spec"]["replicas"], &now["status"]["replicas"]),
+        (&json!(5), &json!(5))
+    );
+
+    // A Scale sent whole (kubectl scale --current-replicas): its resourceVersion is a
+    // precondition, and the count must be a whole number, 0 or more.
+    let mut stale = now.clone();
+    stale["metadata"]["resourceVersion"] = json!("1");
+    stale["spec"]["replicas"] = json!(2);
+    let (code, body) = kube::send(address, "PUT", &scale, &stale);
+    assert_eq!((code, &body["reason"]), (409, &json!("Conflict")), "{body}");
+    let mut negative = now.clone();
+    negative["spec"]["replicas"] = json!(-1);
+    let (code, body) = kube::send(address, "PUT", &scale, &negative);
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(body["kind"], "Status");
+    assert_eq!(body["reason"], "Invalid");
+    assert_eq!(body["details"]["causes"][0]["field"], "spec.replicas");
+    let mut three = now.clone();
+    three["spec"]["replicas"] = json!(3);
+    let (code, body) = kube::send(address, "PUT", &scale, &three);
+    assert_eq!(code, 200, "{body}");
+    let (_, rollout) = kube::get(address, ro);
+    assert_eq!(rollout["spec"]["replicas"], 3);
+    assert_eq!(rollout["status"]["replicas"], 3, "{}", rollout["status"]);
+    // Only the count changed: the template is as it was.
+    assert_eq!(
+        rollout["spec"]["template"]["spec"]["containers"][0]["image"],
+        "argoproj/rollouts-demo:blue"
+    );
+
+    // A ReplicaSet's Scale, and a dry run that stores nothing.
+    let (_, sets) = kube::get(address, "/apis/apps/v1/namespaces/my-demo/replicasets");
+    let rs = sets["items"][0]["metadata"]["name"].as_str().unwrap();
+    let rs_scale = format!("/apis/apps/v1/namespaces/my-demo/replicasets/{rs}/scale");
+    let (code, body) = kube::get(address, &rs_scale);
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["spec"]["replicas"], 3);
+    let selector = body["status"]["selector"].as_str().unwrap();
+    assert!(
+        selector.contains("app=rollouts-demo") && selector.contains("rollouts-pod-template-hash="),
+        "{selector}"
+    );
+    let (code, body) = kube::merge_patch(
+        address,
+        &format!("{rs_scale}?dryRun=All"),
+        &json!({"spec": {"replicas": 9}}),
+    );
+    assert_eq!(
+        (code, &body["spec"]["replicas"]),
+        (200, &json!(9)),
+        "{body}"
+    );
+    let (_, unchanged) = kube::get(address, &rs_scale);
+    assert_eq!(unchanged["spec"]["replicas"], 3);
+
+    // What the subresource does not do, in Status objects.
+    let (code, body) = kube::request(address, "DELETE", &scale, "application/json", b"");
+    assert_eq!(
+        (code, &body["reason"]),
+        (405, &json!("MethodNotAllowed")),
+        "{body}"
+    );
+    let (code, body) = kube::get(address, &format!("{scale}?watch=1"));
+    assert_eq!(
+        (code, &body["reason"]),
+        (405, &json!("MethodNotAllowed")),
+        "{body}"
+    );
+    let (code, body) = kube::get(address, &format!("{ro}/ephemeralcontainers"));
+    assert_eq!(code, 404, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains("status, scale"), "{message}");
+    served.stop();
+}

@@ -104,7 +104,49 @@ fn compare_shows_the_mesh_at_the_set_weight_and_the_no_mesh_split_at_the_pod_rat
     }
     let (code, text, _) = run(&["compare"]);
     assert_eq!(code, 0);
-    assert!(text.contains("NO MESH OBSERVED"), "{text}");
+    // A row per world under each load step; the draws with their unit in a column.
+    assert!(text.contains("  mesh  "), "{text}");
+    assert!(text.contains("  no mesh  "), "{text}");
+    assert!(text.contains("100000 req"), "{text}");
+    assert!(text.contains("16 conn"), "{text}");
+}
+
+/// Issue 26: tables fit a 100-column terminal, and the prose beside them wraps there. Counted
+/// in characters, as the terminal shows them (✔, ±, — are one column, several bytes).
+fn assert_fits_100_columns(what: &str, text: &str) {
+    for line in text.lines() {
+        let width = line.chars().count();
+        assert!(
+            width <= 100,
+            "{what}: a line of {width} columns:\n{line}\n\n{text}"
+        );
+    }
+}
+
+#[test]
+fn compare_plan_and_the_walkthrough_report_fit_100_columns() {
+    let (code, compare, err) = run(&["compare"]);
+    assert_eq!(code, 0, "{err}");
+    assert_fits_100_columns("canarysim compare", &compare);
+    let (code, report, err) = run(&["run"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(report.contains("ROLE    VERSION  SHARE %"), "{report}");
+    assert_fits_100_columns("canarysim run", &report);
+    let (code, plan, err) = run(&["plan", "20%"]);
+    assert_eq!(code, 0, "{err}");
+    assert_fits_100_columns("canarysim plan 20%", &plan);
+}
+
+#[test]
+fn a_per_connection_load_step_fits_100_columns_with_its_connection_columns() {
+    // Through kube-proxy each connection chooses: the table shows the connections and the
+    // requests' share besides the connections' share.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/no-mesh-keepalive.yaml");
+    let (code, report, err) = run(&["run", path.to_str().unwrap()]);
+    assert_eq!(code, 0, "{report}{err}");
+    assert!(report.contains("CONN %"), "{report}");
+    assert!(report.contains("REQ %"), "{report}");
+    assert_fits_100_columns("canarysim run no-mesh-keepalive-skew", &report);
 }
 
 /// The keep-alive half of `scenarios/no-mesh-keepalive.yaml`, with `expect_split`'s keys

@@ -393,6 +393,58 @@ fn a_new_connection_per_request_shows_the_split_per_request() {
     );
 }
 
+/// Issue 26: the text report fits a 100-column terminal, counted in characters (→, ±, —).
+fn assert_fits_100_columns(text: &str) {
+    for line in text.lines() {
+        let width = line.chars().count();
+        assert!(width <= 100, "a line of {width} columns:\n{line}\n\n{text}");
+    }
+}
+
+#[test]
+fn the_text_report_fits_100_columns_per_connection_and_per_request() {
+    let rt = servers();
+    let blue = pod(&rt, PodSpec::new("blue"));
+    let yellow = pod(&rt, PodSpec::new("yellow"));
+    let lb = l4_balancer(&rt, vec![blue.address, yellow.address], |i| {
+        usize::from(i % 5 == 4)
+    });
+    let url = format!("http://{lb}/");
+    // Keep-alive through a per-connection balancer: the longest explanations and advice.
+    let (code, text, err) = load(&[&url, "-n", "400", "-c", "10", "--expect", "yellow=20%"]);
+    assert_eq!(code, 3, "{text}{err}");
+    assert!(
+        text.contains("UNIT OF RANDOMISATION: PER CONNECTION"),
+        "{text}"
+    );
+    // The command to run next is never broken across lines.
+    assert!(text.contains("`canarysim plan 20% --within 1"), "{text}");
+    for header in [
+        "VERSION  ANSWERS  CONN %  99 % INTERVAL",
+        "VERSION  P50 ms  P90 ms  P99 ms  P99.9 ms  MAX ms",
+    ] {
+        assert!(text.contains(header), "{text}");
+    }
+    assert_fits_100_columns(&text);
+    // A connection per request, two versions, and the sequential test's line.
+    let (_, text, err) = load(&[
+        &url,
+        "-n",
+        "500",
+        "-c",
+        "5",
+        "--disable-keepalive",
+        "--until-decided",
+        "--expect",
+        "yellow=20%",
+        "--within",
+        "10",
+    ]);
+    assert!(text.contains("VERSION  ANSWERS  SHARE %"), "{text}{err}");
+    assert!(text.contains("sequential test: "), "{text}");
+    assert_fits_100_columns(&text);
+}
+
 #[test]
 fn errors_and_timeouts_are_counted_per_version_and_class() {
     let rt = servers();

@@ -1,6 +1,7 @@
 //! The real `kubectl` against `canarysim serve --api --hold` (the seed walkthrough): discovery,
 //! `get` with its tables, `apply`, the plugin's promote patch on the status subresource,
-//! `get -w`, concurrent `replace`s, and the errors kubectl prints.
+//! `get -w`, concurrent `replace`s, `kubectl scale` through the scale subresource, and the
+//! errors kubectl prints.
 //!
 //! Not part of the hermetic `cargo test`: ignored unless asked for, and needs `kubectl` on
 //! the PATH (`.ci/run` checks, and installs Debian's kubernetes-client when missing). Run with
@@ -342,4 +343,65 @@ fn errors_are_printed_as_kubectl_prints_a_real_servers() {
         "jsonpath={.status.phase}",
     ]);
     assert_eq!(ro, "Healthy");
+}
+
+#[test]
+#[ignore = "needs kubectl; run by .ci/run"]
+fn kubectl_scale_sets_the_rollouts_replicas_and_the_controller_follows() {
+    let cluster = Cluster::start();
+    let resources = cluster.ok(&["api-resources", "--api-group", "argoproj.io", "-o", "name"]);
+    assert!(resources.contains("rollouts.argoproj.io"), "{resources}");
+    let scaled = cluster.ok(&["scale", "rollout", "rollouts-demo", "--replicas", "5"]);
+    assert!(
+        scaled.contains("rollout.argoproj.io/rollouts-demo scaled"),
+        "{scaled}"
+    );
+    let replicas = |path: &str| {
+        cluster.ok(&[
+            "get",
+            "ro",
+            "rollouts-demo",
+            "-o",
+            &format!("jsonpath={{{path}}}"),
+        ])
+    };
+    assert_eq!(replicas(".spec.replicas"), "5");
+    // Held, the write settled before kubectl's next request: the stable ReplicaSet has 5.
+    assert_eq!(replicas(".status.replicas"), "5");
+    // With a precondition kubectl reads the Scale and sends it back whole (PUT).
+    let out = cluster.run(&[
+        "scale",
+        "rollout",
+        "rollouts-demo",
+        "--current-replicas",
+        "4",
+        "--replicas",
+        "2",
+    ]);
+    assert!(!out.status.success(), "the count is 5, not 4");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Expected replicas to be 4, was 5"), "{err}");
+    cluster.ok(&[
+        "scale",
+        "rollout",
+        "rollouts-demo",
+        "--current-replicas",
+        "5",
+        "--replicas",
+        "2",
+    ]);
+    assert_eq!(replicas(".spec.replicas"), "2");
+    assert_eq!(replicas(".status.replicas"), "2");
+    // A ReplicaSet's Scale, as `kubectl get --subresource` reads it.
+    let rs = cluster.ok(&["get", "rs", "-o", "jsonpath={.items[0].metadata.name}"]);
+    let spec = cluster.ok(&[
+        "get",
+        "rs",
+        &rs,
+        "--subresource",
+        "scale",
+        "-o",
+        "jsonpath={.spec.replicas}",
+    ]);
+    assert_eq!(spec, "2");
 }

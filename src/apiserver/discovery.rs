@@ -17,6 +17,9 @@ pub struct Resource {
     pub versions: &'static [&'static str],
     /// Whether writes to the object leave `status` alone (`/status` writes only it).
     pub status_subresource: bool,
+    /// Whether `/scale` serves an autoscaling/v1 Scale (`kubectl scale`): the Rollout CRD
+    /// declares one, and apps/v1 ReplicaSets have one.
+    pub scale_subresource: bool,
     /// Custom resources take JSON and merge patches only; built-in kinds also strategic ones.
     pub custom: bool,
     pub categories: &'static [&'static str],
@@ -54,6 +57,7 @@ pub fn resource(kind: Kind) -> Resource {
         namespaced: kind.namespaced(),
         versions,
         status_subresource: !matches!(kind, Kind::AnalysisTemplate | Kind::ClusterAnalysisTemplate),
+        scale_subresource: matches!(kind, Kind::Rollout | Kind::ReplicaSet),
         custom,
         categories,
     }
@@ -151,6 +155,18 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
                 "singularName": "",
                 "namespaced": r.namespaced,
                 "kind": r.kind.as_str(),
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if r.scale_subresource {
+            // As the API server lists it: the subresource's own group, version and kind.
+            resources.push(json!({
+                "name": format!("{}/scale", r.kind.plural()),
+                "singularName": "",
+                "namespaced": r.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
                 "verbs": ["get", "patch", "update"],
             }));
         }
@@ -297,5 +313,21 @@ mod tests {
             .collect();
         assert!(names.contains(&"destinationrules") && names.contains(&"virtualservices/status"));
         assert!(resource_list("apps", "v2").is_none());
+        for (group, version, scale) in [
+            ("argoproj.io", "v1alpha1", "rollouts/scale"),
+            ("apps", "v1", "replicasets/scale"),
+        ] {
+            let list = resource_list(group, version).unwrap();
+            let entry = list["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["name"] == scale)
+                .unwrap_or_else(|| panic!("{scale} not announced: {list}"));
+            assert_eq!(entry["kind"], "Scale");
+            assert_eq!(entry["group"], "autoscaling");
+            assert_eq!(entry["verbs"], json!(["get", "patch", "update"]));
+        }
+        assert!(!find("", "v1", "pods").unwrap().scale_subresource);
     }
 }

@@ -1,9 +1,9 @@
 //! The Kubernetes REST API over the store, as data: a request (method, path, query, content
 //! type, accept header, body) becomes a [`Call`], and a call against the store becomes a
 //! [`Reply`] (status code, JSON body, `Warning` headers). Paths, verbs, content types, the
-//! Status error shape, the `status` subresource and `Table` output follow the API server, so
-//! that `kubectl` works unchanged. The HTTP server (`http.rs`) only moves bytes and keeps
-//! watches open; everything here runs without a socket.
+//! Status error shape, the `status` and `scale` subresources and `Table` output follow the API
+//! server, so that `kubectl` works unchanged. The HTTP server (`http.rs`) only moves bytes and
+//! keeps watches open; everything here runs without a socket.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -144,6 +144,8 @@ pub struct Target {
     pub name: Option<String>,
     /// The `status` subresource.
     pub status: bool,
+    /// The `scale` subresource: an autoscaling/v1 Scale stands for the object.
+    pub scale: bool,
 }
 
 impl Target {
@@ -336,10 +338,11 @@ fn parse_inner(request: &Request) -> Result<Call, Reply> {
         _ => return Err(Reply::not_found_path()),
     };
     let resource = discovery::find(group, version, plural).ok_or_else(Reply::not_found_path)?;
-    let status = match subresource {
-        None => false,
-        Some("status") if resource.status_subresource => true,
-        Some(_) => return Err(Reply::not_found_path()),
+    let (status, scale) = match subresource {
+        None => (false, false),
+        Some("status") if resource.status_subresource => (true, false),
+        Some("scale") if resource.scale_subresource => (false, true),
+        Some(other) => return Err(no_such_subresource(&resource, other)),
     };
     if !resource.namespaced && namespace.is_some() {
         return Err(Reply::not_found_path());
@@ -350,6 +353,7 @@ fn parse_inner(request: &Request) -> Result<Call, Reply> {
         namespace,
         name,
         status,
+        scale,
     };
     let table = request
         .accept
@@ -381,6 +385,8 @@ fn parse_inner(request: &Request) -> Result<Call, Reply> {
         }
     };
     match request.method {
+        // As the API server: a Scale is read and written, never watched.
+        "GET" if query.flag("watch") && target.scale => Err(method_not_allowed("watch")),
         "GET" if query.flag("watch") => {
             let mut selector = selector;
             if let Some(name) = &target.name {
@@ -414,7 +420,7 @@ fn parse_inner(request: &Request) -> Result<Call, Reply> {
             table,
         })),
         "POST" => {
-            if target.name.is_some() || target.status {
+            if target.name.is_some() || target.status || target.scale {
                 return Err(method_not_allowed("POST"));
             }
             let body = json_body(request.body)?;
@@ -439,7 +445,10 @@ fn parse_inner(request: &Request) -> Result<Call, Reply> {
             let patch = match media {
                 "application/merge-patch+json" => PatchBody::Merge(json_body(request.body)?),
                 "application/json-patch+json" => PatchBody::Json(json_body(request.body)?),
-                "application/strategic-merge-patch+json" if !target.resource.custom => {
+                // A Scale is a built-in type, whichever resource it scales.
+                "application/strategic-merge-patch+json"
+                    if !target.resource.custom || target.scale =>
+                {
                     PatchBody::Strategic(json_body(request.body)?)
                 }
                 "application/apply-patch+yaml" => {
@@ -450,7 +459,7 @@ fn parse_inner(request: &Request) -> Result<Call, Reply> {
                     ));
                 }
                 other => {
-                    let accepted = if target.resource.custom {
+                    let accepted = if target.resource.custom && !target.scale {
                         "application/json-patch+json, application/merge-patch+json"
                     } else {
                         "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
@@ -472,7 +481,7 @@ fn parse_inner(request: &Request) -> Result<Call, Reply> {
         }
         "DELETE" => {
             needs_name(&target)?;
-            if target.status {
+            if target.status || target.scale {
                 return Err(method_not_allowed("DELETE"));
             }
             Ok(Call::Write(Write {
@@ -483,6 +492,30 @@ fn parse_inner(request: &Request) -> Result<Call, Reply> {
         }
         other => Err(method_not_allowed(other)),
     }
+}
+
+/// A subresource the resource does not have: NotFound, as the API server answers, naming
+/// those it has.
+fn no_such_subresource(resource: &Resource, subresource: &str) -> Reply {
+    let served: Vec<&str> = [
+        (resource.status_subresource, "status"),
+        (resource.scale_subresource, "scale"),
+    ]
+    .into_iter()
+    .filter_map(|(has, name)| has.then_some(name))
+    .collect();
+    let served = match served.as_slice() {
+        [] => "none".to_string(),
+        names => names.join(", "),
+    };
+    Reply::failure(
+        404,
+        "NotFound",
+        format!(
+            "the server could not find the requested resource ({}/{subresource}: the subresources served are: {served})",
+            resource.kind.plural()
+        ),
+    )
 }
 
 fn method_not_allowed(method: &str) -> Reply {
@@ -594,6 +627,7 @@ fn execute_read(api: &ApiServer, read: &Read) -> Reply {
     if let Some(name) = &target.name {
         let namespace = target.namespace.as_deref().unwrap_or("");
         return match api.get(kind, namespace, name) {
+            Ok(object) if target.scale => Reply::ok(200, scale_of(object)),
             Ok(object) => match read.table {
                 Some(include) => Reply::ok(
                     200,
@@ -632,6 +666,18 @@ fn execute_write(api: &mut ApiServer, write: &Write) -> Reply {
     let kind = target.kind();
     let namespace = target.namespace.clone().unwrap_or_default();
     let mut warnings = Vec::new();
+    if target.scale {
+        let name = target.name.as_deref().unwrap_or_default();
+        return match write_scale(api, target, &namespace, name, &write.op, &mut warnings) {
+            Ok(object) => Reply {
+                code: 200,
+                body: scale_of(&object),
+                warnings,
+                wrote: true,
+            },
+            Err(reply) => reply,
+        };
+    }
     let result = match &write.op {
         WriteOp::Create(body) => {
             prepare(body, target, &namespace, None).and_then(|mut object| {
@@ -770,7 +816,23 @@ fn patched(
             &target.resource,
         )
     };
-    let mut value = current.value.clone();
+    let value = apply_patch(&current.value, patch)?;
+    let mut next = Object::new(kind, value);
+    if next.name() != name || next.namespace() != namespace {
+        return Err(invalid(
+            "metadata: Invalid value: name and namespace cannot be changed by a patch".into(),
+        ));
+    }
+    if next.resource_version().is_empty() {
+        next.metadata_mut()
+            .insert("resourceVersion".into(), json!(current.resource_version()));
+    }
+    Ok(next)
+}
+
+/// `value` with a patch applied.
+fn apply_patch(value: &Value, patch: &PatchBody) -> Result<Value, Reply> {
+    let mut value = value.clone();
     match patch {
         PatchBody::Merge(p) => {
             if !p.is_object() {
@@ -789,17 +851,200 @@ fn patched(
             value = super::strategic::apply(&value, p).map_err(Reply::bad_request)?;
         }
     }
-    let mut next = Object::new(kind, value);
-    if next.name() != name || next.namespace() != namespace {
-        return Err(invalid(
-            "metadata: Invalid value: name and namespace cannot be changed by a patch".into(),
+    Ok(value)
+}
+
+/// The autoscaling/v1 Scale of a Rollout or ReplicaSet, read where the Rollout CRD's scale
+/// subresource reads it (specReplicasPath `.spec.replicas`, statusReplicasPath
+/// `.status.HPAReplicas`, labelSelectorPath `.status.selector`) and where apps/v1 reads a
+/// ReplicaSet's.
+fn scale_of(object: &Object) -> Value {
+    let status = object.status();
+    let (spec_replicas, status_replicas, selector) = match object.kind {
+        Kind::Rollout => (
+            // The CRD's reading of an absent path is 0.
+            object.spec()["replicas"].as_i64().unwrap_or(0),
+            // Argo sets HPAReplicas to the count in `status.replicas`; canarysim's
+            // controller writes only the latter.
+            status
+                .get("HPAReplicas")
+                .or_else(|| status.get("replicas"))
+                .and_then(Value::as_i64)
+                .unwrap_or(0),
+            status["selector"].as_str().unwrap_or_default().to_string(),
+        ),
+        _ => (
+            // apps/v1 defaults an absent count to 1.
+            object.spec()["replicas"].as_i64().unwrap_or(1),
+            status["replicas"].as_i64().unwrap_or(0),
+            label_selector_text(&object.spec()["selector"]),
+        ),
+    };
+    let mut metadata = serde_json::Map::new();
+    for key in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+    ] {
+        if let Some(v) = object.metadata().and_then(|m| m.get(key)) {
+            metadata.insert(key.into(), v.clone());
+        }
+    }
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": metadata,
+        "spec": {"replicas": spec_replicas},
+        "status": {"replicas": status_replicas, "selector": selector},
+    })
+}
+
+/// A label selector as text (`app=demo,tier in (web,api)`), as `metav1.FormatLabelSelector`
+/// writes it: the labels sorted, then the expressions.
+fn label_selector_text(selector: &Value) -> String {
+    let mut parts: Vec<String> = crate::model::object::string_map(selector.get("matchLabels"))
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for e in selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let key = e["key"].as_str().unwrap_or_default();
+        let values: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        parts.push(match e["operator"].as_str().unwrap_or_default() {
+            "In" => format!("{key} in ({})", values.join(",")),
+            "NotIn" => format!("{key} notin ({})", values.join(",")),
+            "Exists" => key.to_string(),
+            "DoesNotExist" => format!("!{key}"),
+            other => format!("{key} {other} ({})", values.join(",")),
+        });
+    }
+    parts.join(",")
+}
+
+/// A write to `/scale`: the Scale sent (PUT) or the current one patched (PATCH) gives the
+/// new `spec.replicas`, and only that is stored, through the ordinary update (the
+/// controllers then scale). A `metadata.resourceVersion` in the Scale is a precondition, as
+/// on the object.
+fn write_scale(
+    api: &mut ApiServer,
+    target: &Target,
+    namespace: &str,
+    name: &str,
+    op: &WriteOp,
+    warnings: &mut Vec<String>,
+) -> Result<Object, Reply> {
+    let current = api
+        .get(target.kind(), namespace, name)
+        .map_err(|e| Reply::from_api_error(&e, &target.resource))?
+        .clone();
+    let wanted = match op {
+        WriteOp::Update(body) => {
+            check_scale_body(body, name)?;
+            body.clone()
+        }
+        WriteOp::Patch(patch) => apply_patch(&scale_of(&current), patch)?,
+        // `parse` refuses these on a subresource; answered the same here all the same.
+        WriteOp::Create(_) => return Err(method_not_allowed("POST")),
+        WriteOp::Delete => return Err(method_not_allowed("DELETE")),
+    };
+    let replicas = match &wanted["spec"]["replicas"] {
+        Value::Number(n)
+            if n.as_i64()
+                .is_some_and(|r| (0..=i64::from(i32::MAX)).contains(&r)) =>
+        {
+            n.clone()
+        }
+        other => {
+            let shown = if other.is_null() {
+                "null".to_string()
+            } else {
+                other.to_string()
+            };
+            return Err(invalid_scale(
+                name,
+                &format!(
+                    "spec.replicas: Invalid value: {shown}: must be a whole number from 0 to {}",
+                    i32::MAX
+                ),
+            ));
+        }
+    };
+    let mut next = current.clone();
+    crate::model::object::ensure_object(crate::model::object::object_entry(
+        &mut next.value,
+        "spec",
+    ))
+    .insert("replicas".into(), Value::Number(replicas));
+    let precondition = wanted["metadata"]["resourceVersion"]
+        .as_str()
+        .filter(|rv| !rv.is_empty())
+        .unwrap_or(current.resource_version())
+        .to_string();
+    next.metadata_mut()
+        .insert("resourceVersion".into(), json!(precondition));
+    let object_target = Target {
+        scale: false,
+        ..target.clone()
+    };
+    store_replacement(api, &object_target, next, warnings)
+}
+
+/// A Scale sent whole (PUT) must be one, for the object in the path.
+fn check_scale_body(body: &Value, name: &str) -> Result<(), Reply> {
+    if !body.is_object() {
+        return Err(Reply::bad_request(
+            "the body of the request must be a JSON object (an autoscaling/v1 Scale)",
         ));
     }
-    if next.resource_version().is_empty() {
-        next.metadata_mut()
-            .insert("resourceVersion".into(), json!(current.resource_version()));
+    if let Some(kind) = body.get("kind").and_then(Value::as_str) {
+        if kind != "Scale" {
+            return Err(Reply::bad_request(format!(
+                "the kind in the data ({kind}) does not match the subresource scale (Scale)"
+            )));
+        }
     }
-    Ok(next)
+    if let Some(v) = body.get("apiVersion").and_then(Value::as_str) {
+        if v != "autoscaling/v1" {
+            return Err(Reply::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version (autoscaling/v1)"
+            )));
+        }
+    }
+    match body["metadata"]["name"].as_str() {
+        Some(given) if given != name => Err(Reply::bad_request(format!(
+            "the name of the object ({given}) does not match the name on the URL ({name})"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// A Scale the API server refuses (422), as kubectl prints it: `The Scale "x" is invalid`.
+fn invalid_scale(name: &str, message: &str) -> Reply {
+    let (field, cause) = message
+        .split_once(": ")
+        .unwrap_or(("spec.replicas", message));
+    let mut reply = Reply::failure(
+        422,
+        "Invalid",
+        format!("Scale.autoscaling \"{name}\" is invalid: {message}"),
+    );
+    reply.body["details"] = json!({
+        "name": name,
+        "group": "autoscaling",
+        "kind": "Scale",
+        "causes": [{"reason": "FieldValueInvalid", "message": cause, "field": field}],
+    });
+    reply
 }
 
 /// Stores a replacement: through `/status` only its status; otherwise all but its status

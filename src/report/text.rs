@@ -43,15 +43,24 @@ pub fn render(report: &RunReport) -> String {
             let held = step.detail.split(", ").filter(|s| !s.is_empty()).count();
             let _ = writeln!(out, "        {held} check(s) held");
         } else {
+            // A load step's figures are laid out to fit already (wrapping would break its
+            // tables); other steps' words are wrapped, hanging under the first.
+            let laid_out = step.load.is_some() && step.detail.is_empty();
+            let hanging = format!("{DETAIL_INDENT}  ");
             for line in step_detail(step).lines().filter(|l| !l.is_empty()) {
-                let _ = writeln!(out, "        {line}");
+                let line = format!("{DETAIL_INDENT}{line}");
+                if laid_out {
+                    let _ = writeln!(out, "{line}");
+                } else {
+                    push_wrapped(&mut out, &line, WIDTH, &hanging);
+                }
             }
         }
         for view in &step.views {
             let view = super::rollout_view::render(view, false);
             let _ = writeln!(out);
             for line in view.lines() {
-                let _ = writeln!(out, "        {line}");
+                let _ = writeln!(out, "{DETAIL_INDENT}{line}");
             }
             let _ = writeln!(out);
         }
@@ -62,7 +71,12 @@ pub fn render(report: &RunReport) -> String {
     } else {
         let _ = writeln!(out, "invariants: {} violation(s)", report.violations.len());
         for v in &report.violations {
-            let _ = writeln!(out, "  {} {}", v.time, v.message);
+            push_wrapped(
+                &mut out,
+                &format!("  {} {}", v.time, v.message),
+                WIDTH,
+                "    ",
+            );
         }
     }
     let failed = report.steps.iter().filter(|s| !s.passed).count();
@@ -105,81 +119,138 @@ pub fn summary(reports: &[RunReport]) -> String {
 }
 
 /// A load step in a few lines: where the requests went, each version's share with its
-/// interval, errors and latency, and the fit to the configured split.
+/// interval, errors and latency, and the fit to the configured split. Lines fit
+/// [`DETAIL_WIDTH`], the run report's width less its indentation of a step's detail.
 pub fn load_summary(r: &crate::outcome::LoadReport) -> String {
+    use crate::verify::SplitUnit;
     let mut out = String::new();
-    let unit = match r.unit {
-        crate::verify::SplitUnit::Request => "split per request",
-        crate::verify::SplitUnit::Connection => "split per connection",
-    };
-    let _ = writeln!(
-        out,
-        "{} requests via {} ({unit}, {} effective draws), {} to {}",
-        r.sent, r.path, r.effective_n, r.started, r.ended
+    let prose = |out: &mut String, line: String| push_wrapped(out, &line, DETAIL_WIDTH, "  ");
+    prose(
+        &mut out,
+        format!(
+            "{} requests via {}, {} to {}",
+            r.sent, r.path, r.started, r.ended
+        ),
     );
-    let _ = writeln!(
-        out,
-        "sent {} = answered {} + failed {} (404 {}, 503 no healthy upstream {}, 503 upstream gone {}, refused {}{}); {} connection(s) opened{}",
-        r.sent,
-        r.answered,
-        r.not_found + r.no_healthy_upstream + r.upstream_failed + r.refused + r.fault_aborted,
-        r.not_found,
-        r.no_healthy_upstream,
-        r.upstream_failed,
-        r.refused,
-        if r.fault_aborted > 0 {
-            format!(", fault abort {}", r.fault_aborted)
-        } else {
-            String::new()
-        },
-        r.connections,
-        match (r.retries, r.timed_out) {
-            (0, 0) => String::new(),
-            (retries, 0) => format!("; {retries} retries"),
-            (retries, t) => format!("; {retries} retries, {t} answered 504 (route timeout)"),
-        }
+    prose(
+        &mut out,
+        format!(
+            "split per {}: {} effective draws; {} connection(s) opened",
+            unit_word(r.unit),
+            r.effective_n,
+            r.connections
+        ),
     );
-    if let Some(capped) = &r.capped {
-        let _ = writeln!(out, "{capped}");
-    }
-    for v in &r.versions {
-        // Per connection, the interval is of the connections' choices; the requests' share
-        // follows it only when every connection carries as many requests.
-        let requests = match r.unit {
-            crate::verify::SplitUnit::Request => String::new(),
-            crate::verify::SplitUnit::Connection => format!(
-                " of connections ({} connections, {:.2} % of requests)",
-                v.connections,
-                v.share * 100.0
-            ),
-        };
-        let _ = writeln!(
-            out,
-            "{:<6} {:<10} {:>6.2} %  [{:>6.2}, {:>6.2}] (99 %){requests}  errors {} ({:.2} %)  p50 {}  p99 {}  p99.9 {}{}",
-            v.role,
-            v.version,
-            v.unit_share * 100.0,
-            v.interval.lo * 100.0,
-            v.interval.hi * 100.0,
-            v.errors,
-            v.error_rate * 100.0,
-            millis(v.latency.p50),
-            millis(v.latency.p99),
-            millis(v.latency.p999),
-            if v.mirrored > 0 {
-                format!("  mirrored {}", v.mirrored)
+    let failed =
+        r.not_found + r.no_healthy_upstream + r.upstream_failed + r.refused + r.fault_aborted;
+    // The failures' classes only when there are failures: a row of zeros says nothing.
+    let failures = if failed == 0 {
+        String::new()
+    } else {
+        format!(
+            " (404 {}, 503 no healthy upstream {}, 503 upstream gone {}, refused {}{})",
+            r.not_found,
+            r.no_healthy_upstream,
+            r.upstream_failed,
+            r.refused,
+            if r.fault_aborted > 0 {
+                format!(", fault abort {}", r.fault_aborted)
             } else {
                 String::new()
+            },
+        )
+    };
+    let retries = match (r.retries, r.timed_out) {
+        (0, 0) => String::new(),
+        (retries, 0) => format!("; {retries} retries"),
+        (retries, t) => format!("; {retries} retries, {t} answered 504 (route timeout)"),
+    };
+    prose(
+        &mut out,
+        format!(
+            "sent {} = answered {} + failed {failed}{failures}{retries}",
+            r.sent, r.answered
+        ),
+    );
+    if let Some(capped) = &r.capped {
+        prose(&mut out, capped.clone());
+    }
+    // Per connection the share and its interval are of the connections' choices; the
+    // requests' share follows it only when every connection carries as many requests, so
+    // both are shown.
+    let per_connection = r.unit == SplitUnit::Connection;
+    let mirrored = r.versions.iter().any(|v| v.mirrored > 0);
+    let mut columns = vec![
+        ("ROLE", Align::Left),
+        ("VERSION", Align::Left),
+        (share_heading(r.unit), Align::Right),
+        ("99 % INTERVAL", Align::Left),
+    ];
+    if per_connection {
+        columns.extend([("CONNS", Align::Right), ("REQ %", Align::Right)]);
+    }
+    columns.extend([("ERRORS", Align::Right), ("ERR %", Align::Right)]);
+    if mirrored {
+        columns.push(("MIRRORED", Align::Right));
+    }
+    let intervals = intervals(r.versions.iter().map(|v| &v.interval));
+    let rows: Vec<Vec<String>> = r
+        .versions
+        .iter()
+        .zip(intervals)
+        .map(|(v, interval)| {
+            let mut row = vec![
+                v.role.clone(),
+                v.version.clone(),
+                percent(v.unit_share),
+                interval,
+            ];
+            if per_connection {
+                row.extend([v.connections.to_string(), percent(v.share)]);
             }
-        );
+            row.extend([v.errors.to_string(), percent(v.error_rate)]);
+            if mirrored {
+                row.push(v.mirrored.to_string());
+            }
+            row
+        })
+        .collect();
+    out.push_str(&table(&columns, &rows));
+    // Latency in a table of its own: beside the split it would not fit.
+    let latency_columns = [
+        ("ROLE", Align::Left),
+        ("VERSION", Align::Left),
+        ("P50 ms", Align::Right),
+        ("P99 ms", Align::Right),
+        ("P99.9 ms", Align::Right),
+    ];
+    let latency_rows: Vec<Vec<String>> = r
+        .versions
+        .iter()
+        .map(|v| {
+            vec![
+                v.role.clone(),
+                v.version.clone(),
+                millis(v.latency.p50),
+                millis(v.latency.p99),
+                millis(v.latency.p999),
+            ]
+        })
+        .collect();
+    out.push_str(&table(&latency_columns, &latency_rows));
+    for v in &r.versions {
         // Retries and timeouts make the pods' view differ from the clients'.
         if v.pod_answers != v.responses || v.pod_errors != v.errors {
-            let _ = writeln!(
-                out,
-                "                  pods' view: {} answers, {} 5xx ({:.2} %)",
-                v.pod_answers,
-                v.pod_errors,
-                crate::verify::error_rate(v.pod_errors, v.pod_answers).0 * 100.0
+            prose(
+                &mut out,
+                format!(
+                    "{} {}, the pods' view: {} answers, {} 5xx ({:.2} %)",
+                    v.role,
+                    v.version,
+                    v.pod_answers,
+                    v.pod_errors,
+                    crate::verify::error_rate(v.pod_errors, v.pod_answers).0 * 100.0
+                ),
             );
         }
     }
@@ -194,131 +265,193 @@ pub fn load_summary(r: &crate::outcome::LoadReport) -> String {
             .as_ref()
             .map(|f| format!("; goodness of fit p = {:.4}", f.p_value))
             .unwrap_or_default();
-        let _ = writeln!(out, "configured: {}{fit}", configured.join(", "));
+        prose(
+            &mut out,
+            format!("configured: {}{fit}", configured.join(", ")),
+        );
     }
     if let Some(q) = &r.sequential {
-        let _ = writeln!(out, "{}", sequential_line(q));
+        prose(&mut out, sequential_line(q));
     }
     if let Some(m) = &r.latency_comparison {
-        let _ = writeln!(
-            out,
-            "canary vs stable latency (Mann-Whitney): p = {:.4}, P(canary slower) = {:.3}",
-            m.p_value_two_sided, m.effect
+        prose(
+            &mut out,
+            format!(
+                "canary vs stable latency (Mann-Whitney): p = {:.4}, P(canary slower) = {:.3}",
+                m.p_value_two_sided, m.effect
+            ),
         );
     }
     out.trim_end().to_string()
 }
 
-/// Microseconds as milliseconds.
+/// Microseconds as milliseconds, for a column whose header says `ms`.
 fn millis(us: u64) -> String {
-    format!("{:.2}ms", us as f64 / 1000.0)
+    format!("{:.2}", us as f64 / 1000.0)
+}
+
+/// A share as a percentage, for a column whose header says `%`.
+fn percent(share: f64) -> String {
+    format!("{:.2}", share * 100.0)
+}
+
+/// Intervals of shares in percent, for the rows of a column: their bounds aligned, as
+/// narrow as the widest bound allows.
+fn intervals<'a>(all: impl Iterator<Item = &'a crate::verify::Interval> + Clone) -> Vec<String> {
+    let bound = |x: f64| format!("{:.2}", x * 100.0);
+    let width = all
+        .clone()
+        .flat_map(|i| [bound(i.lo).len(), bound(i.hi).len()])
+        .max()
+        .unwrap_or(0);
+    all.map(|i| format!("[{:>width$}, {:>width$}]", bound(i.lo), bound(i.hi)))
+        .collect()
+}
+
+/// The header of the column of shares: of the draws, which per connection are connections.
+fn share_heading(unit: crate::verify::SplitUnit) -> &'static str {
+    match unit {
+        crate::verify::SplitUnit::Request => "SHARE %",
+        crate::verify::SplitUnit::Connection => "CONN %",
+    }
 }
 
 /// `canarysim compare`: per load step, the set weight beside what the mesh and the no-mesh
-/// worlds delivered.
+/// worlds delivered, a row for each world (side by side they would not fit [`WIDTH`]).
 pub fn compare(r: &crate::outcome::CompareReport) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "compare {} (seed {}) — {}", r.name, r.seed, r.file);
+    let _ = writeln!(out, "mesh:    the scenario as written");
     let _ = writeln!(
         out,
-        "mesh: the scenario as written; no mesh: trafficRouting removed (basic canary), clients without sidecars through kube-proxy"
+        "no mesh: trafficRouting removed (basic canary), clients without sidecars through kube-proxy"
     );
     let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "{:>4}  {:<9} {:>4} {:>4}  {:<28} {:>6}  {:>6}  {:<36} {:>6}",
-        "STEP",
-        "TIME",
-        "SET",
-        "VS",
-        "MESH OBSERVED (99 %)",
-        "ERROR",
-        "PODS",
-        "NO MESH OBSERVED (99 %)",
-        "ERROR"
+    let columns = [
+        ("STEP", Align::Right),
+        ("TIME", Align::Left),
+        ("SET", Align::Right),
+        ("WORLD", Align::Left),
+        ("VS", Align::Right),
+        ("PODS %", Align::Right),
+        ("SHARE %", Align::Right),
+        ("99 % INTERVAL", Align::Left),
+        ("DRAWS", Align::Left),
+        ("ERROR", Align::Right),
+    ];
+    // The share, its interval, the draws behind it and its distance from the set weight in
+    // points.
+    let column_of_intervals = intervals(
+        r.rows
+            .iter()
+            .flat_map(|row| [&row.mesh.interval, &row.no_mesh.interval]),
     );
-    for row in &r.rows {
-        let cell = |o: &crate::outcome::Observed| {
-            let unit = match o.unit {
-                crate::verify::SplitUnit::Request => "req",
-                crate::verify::SplitUnit::Connection => "conn",
-            };
-            format!(
-                "{:>6.2} % [{:.2}, {:.2}] n={} {unit}",
-                o.share * 100.0,
-                o.interval.lo * 100.0,
-                o.interval.hi * 100.0,
-                o.effective_n
-            )
+    let mut interval_cells = column_of_intervals.into_iter();
+    let mut observed = |o: &crate::outcome::Observed| {
+        let unit = match o.unit {
+            crate::verify::SplitUnit::Request => "req",
+            crate::verify::SplitUnit::Connection => "conn",
         };
-        let _ = writeln!(
-            out,
-            "{:>4}  {:<9} {:>4} {:>4}  {:<28} {:>+6.2}  {:>5.1}%  {:<36} {:>+6.2}",
-            row.step,
-            row.time,
-            row.set_weight,
-            row.virtual_service_weight
-                .map(|w| w.to_string())
-                .unwrap_or_else(|| "-".into()),
-            cell(&row.mesh),
-            row.mesh.error_points,
-            row.pod_ratio * 100.0,
-            cell(&row.no_mesh),
-            row.no_mesh.error_points
-        );
+        [
+            percent(o.share),
+            interval_cells.next().unwrap_or_default(),
+            format!("{} {unit}", o.effective_n),
+            format!("{:+.2}", o.error_points),
+        ]
+    };
+    let mut rows = Vec::new();
+    for row in &r.rows {
+        // The mesh routes by the VirtualService's weight, the basic canary by its pods.
+        let vs = row
+            .virtual_service_weight
+            .map(|w| w.to_string())
+            .unwrap_or_else(|| "-".into());
+        let mut mesh = vec![
+            row.step.to_string(),
+            row.time.clone(),
+            row.set_weight.to_string(),
+            "mesh".into(),
+            vs,
+            String::new(),
+        ];
+        mesh.extend(observed(&row.mesh));
+        rows.push(mesh);
+        let mut no_mesh = vec![
+            String::new(),
+            String::new(),
+            String::new(),
+            "no mesh".into(),
+            String::new(),
+            format!("{:.1}", row.pod_ratio * 100.0),
+        ];
+        no_mesh.extend(observed(&row.no_mesh));
+        rows.push(no_mesh);
     }
+    out.push_str(&table(&columns, &rows));
     for n in &r.notes {
-        let _ = writeln!(out, "note: {n}");
+        push_wrapped(&mut out, &format!("note: {n}"), WIDTH, "  ");
     }
     out
 }
 
 /// `canarysim load`: what was sent and how each request ended, the unit of randomisation as
 /// measured (prominent: it changes what the shares mean), the shares with their intervals,
-/// errors and latency per version, and the verdict.
+/// errors and latency per version (two tables: one would not fit [`WIDTH`]), and the
+/// verdict.
 pub fn http_load(r: &crate::outcome::HttpLoadReport) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{} → {} ({}, {} connection(s), {}{})",
-        r.url,
-        r.address,
-        r.protocol,
-        r.connections,
-        if r.keepalive {
-            "keep-alive"
-        } else {
-            "a connection per request"
-        },
-        r.rate
-            .map(|q| format!(", open loop at {q} req/s"))
-            .unwrap_or_default()
+    let prose =
+        |out: &mut String, line: String, hanging: &str| push_wrapped(out, &line, WIDTH, hanging);
+    prose(
+        &mut out,
+        format!(
+            "{} → {} ({}, {} connection(s), {}{})",
+            r.url,
+            r.address,
+            r.protocol,
+            r.connections,
+            if r.keepalive {
+                "keep-alive"
+            } else {
+                "a connection per request"
+            },
+            r.rate
+                .map(|q| format!(", open loop at {q} req/s"))
+                .unwrap_or_default()
+        ),
+        "  ",
     );
     let c = &r.classes;
-    let failed = [
-        ("refused", c.refused),
-        ("reset", c.reset),
-        ("timeout", c.timeout),
-        ("protocol error", c.protocol_error),
-        ("other status", c.other_status),
-    ];
-    let mut endings = format!(
-        "2xx {}, 3xx {}, 4xx {}, 5xx {}, 502 {}, 503 {}, 504 {}",
-        c.s2xx, c.s3xx, c.s4xx, c.s5xx, c.s502, c.s503, c.s504
-    );
-    for (name, n) in failed {
-        endings.push_str(&format!(", {name} {n}"));
-    }
     let _ = writeln!(
         out,
-        "sent {} in {:.2} s ({:.0} req/s) = {endings}; {} connection(s) opened",
+        "sent {} in {:.2} s ({:.0} req/s); {} connection(s) opened",
         r.sent, r.elapsed_seconds, r.throughput, r.connections_opened
     );
+    // Every request ends in one of these: their sum is what was sent.
+    prose(
+        &mut out,
+        format!(
+            "  answered: 2xx {}, 3xx {}, 4xx {}, 5xx {}, 502 {}, 503 {}, 504 {}, other status {}",
+            c.s2xx, c.s3xx, c.s4xx, c.s5xx, c.s502, c.s503, c.s504, c.other_status
+        ),
+        "    ",
+    );
+    prose(
+        &mut out,
+        format!(
+            "  no answer: refused {}, reset {}, timeout {}, protocol error {}",
+            c.refused, c.reset, c.timeout, c.protocol_error
+        ),
+        "    ",
+    );
     if r.unclassified > 0 {
-        let _ = writeln!(
-            out,
-            "{} response(s) carried no version ({}): not counted in the shares",
-            r.unclassified, r.classify
+        prose(
+            &mut out,
+            format!(
+                "{} response(s) carried no version ({}): not counted in the shares",
+                r.unclassified, r.classify
+            ),
+            "  ",
         );
     }
     let u = &r.unit_evidence;
@@ -335,48 +468,64 @@ pub fn http_load(r: &crate::outcome::HttpLoadReport) -> String {
             format!("unit of randomisation: {}", u.finding)
         }
     };
-    let _ = writeln!(out, "{heading}: {}", u.explanation);
+    prose(&mut out, format!("{heading}: {}", u.explanation), "  ");
+    let _ = writeln!(out);
     // SHARE is of the draws: answers, or per connection the connections' first answers.
-    let _ = writeln!(
-        out,
-        "{:<12} {:>9} {:>8}  {:<20} {:>6} {:>7} {:>5}  {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "VERSION",
-        "ANSWERS",
-        match r.unit {
-            crate::verify::SplitUnit::Request => "SHARE",
-            crate::verify::SplitUnit::Connection => "CONN %",
-        },
-        "99 % INTERVAL",
-        "CONNS",
-        "ERRORS",
-        "LOST",
-        "P50",
-        "P90",
-        "P99",
-        "P99.9",
-        "MAX"
-    );
-    for v in &r.versions {
-        let _ = writeln!(
-            out,
-            "{:<12} {:>9} {:>6.2} %  [{:>6.2}, {:>6.2}] %   {:>6} {:>7} {:>5}  {:>9} {:>9} {:>9} {:>9} {:>9}",
-            v.version,
-            v.responses,
-            v.unit_share * 100.0,
-            v.interval.lo * 100.0,
-            v.interval.hi * 100.0,
-            v.connections,
-            v.errors,
-            v.lost,
-            millis(v.latency.p50),
-            millis(v.latency.p90),
-            millis(v.latency.p99),
-            millis(v.latency.p999),
-            millis(v.latency.max),
-        );
-    }
+    let split_columns = [
+        ("VERSION", Align::Left),
+        ("ANSWERS", Align::Right),
+        (share_heading(r.unit), Align::Right),
+        ("99 % INTERVAL", Align::Left),
+        ("CONNS", Align::Right),
+        ("ERRORS", Align::Right),
+        ("LOST", Align::Right),
+    ];
+    let intervals = intervals(r.versions.iter().map(|v| &v.interval));
+    let split_rows: Vec<Vec<String>> = r
+        .versions
+        .iter()
+        .zip(intervals)
+        .map(|(v, interval)| {
+            vec![
+                v.version.clone(),
+                v.responses.to_string(),
+                percent(v.unit_share),
+                interval,
+                v.connections.to_string(),
+                v.errors.to_string(),
+                v.lost.to_string(),
+            ]
+        })
+        .collect();
+    out.push_str(&table(&split_columns, &split_rows));
+    let _ = writeln!(out);
+    let latency_columns = [
+        ("VERSION", Align::Left),
+        ("P50 ms", Align::Right),
+        ("P90 ms", Align::Right),
+        ("P99 ms", Align::Right),
+        ("P99.9 ms", Align::Right),
+        ("MAX ms", Align::Right),
+    ];
+    let latency_rows: Vec<Vec<String>> = r
+        .versions
+        .iter()
+        .map(|v| {
+            let l = &v.latency;
+            vec![
+                v.version.clone(),
+                millis(l.p50),
+                millis(l.p90),
+                millis(l.p99),
+                millis(l.p999),
+                millis(l.max),
+            ]
+        })
+        .collect();
+    out.push_str(&table(&latency_columns, &latency_rows));
+    let _ = writeln!(out);
     if let Some(q) = &r.sequential {
-        let _ = writeln!(out, "{}", sequential_line(q));
+        prose(&mut out, sequential_line(q), "  ");
     }
     match &r.verdict {
         None => {
@@ -384,31 +533,34 @@ pub fn http_load(r: &crate::outcome::HttpLoadReport) -> String {
         }
         Some(v) => {
             let s = &v.split;
-            let _ = match v.decided_by.as_str() {
-                "interval" => writeln!(out, "verdict: {} — {}", v.outcome.heading(), s.explanation),
-                by => writeln!(
-                    out,
+            let verdict = match v.decided_by.as_str() {
+                "interval" => format!("verdict: {} — {}", v.outcome.heading(), s.explanation),
+                by => format!(
                     "verdict: {} — decided by the {by} (see above); the intervals at the stopping point, for information: {}",
                     v.outcome.heading(),
                     s.explanation
                 ),
             };
+            prose(&mut out, verdict, "  ");
             if !v.advice.is_empty() {
-                let _ = writeln!(out, "  to decide: {}", v.advice);
+                prose(&mut out, format!("  to decide: {}", v.advice), "    ");
             }
             for (e, arm) in v.expected.iter().zip(&s.arms) {
-                let _ = writeln!(
-                    out,
-                    "  {}: observed {:.2} % of {}s, {:.1} % interval [{:.2}, {:.2}] %, expected {:.2} ± {} %: {}",
-                    e.version,
-                    arm.observed_share * 100.0,
-                    unit_word(r.unit),
-                    s.per_arm_confidence * 100.0,
-                    arm.interval.lo * 100.0,
-                    arm.interval.hi * 100.0,
-                    arm.expected_share * 100.0,
-                    s.within_points,
-                    arm.relation()
+                prose(
+                    &mut out,
+                    format!(
+                        "  {}: observed {:.2} % of {}s, {:.1} % interval [{:.2}, {:.2}] %, expected {:.2} ± {} %: {}",
+                        e.version,
+                        arm.observed_share * 100.0,
+                        unit_word(r.unit),
+                        s.per_arm_confidence * 100.0,
+                        arm.interval.lo * 100.0,
+                        arm.interval.hi * 100.0,
+                        arm.expected_share * 100.0,
+                        s.within_points,
+                        arm.relation()
+                    ),
+                    "    ",
                 );
             }
             let _ = writeln!(out, "  goodness of fit: p = {:.4}", s.gof.p_value);
@@ -465,46 +617,52 @@ pub fn plan(p: &crate::verify::plan::SamplePlan) -> String {
         share(p.confidence),
         share(p.power)
     );
-    let _ = writeln!(
-        out,
-        "draws are requests when the gateway picks per request, connections when it picks per connection (then send with --disable-keepalive, or open that many connections)"
+    push_wrapped(
+        &mut out,
+        "draws are requests when the gateway picks per request, connections when it picks per connection (then send with --disable-keepalive, or open that many connections)",
+        WIDTH,
+        "",
     );
     let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "{:>12}  the interval is ±{} points wide if exactly {} is observed (a right split then passes only when observed almost exactly)",
-        p.interval_draws,
-        (p.within * 1e4).round() / 1e2,
-        share(p.expected)
-    );
-    let _ = writeln!(
-        out,
-        "{:>12}  a right split ({}) passes with a {} chance",
-        p.pass_draws,
-        share(p.expected),
-        share(p.power)
-    );
-    let _ = writeln!(
-        out,
-        "{:>12}  a split at {} (off by twice the tolerance) fails with a {} chance",
-        p.fail_draws,
-        share(p.wrong_share),
-        share(p.power)
-    );
+    // Each size, then what it decides; the words wrap under the words.
+    let hanging = " ".repeat(14);
+    let sizes = [
+        (
+            p.interval_draws,
+            format!(
+                "the interval is ±{} points wide if exactly {} is observed (a right split then passes only when observed almost exactly)",
+                (p.within * 1e4).round() / 1e2,
+                share(p.expected)
+            ),
+        ),
+        (
+            p.pass_draws,
+            format!(
+                "a right split ({}) passes with a {} chance",
+                share(p.expected),
+                share(p.power)
+            ),
+        ),
+        (
+            p.fail_draws,
+            format!(
+                "a split at {} (off by twice the tolerance) fails with a {} chance",
+                share(p.wrong_share),
+                share(p.power)
+            ),
+        ),
+    ];
+    for (draws, what) in sizes {
+        push_wrapped(&mut out, &format!("{draws:>12}  {what}"), WIDTH, &hanging);
+    }
     let _ = writeln!(out);
-    let _ = writeln!(
-        out,
-        "at {} draws (e.g. canarysim load URL -n {} --expect VERSION={} --within {} --confidence {}):",
-        p.draws,
-        p.draws,
-        share(p.expected).replace(' ', ""),
-        (p.within * 1e4).round() / 1e2,
-        share(p.confidence).replace(' ', "")
-    );
     let _ = writeln!(
         out,
         "{:<24} {:>9} {:>13} {:>9}",
-        "", "PASS", "INCONCLUSIVE", "FAIL"
+        format!("at {} draws", p.draws),
+        "PASS",
+        "INCONCLUSIVE",
+        "FAIL"
     );
     for (name, c) in [
         (
@@ -521,5 +679,158 @@ pub fn plan(p: &crate::verify::plan::SamplePlan) -> String {
             pct(c.fail)
         );
     }
+    // The command to send that many, last, on a line of its own: it is copied whole.
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "to send them: canarysim load URL -n {} --expect VERSION={} --within {} --confidence {}",
+        p.draws,
+        share(p.expected).replace(' ', ""),
+        (p.within * 1e4).round() / 1e2,
+        share(p.confidence).replace(' ', "")
+    );
     out
+}
+
+/// The widest line a report prints, in characters: tables fit a 100-column terminal, and
+/// prose wraps there.
+pub const WIDTH: usize = 100;
+
+/// How the run report indents a step's detail.
+const DETAIL_INDENT: &str = "        ";
+
+/// The width of a step's detail, which the run report indents by [`DETAIL_INDENT`].
+pub const DETAIL_WIDTH: usize = WIDTH - DETAIL_INDENT.len();
+
+/// A column's alignment: names to the left, figures to the right.
+#[derive(Clone, Copy)]
+enum Align {
+    Left,
+    Right,
+}
+
+/// `rows` under the headers of `columns`, each column as wide as its widest cell (in
+/// characters, as the terminal counts them), two spaces apart, no trailing spaces.
+fn table(columns: &[(&str, Align)], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = columns.iter().map(|(h, _)| h.chars().count()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| -> String {
+        let padded: Vec<String> = cells
+            .zip(columns.iter().zip(&widths))
+            .map(|(cell, ((_, align), &width))| match align {
+                Align::Left => format!("{cell:<width$}"),
+                Align::Right => format!("{cell:>width$}"),
+            })
+            .collect();
+        padded.join("  ").trim_end().to_string() + "\n"
+    };
+    let mut out = line(&mut columns.iter().map(|(h, _)| *h));
+    for row in rows {
+        out.push_str(&line(&mut row.iter().map(String::as_str)));
+    }
+    out
+}
+
+/// Appends `line` broken at spaces into lines of at most `width` characters, each further
+/// line starting with `hanging`. A word longer than a line is left whole.
+fn push_wrapped(out: &mut String, line: &str, width: usize, hanging: &str) {
+    let body = line.trim_start_matches(' ');
+    let mut current = line[..line.len() - body.len()].to_string();
+    let mut length = current.chars().count();
+    let mut words_on_line = 0;
+    // "± 1" reads as one figure, and a `command` in backticks is copied whole: each is
+    // kept on one line.
+    let mut words: Vec<String> = Vec::new();
+    let mut in_backticks = false;
+    for word in body.split(' ') {
+        match words.last_mut() {
+            // A unit stays with its figure: "1 %" is not broken either.
+            Some(last) if last == "±" || in_backticks || word.starts_with('%') => {
+                last.push(' ');
+                last.push_str(word);
+            }
+            _ => words.push(word.to_string()),
+        }
+        if word.matches('`').count() % 2 == 1 {
+            in_backticks = !in_backticks;
+        }
+    }
+    let mut broken = false;
+    for word in &words {
+        // Two spaces where the line breaks would indent the next line by one more.
+        if broken && words_on_line == 0 && word.is_empty() {
+            continue;
+        }
+        let word_length = word.chars().count();
+        if words_on_line > 0 && length + 1 + word_length > width {
+            out.push_str(current.trim_end());
+            out.push('\n');
+            current = hanging.to_string();
+            length = hanging.chars().count();
+            words_on_line = 0;
+            broken = true;
+        }
+        if words_on_line > 0 {
+            current.push(' ');
+            length += 1;
+        }
+        current.push_str(word);
+        length += word_length;
+        words_on_line += 1;
+    }
+    out.push_str(current.trim_end());
+    out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wrapped(line: &str, width: usize, hanging: &str) -> String {
+        let mut out = String::new();
+        push_wrapped(&mut out, line, width, hanging);
+        out
+    }
+
+    #[test]
+    fn prose_wraps_at_spaces_under_a_hanging_indent() {
+        assert_eq!(
+            wrapped("  one two three four", 10, "    "),
+            "  one two\n    three\n    four\n"
+        );
+        // Counted in characters, not bytes: "±" is one column.
+        assert_eq!(wrapped("± ± ± ±", 7, ""), "± ± ± ±\n");
+        // A word wider than the line stays whole, on a line of its own.
+        assert_eq!(
+            wrapped("a https://example.com/long b", 8, ""),
+            "a\nhttps://example.com/long\nb\n"
+        );
+        assert_eq!(wrapped("short", 100, "  "), "short\n");
+        assert_eq!(
+            wrapped("expected ± 1 points", 11, ""),
+            "expected\n± 1 points\n"
+        );
+        assert_eq!(
+            wrapped("expected 100 ± 1 %: in", 14, ""),
+            "expected 100\n± 1 %: in\n"
+        );
+        assert_eq!(
+            wrapped("see `canarysim plan 0%` now", 12, ""),
+            "see\n`canarysim plan 0%`\nnow\n"
+        );
+    }
+
+    #[test]
+    fn a_table_aligns_its_columns_to_the_widest_cell() {
+        let rows = vec![
+            vec!["blue".to_string(), "79.96".to_string()],
+            vec!["yellow".to_string(), "100.00".to_string()],
+        ];
+        let text = table(&[("VERSION", Align::Left), ("%", Align::Right)], &rows);
+        assert_eq!(text, "VERSION       %\nblue      79.96\nyellow   100.00\n");
+    }
 }

@@ -308,3 +308,87 @@ fn discovery_lists_groups_and_short_names() {
     );
     assert_eq!(call(&mut api, "POST", "/apis", "", &Value::Null).code, 405);
 }
+
+#[test]
+fn a_rollouts_scale_takes_every_patch_type_and_refuses_a_count_that_is_not_one() {
+    let mut api = ApiServer::new();
+    assert_eq!(call(&mut api, "POST", RO, "", &rollout()).code, 201);
+    let scale = format!("{RO}/ro/scale");
+    let got = call(&mut api, "GET", &scale, "", &Value::Null);
+    assert_eq!(got.code, 200, "{}", got.body);
+    assert_eq!(got.body["spec"]["replicas"], 2);
+    // No controller ran: no status yet, so none counted.
+    assert_eq!(got.body["status"], json!({"replicas": 0, "selector": ""}));
+    // A Scale is a built-in type: strategic merge patch too, though a Rollout's own
+    // patches are JSON and merge only.
+    let strategic = "application/strategic-merge-patch+json";
+    let reply = patch(
+        &mut api,
+        &scale,
+        strategic,
+        &json!({"spec": {"replicas": 7}}),
+    );
+    assert_eq!(reply.code, 200, "{}", reply.body);
+    assert!(reply.wrote);
+    let own = patch(
+        &mut api,
+        &format!("{RO}/ro"),
+        strategic,
+        &json!({"spec": {}}),
+    );
+    assert_eq!(own.code, 415);
+    let reply = patch(
+        &mut api,
+        &scale,
+        "application/json-patch+json",
+        &json!([{"op": "replace", "path": "/spec/replicas", "value": 3}]),
+    );
+    assert_eq!(reply.body["spec"]["replicas"], 3, "{}", reply.body);
+    let ro = call(&mut api, "GET", &format!("{RO}/ro"), "", &Value::Null);
+    assert_eq!(ro.body["spec"]["replicas"], 3);
+    assert_eq!(
+        ro.body["spec"]["userField"]["kept"], true,
+        "only the count changed"
+    );
+    for bad in [json!("many"), json!(1.5), json!(-2), Value::Null] {
+        let reply = patch(
+            &mut api,
+            &scale,
+            "application/merge-patch+json",
+            &json!({"spec": {"replicas": bad}}),
+        );
+        assert_eq!(reply.code, 422, "{bad}: {}", reply.body);
+        assert!(!reply.wrote);
+        let message = reply.body["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("Scale.autoscaling \"ro\" is invalid: spec.replicas: "),
+            "{message}"
+        );
+    }
+    // A PUT of something else than a Scale, or of another object's.
+    let wrong_kind = json!({"kind": "Rollout", "spec": {"replicas": 1}});
+    assert_eq!(call(&mut api, "PUT", &scale, "", &wrong_kind).code, 400);
+    let other = json!({"kind": "Scale", "metadata": {"name": "other"}, "spec": {"replicas": 1}});
+    assert_eq!(call(&mut api, "PUT", &scale, "", &other).code, 400);
+    // A resource without a scale subresource: NotFound, naming what it has.
+    let svc = "/api/v1/namespaces/demo/services/s/scale";
+    let reply = call(&mut api, "GET", svc, "", &Value::Null);
+    assert_eq!(reply.code, 404);
+    assert!(
+        reply.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("services/scale: the subresources served are: status"),
+        "{}",
+        reply.body
+    );
+    let missing = call(
+        &mut api,
+        "GET",
+        &format!("{RO}/nope/scale"),
+        "",
+        &Value::Null,
+    );
+    assert_eq!(missing.code, 404);
+    assert_eq!(missing.body["reason"], "NotFound");
+}
