@@ -7,6 +7,22 @@ use clap::Parser;
 
 mod support;
 
+/// The report with its wrapped lines joined again (long details wrap at 100 columns with
+/// a hanging indent).
+fn unwrapped(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let body = line.trim_start();
+        if !out.is_empty() && line.len() - body.len() >= 10 && !body.is_empty() {
+            out.push(' ');
+        } else if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(body);
+    }
+    out
+}
+
 fn run(name: &str, text: &str) -> (u8, String, String) {
     run_with(name, text, &[])
 }
@@ -175,7 +191,7 @@ fn a_load_estimated_above_the_request_budget_is_refused_before_it_sends() {
     let (code, out, err) = run("budget.yaml", &text);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
-        out.contains("refused: this load would send about 360000000 simulated requests, more than the request budget of 100000000 per load step; `canarysim run --request-budget 360000000` raises it"),
+        unwrapped(&out).contains("refused: this load would send about 360000000 simulated requests, more than the request budget of 100000000 per load step; `canarysim run --request-budget 360000000` raises it"),
         "{out}"
     );
 
