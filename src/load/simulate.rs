@@ -238,10 +238,16 @@ impl<'w> LoadRun<'w> {
         rng: &mut Streams,
     ) -> Result<Progress, LoadError> {
         let now = cluster.now();
+        // The load's clock ticks in whole microseconds; the world's in nanoseconds. An epoch
+        // ends at the first tick at or after the world's next wake, and spans at least one
+        // tick: a wake between two ticks (a 1 ns wait, a 500 ns push delay) must not hold
+        // the load where it is, asking again and again to advance to where it already is.
+        let now_us = now.since(self.started).as_micros() as u64;
         let epoch_end_us = cluster
             .next_wake()
-            .map(|t| t.since(self.started).as_micros() as u64)
+            .map(|t| ceil_micros(t.since(self.started)))
             .unwrap_or(u64::MAX)
+            .max(now_us.saturating_add(1))
             .min(self.end_us);
         let workload = self.workload;
         let per_connection = self.unit == SplitUnit::Connection;
@@ -1394,6 +1400,11 @@ fn choose_path(world: &impl Cluster, w: &Workload) -> Path {
             _ => Path::KubeProxy,
         },
     }
+}
+
+/// `d` in whole microseconds, rounded up.
+fn ceil_micros(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos().div_ceil(1_000)).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
