@@ -943,7 +943,7 @@ fn plural(n: usize, word: &str) -> String {
 /// A scenario file is one YAML mapping with `name` and `steps` and no `kind`; anything else
 /// (including YAML that does not parse) is read as manifests, which reports the problem.
 fn is_scenario(path: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Ok(text) = yaml::read_text(path) else {
         return false;
     };
     let file = path.display().to_string();

@@ -95,3 +95,101 @@ fn compare_and_envoy_config_end_on_a_clock_between_two_microseconds() {
         "{out}"
     );
 }
+
+fn run_file(command: &str, path: &std::path::Path) -> (u8, String, String) {
+    canarysim(vec![
+        command.to_string(),
+        path.to_str().unwrap().to_string(),
+    ])
+}
+
+/// Nesting deeper than canarysim reads is refused at its place, in one pass: block nesting
+/// 25,000 deep overflowed the stack (exit 134), flow nesting 150,000 deep took minutes.
+#[test]
+fn deep_nesting_is_refused_at_its_place_without_recursion() {
+    let block = format!("name: x\nsteps:\n{}a\n", "- ".repeat(25_000));
+    let flow = format!(
+        "name: x\nsteps:\n  - wait: {}{}\n",
+        "[".repeat(150_000),
+        "]".repeat(150_000)
+    );
+    let flow_maps = format!(
+        "name: x\nsteps:\n  - wait: {}1{}\n",
+        "{a: ".repeat(150_000),
+        "}".repeat(150_000)
+    );
+    for (what, text, line) in [
+        ("block", block, 3),
+        ("flow", flow, 3),
+        ("flow maps", flow_maps, 3),
+    ] {
+        let file = support::write_temp("deep.yaml", &text);
+        for command in ["run", "lint"] {
+            let (code, out, err) = run_file(command, &file);
+            assert_eq!(code, 2, "{what} {command}: {out}{err}");
+            assert!(
+                err.contains(&format!(":{line}:"))
+                    && err.contains("nested more than 100 levels deep"),
+                "{what} {command}: {err}"
+            );
+        }
+    }
+    // At the bound it is read (and judged on what it says).
+    let fine = format!(
+        "name: x\nsteps:\n  - wait: {}{}\n",
+        "[".repeat(90),
+        "]".repeat(90)
+    );
+    let file = support::write_temp("fine.yaml", &fine);
+    let (code, _, err) = run_file("run", &file);
+    assert_eq!(code, 2);
+    assert!(!err.contains("nested more than"), "{err}");
+}
+
+#[test]
+fn a_file_past_64_mib_is_refused_without_reading_it_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.yaml");
+    // Sparse: 65 MiB of zeros costs no disk.
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(65 * 1024 * 1024)
+        .unwrap();
+    for command in ["run", "lint"] {
+        let (code, out, err) = run_file(command, &path);
+        assert_eq!(code, 2, "{command}: {out}{err}");
+        assert!(err.contains("larger than 64 MiB"), "{command}: {err}");
+    }
+}
+
+#[test]
+fn a_million_nodes_is_the_most_one_file_holds() {
+    let list = format!("name: x\nseed: [{}1]\nsteps: []\n", "1,".repeat(1_000_000));
+    let file = support::write_temp("wide.yaml", &list);
+    let (code, out, err) = run_file("run", &file);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("more than 1000000 YAML nodes"), "{err}");
+}
+
+#[test]
+fn a_huge_value_is_not_echoed_whole_into_the_error() {
+    let text = format!("name: x\nseed: \"{}\"\nsteps: []\n", "9".repeat(1_000_000));
+    let file = support::write_temp("long.yaml", &text);
+    let (code, _, err) = run_file("run", &file);
+    assert_eq!(code, 2);
+    assert!(err.len() < 500, "{} bytes: {}", err.len(), &err[..300]);
+    assert!(err.contains(":2:"), "{err}");
+}
+
+#[test]
+fn a_byte_order_mark_is_read_past_as_kubernetes_does() {
+    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/manifests");
+    let text = format!("\u{feff}{}", scenario("", "", "  - wait: 1s\n"));
+    let file = support::write_temp("bom.yaml", &text);
+    let (code, out, err) = run_file("run", &file);
+    assert_eq!(code, 0, "{out}{err}");
+    let manifest = std::fs::read_to_string(format!("{manifests}/seed-004-services.yaml")).unwrap();
+    let file = support::write_temp("services.yaml", &format!("\u{feff}{manifest}"));
+    let (code, out, err) = run_file("lint", &file);
+    assert!(code <= 1 && !err.contains("did not find"), "{out}{err}");
+}

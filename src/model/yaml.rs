@@ -117,18 +117,164 @@ impl LoadError {
     }
 }
 
+/// The largest scenario or manifest file canarysim reads (a chart's output is far smaller;
+/// `/dev/zero` or a runaway generator is not read until memory runs out).
+pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// How deep YAML may nest (mappings and sequences together). Deeper nesting is refused in
+/// one pass over the event stream before a recursive parser sees it: serde_yaml stops at
+/// 128 levels, and recursive walks of thousands of levels overflowed the stack.
+pub const MAX_DEPTH: usize = 100;
+
+/// How many nodes (scalars, mappings, sequences) one file may hold; each costs a value and
+/// a source position, so this bounds the memory a file takes (about 300 MB at the bound).
+pub const MAX_NODES: usize = 1_000_000;
+
+/// Reads a scenario or manifest file as text: at most [`MAX_FILE_BYTES`].
+pub fn read_text(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "larger than {} MiB, the most canarysim reads",
+                MAX_FILE_BYTES / (1024 * 1024)
+            ),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not UTF-8 text (byte {})", e.utf8_error().valid_up_to()),
+        )
+    })
+}
+
 /// Reads a multi-document manifest file.
 pub fn load_file(path: &Path, default_namespace: &str) -> Result<Vec<Manifest>, LoadError> {
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io {
+    let text = read_text(path).map_err(|source| LoadError::Io {
         file: file.clone(),
         source,
     })?;
     load_str(&file, &text, default_namespace)
 }
 
+/// A UTF-8 byte-order mark begins some editors' files; Kubernetes reads past it, so do we.
+fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
+/// Refuses nesting beyond [`MAX_DEPTH`] and more than [`MAX_NODES`] nodes, in one pass
+/// over yaml-rust2's event stream (linear time; memory bounded by the depth allowed).
+/// A syntax error is left to serde_yaml, which reports it with its position.
+fn check_shape(file: &str, text: &str) -> Result<(), LoadError> {
+    check_flow_depth(file, text)?;
+    let mut parser = Parser::new_from_str(text);
+    let (mut depth, mut nodes) = (0usize, 0usize);
+    let at = |mark: Marker| Location {
+        file: file.to_string(),
+        line: mark.line(),
+        column: mark.col() + 1,
+    };
+    loop {
+        let (event, mark) = match parser.next_token() {
+            Ok(next) => next,
+            Err(_) => return Ok(()),
+        };
+        match event {
+            Event::StreamEnd => return Ok(()),
+            Event::MappingStart(..) | Event::SequenceStart(..) => {
+                depth += 1;
+                nodes += 1;
+                if depth > MAX_DEPTH {
+                    return Err(LoadError::invalid(
+                        at(mark),
+                        format!(
+                            "nested more than {MAX_DEPTH} levels deep, the most canarysim reads"
+                        ),
+                    ));
+                }
+            }
+            Event::MappingEnd | Event::SequenceEnd => depth = depth.saturating_sub(1),
+            Event::Scalar(..) | Event::Alias(_) => nodes += 1,
+            _ => {}
+        }
+        if nodes > MAX_NODES {
+            return Err(LoadError::invalid(
+                at(mark),
+                format!("more than {MAX_NODES} YAML nodes, the most canarysim reads in one file"),
+            ));
+        }
+    }
+}
+
+/// Flow collections (`[[[…`) are refused by a scan of the characters, before any YAML
+/// scanner: yaml-rust2 looks ahead over a whole flow collection for a possible key, in time
+/// that grows with the square of its depth (150,000 levels took minutes). Brackets inside
+/// quotes and comments do not count; one in a plain or block scalar does, which can only
+/// refuse a file with more than [`MAX_DEPTH`] of them unclosed.
+fn check_flow_depth(file: &str, text: &str) -> Result<(), LoadError> {
+    let (mut depth, mut line, mut column) = (0usize, 1usize, 0usize);
+    let mut quote: Option<char> = None;
+    let mut comment = false;
+    let mut previous = '\n';
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        column += 1;
+        if c == '\n' {
+            // A comment ends with its line; a quoted scalar may go on over several.
+            (line, column, comment) = (line + 1, 0, false);
+        } else if comment {
+            // Nothing in a comment counts.
+        } else if let Some(q) = quote {
+            if c == '\\' && q == '"' {
+                chars.next();
+                column += 1;
+            } else if c == q {
+                if q == '\'' && chars.peek() == Some(&'\'') {
+                    chars.next();
+                    column += 1;
+                } else {
+                    quote = None;
+                }
+            }
+        } else {
+            match c {
+                '#' if previous.is_whitespace() => comment = true,
+                '\'' | '"' if !previous.is_alphanumeric() => quote = Some(c),
+                '[' | '{' => {
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        return Err(LoadError::invalid(
+                            Location {
+                                file: file.to_string(),
+                                line,
+                                column,
+                            },
+                            format!(
+                                "nested more than {MAX_DEPTH} levels deep, the most canarysim reads"
+                            ),
+                        ));
+                    }
+                }
+                ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        previous = c;
+    }
+    Ok(())
+}
+
 /// Parses plain YAML documents (no Kubernetes checks) with their source maps.
 pub fn parse_documents(file: &str, text: &str) -> Result<Vec<(Value, Arc<SourceMap>)>, LoadError> {
+    let text = without_bom(text);
+    check_shape(file, text)?;
     let maps = source_maps(file, text);
     let mut out = Vec::new();
     for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
@@ -251,6 +397,8 @@ pub fn load_embedded(
 /// A serde_yaml error as `file:line:column: message`.
 /// Decodes one YAML document into `T` (a scenario file, say), errors with file:line:column.
 pub fn decode<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, LoadError> {
+    let text = without_bom(text);
+    check_shape(file, text)?;
     serde_yaml::from_str(text).map_err(|e| yaml_error(file, &e))
 }
 
@@ -271,6 +419,7 @@ pub fn yaml_error(file: &str, e: &serde_yaml::Error) -> LoadError {
         Some(i) => text[..i].to_string(),
         None => text,
     };
+    let message = shorten(&message);
     LoadError::invalid(
         Location {
             file: file.to_string(),
@@ -279,6 +428,17 @@ pub fn yaml_error(file: &str, e: &serde_yaml::Error) -> LoadError {
         },
         message,
     )
+}
+
+/// serde's messages quote the offending value; a value of megabytes is cut, so that the
+/// message stays a line a person can read.
+fn shorten(message: &str) -> String {
+    const KEEP: usize = 200;
+    if message.chars().count() <= KEEP + 40 {
+        return message.to_string();
+    }
+    let head: String = message.chars().take(KEEP).collect();
+    format!("{head}… ({} characters in all)", message.chars().count())
 }
 
 /// One source map per document. A document yaml-rust2 cannot parse gets no map (serde_yaml

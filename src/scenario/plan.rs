@@ -23,7 +23,7 @@ pub struct Disk;
 
 impl Files for Disk {
     fn read(&self, path: &Path) -> std::io::Result<String> {
-        std::fs::read_to_string(path)
+        crate::model::yaml::read_text(path)
     }
 }
 
