@@ -12,6 +12,9 @@ pub struct SimTime(pub Duration);
 /// to print Kubernetes timestamps.
 pub const EPOCH_UNIX_SECS: u64 = 1_767_225_600;
 
+/// 9999-12-31T23:59:59Z, the last instant RFC 3339 (four-digit years) can write.
+const LAST_RFC3339_UNIX_SECS: u64 = 253_402_300_799;
+
 impl SimTime {
     pub const ZERO: SimTime = SimTime(Duration::ZERO);
 
@@ -27,9 +30,9 @@ impl SimTime {
         self.0
     }
 
-    /// `self + d`.
+    /// `self + d`, saturating (no clock arithmetic may panic, whatever a scenario adds up).
     pub fn after(self, d: Duration) -> SimTime {
-        SimTime(self.0 + d)
+        SimTime(self.0.saturating_add(d))
     }
 
     /// `self - earlier`, or zero if `earlier` is later.
@@ -37,9 +40,15 @@ impl SimTime {
         self.0.saturating_sub(earlier.0)
     }
 
-    /// RFC 3339 with second precision, as Kubernetes writes `metav1.Time`.
+    /// RFC 3339 with second precision, as Kubernetes writes `metav1.Time`. Past the last
+    /// second RFC 3339 can write (9999-12-31T23:59:59Z) it stays there: waits of up to
+    /// 2562047h each (Go's longest duration) can add up beyond it, and a timestamp must
+    /// not panic.
     pub fn rfc3339(self) -> String {
-        let t = UNIX_EPOCH + Duration::from_secs(EPOCH_UNIX_SECS + self.0.as_secs());
+        let secs = EPOCH_UNIX_SECS
+            .saturating_add(self.0.as_secs())
+            .min(LAST_RFC3339_UNIX_SECS);
+        let t = UNIX_EPOCH + Duration::from_secs(secs);
         humantime::format_rfc3339_seconds(t).to_string()
     }
 
@@ -61,6 +70,16 @@ impl fmt::Display for SimTime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clock_past_year_9999_writes_the_last_timestamp_and_never_panics() {
+        // 28 waits of 2562047h, each within its bound, reach year 10205.
+        let far = SimTime::ZERO.after(Duration::from_secs(28 * 2_562_047 * 3600));
+        assert_eq!(far.rfc3339(), "9999-12-31T23:59:59Z");
+        let end = SimTime(Duration::MAX).after(Duration::from_secs(1));
+        assert_eq!(end, SimTime(Duration::MAX));
+        assert_eq!(end.rfc3339(), "9999-12-31T23:59:59Z");
+    }
 
     #[test]
     fn timestamps_round_trip_at_second_precision() {

@@ -193,3 +193,30 @@ fn a_byte_order_mark_is_read_past_as_kubernetes_does() {
     let (code, out, err) = run_file("lint", &file);
     assert!(code <= 1 && !err.contains("did not find"), "{out}{err}");
 }
+
+/// 28 waits of Go's longest duration, each within its bound, carried the clock past year
+/// 9999, where writing a timestamp panicked.
+#[test]
+fn waits_that_add_up_past_year_9999_do_not_panic() {
+    let waits = "  - wait: 2562047h\n".repeat(28);
+    let text = scenario("", "", &format!("{waits}  - expect: {{phase: Healthy}}\n"));
+    let (code, out, err) = run_scenario("run", &text);
+    assert!(code <= 1, "exit {code}: {out}{err}");
+    assert!(out.contains("29"), "every step ran: {out}");
+}
+
+/// `set_image` on a Rollout whose template is not an object panicked ("cannot access key
+/// \"template\" in JSON string"); it is refused, or reports that it found no container.
+#[test]
+fn set_image_on_a_rollout_whose_template_is_a_string_does_not_panic() {
+    for spec in [
+        "{replicas: 1, selector: {matchLabels: {app: a}}, template: oops, strategy: {canary: {}}}",
+        "just-a-string",
+    ] {
+        let text = format!(
+            "name: s\nmanifests:\n  - inline: |\n      apiVersion: argoproj.io/v1alpha1\n      kind: Rollout\n      metadata: {{name: a}}\n      spec: {spec}\nsteps:\n  - set_image: {{rollout: a, container: a, image: a:2}}\n"
+        );
+        let (code, out, err) = run_scenario("run", &text);
+        assert!(code == 1 || code == 2, "{spec}: exit {code}: {out}{err}");
+    }
+}

@@ -103,8 +103,12 @@ pub fn set_image(
     let mut rollout = api.get(Kind::Rollout, ns, name)?.clone();
     let mut found = false;
     for list in ["initContainers", "containers", "ephemeralContainers"] {
-        if let Some(cs) = rollout.value["spec"]["template"]["spec"]
-            .get_mut(list)
+        // By pointer: a spec or template that is not an object (a string, say) has no
+        // containers, and indexing into it would panic.
+        if let Some(cs) = rollout
+            .value
+            .pointer_mut("/spec/template/spec")
+            .and_then(|spec| spec.get_mut(list))
             .and_then(Value::as_array_mut)
         {
             // A list entry that is not an object is no container: it is left as written
