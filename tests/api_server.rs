@@ -213,12 +213,21 @@ struct Served {
 
 impl Served {
     fn start(hold: bool, time_scale: f64, kubeconfig: std::path::PathBuf) -> Served {
-        use canarysim::live::{ApiOptions, ServeOptions, serve};
         let plan = canarysim::scenario::load(
             std::path::Path::new(canarysim::cli::DEFAULT_SCENARIO),
             &canarysim::cli::EMBEDDED,
         )
         .unwrap();
+        Served::start_plan(plan, hold, time_scale, kubeconfig)
+    }
+
+    fn start_plan(
+        plan: canarysim::scenario::Plan,
+        hold: bool,
+        time_scale: f64,
+        kubeconfig: std::path::PathBuf,
+    ) -> Served {
+        use canarysim::live::{ApiOptions, ServeOptions, serve};
         let stop = Arc::new(AtomicBool::new(false));
         let out = Shared::default();
         let (stop_serving, mut writer) = (stop.clone(), out.clone());
@@ -353,42 +362,70 @@ fn writes_go_through_the_simulation_as_steps_do() {
     );
 }
 
+/// The walkthrough's cluster with steps that cannot end before the test acts: the second
+/// waits (up to a day of scenario time) for a pause that only the test's new image brings.
+const WAITS_FOR_THE_TEST: &str = "name: api-while-steps-play
+namespace: my-demo
+manifests:
+  - file: MANIFESTS/seed-004-rollout.yaml
+  - file: MANIFESTS/seed-004-services.yaml
+  - file: MANIFESTS/seed-004-gateway.yaml
+  - file: MANIFESTS/seed-004-virtualsvc.yaml
+steps:
+  - wait: {until: healthy, rollout: rollouts-demo, timeout: 2m}
+  - wait: {until: paused, rollout: rollouts-demo, timeout: 24h}
+  - promote: rollouts-demo
+  - wait: {until: healthy, rollout: rollouts-demo, timeout: 10m}
+";
+
 #[test]
 fn while_the_steps_play_on_the_wall_clock_the_api_answers_and_watches_follow() {
     let dir = support::temp_dir();
-    // The walkthrough's 5 minutes of scenario time in about 2.5 s.
-    let served = Served::start(false, 120.0, dir.path().join("kubeconfig"));
+    let file = dir.path().join("waits.yaml");
+    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/manifests");
+    std::fs::write(&file, WAITS_FOR_THE_TEST.replace("MANIFESTS", manifests)).unwrap();
+    let plan = canarysim::scenario::load(&file, &canarysim::scenario::Disk).unwrap();
+    // The steps' minutes of scenario time in seconds; nothing below races them: the steps
+    // wait for the test's write, and the test waits for events.
+    let served = Served::start_plan(plan, false, 120.0, dir.path().join("kubeconfig"));
     let (address, out) = (served.address, served.out.clone());
-    let deadline = Instant::now() + Duration::from_secs(120);
-    // From the store's first write, not from whatever instant the test gets to open it (on
-    // a busy machine the steps may be well on their way by then): every change is seen.
+    // From the store's first write, not from whatever instant the test gets to open it:
+    // every change is seen.
     let mut watch = WatchStream::open(
         address,
         "/apis/networking.istio.io/v1/namespaces/my-demo/virtualservices?watch=1&resourceVersion=1",
     );
     let first = watch.next().expect("the VirtualService as ADDED");
     assert_eq!(first["type"], "ADDED", "{first}");
-    // Reads are answered while the steps run.
-    let mut reads = 0;
-    while !out.text().contains("all steps done") {
-        assert!(
-            Instant::now() < deadline,
-            "the steps did not finish: {}",
-            out.text()
-        );
-        let (code, _) = kube::get(
-            address,
-            "/apis/argoproj.io/v1alpha1/namespaces/my-demo/rollouts/rollouts-demo",
-        );
-        assert_eq!(code, 200);
-        reads += 1;
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(reads > 0, "{reads} reads while the steps ran");
+    // Reads are answered while the steps run: the second step cannot end before the write
+    // below, so this read is made while it waits.
+    let rollout = "/apis/argoproj.io/v1alpha1/namespaces/my-demo/rollouts/rollouts-demo";
+    let (code, before) = kube::get(address, rollout);
+    assert_eq!(code, 200, "{before}");
+    assert!(
+        !out.text().contains("all steps done"),
+        "the steps ended before the new image: {}",
+        out.text()
+    );
+    // The new image, as `kubectl argo rollouts set image` writes it.
+    let (code, body) = kube::request(
+        address,
+        "PATCH",
+        rollout,
+        "application/json-patch+json",
+        br#"[{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "argoproj/rollouts-demo:yellow"}]"#,
+    );
+    assert_eq!(code, 200, "{body}");
+    // Reads go on being answered until the steps are done (each answer waits its turn on
+    // the world's thread, never for the steps' end).
     let mut seen = vec![weights(&first["object"])];
     while seen.last() != Some(&vec![100, 0]) || seen.len() < 2 {
-        let event = watch.next().expect("an event per weight change");
+        let event = watch
+            .next()
+            .unwrap_or_else(|| panic!("no event after {seen:?}: {}", out.text()));
         seen.push(weights(&event["object"]));
+        let (code, _) = kube::get(address, rollout);
+        assert_eq!(code, 200);
     }
     seen.dedup();
     assert_eq!(
@@ -405,6 +442,15 @@ fn while_the_steps_play_on_the_wall_clock_the_api_answers_and_watches_follow() {
         "{}",
         out.text()
     );
+    // The write landed at the time it arrived, not at the wait's far end (the world moved
+    // to its next instant first, 24 h on, and served from there). Its line is printed
+    // after the answer, so it is read once the weights have followed.
+    let text = out.text();
+    let patched = text
+        .lines()
+        .find(|l| l.contains("api: PATCH"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(!patched.starts_with("t+24h"), "{patched}");
     served.stop();
 }
 

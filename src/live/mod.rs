@@ -295,8 +295,14 @@ impl Pacer {
     /// How long until the wall clock reaches the world's instant (None: reached, or
     /// stopped).
     pub fn wall_left(&self, world: &World) -> Option<Duration> {
+        self.wall_left_until(world.now())
+    }
+
+    /// How long until the wall clock reaches the world's instant `t` (None: reached, or
+    /// stopped).
+    pub fn wall_left_until(&self, t: SimTime) -> Option<Duration> {
         let (wall, sim, scale) = self.anchor.get();
-        let virtual_elapsed = world.now().since(sim);
+        let virtual_elapsed = t.since(sim);
         let wall_target = wall + Duration::from_secs_f64(virtual_elapsed.as_secs_f64() / scale);
         let left = wall_target.saturating_duration_since(Instant::now());
         (!left.is_zero() && !self.stopped()).then_some(left)

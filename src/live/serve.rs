@@ -84,10 +84,12 @@ impl ApiSide {
     /// Answers the requests that arrive within `wait`; after writes the controllers
     /// reconcile (and with `hold`, the world runs until quiet). Every change then goes to
     /// the watches.
-    fn serve(&mut self, world: &mut World, wait: Duration, hold: bool, out: &Out) {
+    /// Answers what comes within `wait`; returns whether any of it wrote.
+    fn serve(&mut self, world: &mut World, wait: Duration, hold: bool, out: &Out) -> bool {
         world.api.set_time(world.now());
         let writes = self.endpoint.answer_pending(&mut world.api, wait);
-        if !writes.is_empty() {
+        let wrote = !writes.is_empty();
+        if wrote {
             for w in &writes {
                 say(out, &format!("{} api: {w}", world.now()));
             }
@@ -101,6 +103,7 @@ impl ApiSide {
             }
         }
         self.forward(world);
+        wrote
     }
 
     fn forward(&mut self, world: &mut World) {
@@ -179,20 +182,38 @@ pub fn serve<'p>(
     let live = Rc::new(RefCell::new(live));
     let pacer = Rc::new(Pacer::new(&runner.world, options.time_scale, stop.clone()));
     if !options.hold {
-        let (paced, pacer_hook, api_hook, out_hook) =
-            (live.clone(), pacer.clone(), api.clone(), out.clone());
+        let (paced, api_hook) = (live.clone(), api.clone());
         runner.on_instant(move |w| {
-            // Until the wall clock reaches the world's instant, requests are answered.
-            while let Some(left) = pacer_hook.wall_left(w) {
-                match &api_hook {
-                    Some(api) => api.borrow_mut().serve(w, left.min(NAP), false, &out_hook),
-                    None => std::thread::sleep(left.min(Duration::from_millis(50))),
-                }
-            }
             if let Some(api) = &api_hook {
                 api.borrow_mut().forward(w);
             }
             paced.borrow_mut().sync(w);
+        });
+        let (paced, pacer_hook, api_hook, out_hook) =
+            (live.clone(), pacer.clone(), api.clone(), out.clone());
+        runner.on_wait(move |w| {
+            // The world waits for the wall clock to reach its next instant. Until then its
+            // clock follows the wall clock (short of that instant), so that a read shows the
+            // world as of now and a write lands at the time it arrives; the world moved to
+            // the next instant first and served from there, one event ahead of the wall.
+            let Some(next) = w.next_instant() else {
+                return false;
+            };
+            while let Some(left) = pacer_hook.wall_left_until(next) {
+                let Some(api) = &api_hook else {
+                    std::thread::sleep(left.min(Duration::from_millis(50)));
+                    continue;
+                };
+                if let Err(e) = w.move_clock(pacer_hook.virtual_now()) {
+                    say(&out_hook, &format!("{} simulation error: {e}", w.now()));
+                }
+                if api.borrow_mut().serve(w, left.min(NAP), false, &out_hook) {
+                    paced.borrow_mut().sync(w);
+                    // A write: the wait's condition is checked before the clock moves on.
+                    return true;
+                }
+            }
+            false
         });
         while !stop.load(Ordering::Relaxed) {
             let Some(step) = runner.step() else { break };
@@ -224,7 +245,9 @@ pub fn serve<'p>(
     let world = &mut runner.world;
     while !stop.load(Ordering::Relaxed) {
         match &api {
-            Some(api) => api.borrow_mut().serve(world, NAP, options.hold, &out),
+            Some(api) => {
+                api.borrow_mut().serve(world, NAP, options.hold, &out);
+            }
             None => std::thread::sleep(NAP),
         }
         if !options.hold {

@@ -88,7 +88,10 @@ impl WatchStream {
     pub fn open(address: SocketAddr, path: &str) -> WatchStream {
         let mut s = TcpStream::connect(address).expect("the API server accepts");
         write!(s, "GET {path} HTTP/1.1\r\nHost: {address}\r\n\r\n").unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        // A watchdog, not a race: on a starved machine the world may take many seconds
+        // between two changes (each new live pod generates its TLS key), and only a watch
+        // that never delivers should fail a test.
+        s.set_read_timeout(Some(Duration::from_secs(300))).unwrap();
         let mut reader = BufReader::new(s);
         let mut status = String::new();
         reader.read_line(&mut status).unwrap();
