@@ -699,7 +699,7 @@ pub const WIDTH: usize = 100;
 /// How the run report indents a step's detail.
 const DETAIL_INDENT: &str = "        ";
 
-/// The width of a step's detail, which the run report indents by [`DETAIL_INDENT`].
+/// The width of a step's detail, which the run report indents by `DETAIL_INDENT`.
 pub const DETAIL_WIDTH: usize = WIDTH - DETAIL_INDENT.len();
 
 /// A column's alignment: names to the left, figures to the right.
