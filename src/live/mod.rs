@@ -278,29 +278,16 @@ impl Pacer {
 
     /// Waits until the wall clock reaches the world's instant, then syncs `live`.
     pub fn reach(&self, world: &World, live: &mut Live) {
-        let (wall, sim, scale) = self.anchor.get();
-        let virtual_elapsed = world.now().since(sim);
-        let wall_target = wall + Duration::from_secs_f64(virtual_elapsed.as_secs_f64() / scale);
-        while !self.stop.load(Ordering::Relaxed) {
-            let now = Instant::now();
-            if now >= wall_target {
-                break;
-            }
-            // In short naps, so that a stop is noticed at once.
-            std::thread::sleep((wall_target - now).min(Duration::from_millis(50)));
+        // In short naps, so that a stop is noticed at once.
+        while let Some(left) = self.wall_left(world.now()) {
+            std::thread::sleep(left.min(Duration::from_millis(50)));
         }
         live.sync(world);
     }
 
-    /// How long until the wall clock reaches the world's instant (None: reached, or
-    /// stopped).
-    pub fn wall_left(&self, world: &World) -> Option<Duration> {
-        self.wall_left_until(world.now())
-    }
-
     /// How long until the wall clock reaches the world's instant `t` (None: reached, or
     /// stopped).
-    pub fn wall_left_until(&self, t: SimTime) -> Option<Duration> {
+    pub fn wall_left(&self, t: SimTime) -> Option<Duration> {
         let (wall, sim, scale) = self.anchor.get();
         let virtual_elapsed = t.since(sim);
         let wall_target = wall + Duration::from_secs_f64(virtual_elapsed.as_secs_f64() / scale);

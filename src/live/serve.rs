@@ -199,7 +199,7 @@ pub fn serve<'p>(
             let Some(next) = w.next_instant() else {
                 return false;
             };
-            while let Some(left) = pacer_hook.wall_left_until(next) {
+            while let Some(left) = pacer_hook.wall_left(next) {
                 let Some(api) = &api_hook else {
                     std::thread::sleep(left.min(Duration::from_millis(50)));
                     continue;
