@@ -169,48 +169,12 @@ fn without_bom(text: &str) -> &str {
     text.strip_prefix('\u{feff}').unwrap_or(text)
 }
 
-/// Refuses nesting beyond [`MAX_DEPTH`] and more than [`MAX_NODES`] nodes, in one pass
-/// over yaml-rust2's event stream (linear time; memory bounded by the depth allowed).
-/// A syntax error is left to serde_yaml, which reports it with its position.
-fn check_shape(file: &str, text: &str) -> Result<(), LoadError> {
-    check_flow_depth(file, text)?;
-    let mut parser = Parser::new_from_str(text);
-    let (mut depth, mut nodes) = (0usize, 0usize);
-    let at = |mark: Marker| Location {
-        file: file.to_string(),
-        line: mark.line(),
-        column: mark.col() + 1,
-    };
-    loop {
-        let (event, mark) = match parser.next_token() {
-            Ok(next) => next,
-            Err(_) => return Ok(()),
-        };
-        match event {
-            Event::StreamEnd => return Ok(()),
-            Event::MappingStart(..) | Event::SequenceStart(..) => {
-                depth += 1;
-                nodes += 1;
-                if depth > MAX_DEPTH {
-                    return Err(LoadError::invalid(
-                        at(mark),
-                        format!(
-                            "nested more than {MAX_DEPTH} levels deep, the most canarysim reads"
-                        ),
-                    ));
-                }
-            }
-            Event::MappingEnd | Event::SequenceEnd => depth = depth.saturating_sub(1),
-            Event::Scalar(..) | Event::Alias(_) => nodes += 1,
-            _ => {}
-        }
-        if nodes > MAX_NODES {
-            return Err(LoadError::invalid(
-                at(mark),
-                format!("more than {MAX_NODES} YAML nodes, the most canarysim reads in one file"),
-            ));
-        }
-    }
+/// The error for nesting deeper than [`MAX_DEPTH`], at the node that goes deeper.
+fn nested_too_deep(location: Location) -> LoadError {
+    LoadError::invalid(
+        location,
+        format!("nested more than {MAX_DEPTH} levels deep, the most canarysim reads"),
+    )
 }
 
 /// Flow collections (`[[[…`) are refused by a scan of the characters, before any YAML
@@ -250,16 +214,11 @@ fn check_flow_depth(file: &str, text: &str) -> Result<(), LoadError> {
                 '[' | '{' => {
                     depth += 1;
                     if depth > MAX_DEPTH {
-                        return Err(LoadError::invalid(
-                            Location {
-                                file: file.to_string(),
-                                line,
-                                column,
-                            },
-                            format!(
-                                "nested more than {MAX_DEPTH} levels deep, the most canarysim reads"
-                            ),
-                        ));
+                        return Err(nested_too_deep(Location {
+                            file: file.to_string(),
+                            line,
+                            column,
+                        }));
                     }
                 }
                 ']' | '}' => depth = depth.saturating_sub(1),
@@ -274,8 +233,8 @@ fn check_flow_depth(file: &str, text: &str) -> Result<(), LoadError> {
 /// Parses plain YAML documents (no Kubernetes checks) with their source maps.
 pub fn parse_documents(file: &str, text: &str) -> Result<Vec<(Value, Arc<SourceMap>)>, LoadError> {
     let text = without_bom(text);
-    check_shape(file, text)?;
-    let maps = source_maps(file, text);
+    check_flow_depth(file, text)?;
+    let maps = source_maps(file, text)?;
     let mut out = Vec::new();
     for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let value = Value::deserialize(doc).map_err(|e| yaml_error(file, &e))?;
@@ -398,7 +357,9 @@ pub fn load_embedded(
 /// Decodes one YAML document into `T` (a scenario file, say), errors with file:line:column.
 pub fn decode<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, LoadError> {
     let text = without_bom(text);
-    check_shape(file, text)?;
+    // serde_yaml stops block nesting at 128 levels by itself; deep flow collections are
+    // refused before any scanner walks them.
+    check_flow_depth(file, text)?;
     serde_yaml::from_str(text).map_err(|e| yaml_error(file, &e))
 }
 
@@ -441,17 +402,48 @@ fn shorten(message: &str) -> String {
     format!("{head}… ({} characters in all)", message.chars().count())
 }
 
-/// One source map per document. A document yaml-rust2 cannot parse gets no map (serde_yaml
-/// reports the syntax error itself).
-fn source_maps(file: &str, text: &str) -> Vec<SourceMap> {
+/// One source map per document, in one pass over yaml-rust2's events: a loop, since its
+/// `load` recurses once a level and overflowed the stack on deep nesting. Nesting deeper
+/// than [`MAX_DEPTH`] and more than [`MAX_NODES`] nodes are refused here, before serde_yaml
+/// reads the text. A document yaml-rust2 cannot parse gets no map (serde_yaml reports the
+/// syntax error itself).
+fn source_maps(file: &str, text: &str) -> Result<Vec<SourceMap>, LoadError> {
     let mut builder = MapBuilder {
         file: file.to_string(),
         docs: Vec::new(),
         stack: Vec::new(),
     };
     let mut parser = Parser::new_from_str(text);
-    let _ = parser.load(&mut builder, true);
-    builder.docs
+    let mut nodes = 0usize;
+    let at = |mark: Marker| Location {
+        file: file.to_string(),
+        line: mark.line(),
+        column: mark.col() + 1,
+    };
+    while let Ok((event, mark)) = parser.next_token() {
+        if event == Event::StreamEnd {
+            break;
+        }
+        nodes += usize::from(matches!(
+            event,
+            Event::MappingStart(..)
+                | Event::SequenceStart(..)
+                | Event::Scalar(..)
+                | Event::Alias(_)
+        ));
+        builder.on_event(event, mark);
+        // The builder's stack holds the collections open here.
+        if builder.stack.len() > MAX_DEPTH {
+            return Err(nested_too_deep(at(mark)));
+        }
+        if nodes > MAX_NODES {
+            return Err(LoadError::invalid(
+                at(mark),
+                format!("more than {MAX_NODES} YAML nodes, the most canarysim reads in one file"),
+            ));
+        }
+    }
+    Ok(builder.docs)
 }
 
 enum Frame {
