@@ -7,6 +7,8 @@
 //! `TRYCMD=overwrite cargo test --test doc_examples` rewrites the blocks from the tool's
 //! output.
 
+mod support;
+
 #[test]
 fn readme_and_docs_examples() {
     trycmd::TestCases::new()
@@ -35,12 +37,7 @@ fn every_doc_is_linked_from_readme_and_every_relative_link_resolves() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
     let readme_links = relative_links(&readme);
-    let mut docs: Vec<std::path::PathBuf> = std::fs::read_dir(root.join("docs"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
-    docs.sort();
+    let docs = support::files_with_extension(root.join("docs"), "md");
     assert!(docs.len() >= 8, "{docs:?}");
     for doc in &docs {
         let name = format!("docs/{}", doc.file_name().unwrap().to_string_lossy());

@@ -40,12 +40,16 @@ fn scenario(cluster: &str, traffic: &str, steps: &str) -> String {
     )
 }
 
-fn run_scenario(command: &str, text: &str) -> (u8, String, String) {
-    let file = support::write_temp("hostile.yaml", text);
+fn run_file(command: &str, path: &std::path::Path) -> (u8, String, String) {
     canarysim(vec![
         command.to_string(),
-        file.to_str().unwrap().to_string(),
+        path.to_str().unwrap().to_string(),
     ])
+}
+
+fn run_scenario(command: &str, text: &str) -> (u8, String, String) {
+    let file = support::write_temp("hostile.yaml", text);
+    run_file(command, &file)
 }
 
 /// The virtual clock off a whole microsecond (a nanosecond wait, a sub-microsecond push
@@ -94,13 +98,6 @@ fn compare_and_envoy_config_end_on_a_clock_between_two_microseconds() {
         out.contains("weighted_clusters") || out.contains("\"cluster\""),
         "{out}"
     );
-}
-
-fn run_file(command: &str, path: &std::path::Path) -> (u8, String, String) {
-    canarysim(vec![
-        command.to_string(),
-        path.to_str().unwrap().to_string(),
-    ])
 }
 
 /// Nesting deeper than canarysim reads is refused at its place, in one pass: block nesting

@@ -2,6 +2,7 @@
 //! exact `path:line:column: message` it must produce; each must exit 2, run nothing, and
 //! never panic.
 
+mod support;
 use canarysim::cli::{Cli, execute};
 use clap::Parser;
 use std::path::Path;
@@ -10,12 +11,7 @@ use std::path::Path;
 fn every_invalid_fixture_exits_2_with_its_expected_location_and_message() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     std::env::set_current_dir(root).unwrap();
-    let mut fixtures: Vec<_> = std::fs::read_dir("tests/fixtures/invalid")
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    fixtures.sort();
+    let fixtures = support::files_with_extension("tests/fixtures/invalid", "yaml");
     assert!(fixtures.len() >= 10, "fixtures: {fixtures:?}");
     let mut failures = Vec::new();
     for path in &fixtures {

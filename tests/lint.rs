@@ -30,13 +30,7 @@ fn diagnostics(out: &str) -> Vec<&str> {
 }
 
 fn fixtures() -> Vec<PathBuf> {
-    let mut fixtures: Vec<_> = std::fs::read_dir("tests/fixtures/lint")
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    fixtures.sort();
-    fixtures
+    support::files_with_extension("tests/fixtures/lint", "yaml")
 }
 
 #[test]

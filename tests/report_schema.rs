@@ -2,6 +2,7 @@
 //! (draft 2020-12): every bundled scenario's report validates, a directory run is an array of
 //! valid reports, and reports with a missing field, a wrong type or an unknown key do not.
 
+mod support;
 use canarysim::cli::{Cli, execute};
 use clap::Parser;
 use jsonschema::Validator;
@@ -43,13 +44,7 @@ fn errors(validator: &Validator, report: &Value) -> Vec<String> {
 }
 
 fn scenarios() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("scenarios"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    files
+    support::files_with_extension(root().join("scenarios"), "yaml")
 }
 
 /// The walkthrough's report: it has pauses (so steps with `views`) and final views.

@@ -7,6 +7,7 @@
 //! After a change to the scenario types, `CANARYSIM_WRITE_SCHEMA=1 cargo test --test
 //! scenario_schema` writes the file anew.
 
+mod support;
 use jsonschema::Validator;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -43,16 +44,6 @@ fn errors(validator: &Validator, value: &Value) -> Vec<String> {
         .collect()
 }
 
-fn yaml_files(dir: &str) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-        .collect();
-    files.sort();
-    files
-}
-
 #[test]
 fn the_committed_schema_is_the_one_generated_from_the_scenario_types() {
     let generated = canarysim::scenario::format::json_schema();
@@ -75,7 +66,7 @@ fn the_committed_schema_is_the_one_generated_from_the_scenario_types() {
 #[test]
 fn every_bundled_scenario_validates() {
     let validator = validator();
-    let scenarios = yaml_files("scenarios");
+    let scenarios = support::files_with_extension(root().join("scenarios"), "yaml");
     assert!(scenarios.len() >= 40, "{} scenarios", scenarios.len());
     for path in scenarios {
         let errors = errors(&validator, &as_json(&path));

@@ -7,6 +7,17 @@ pub mod kube;
 
 use std::path::{Path, PathBuf};
 
+/// The files in `dir` (not its subdirectories) whose name ends in `.ext`, sorted.
+pub fn files_with_extension(dir: impl AsRef<Path>, ext: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("a directory")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    files.sort();
+    files
+}
+
 /// A file in a fresh temporary directory; both are removed when it is dropped.
 pub struct TempFile {
     _dir: tempfile::TempDir,
