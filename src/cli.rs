@@ -542,7 +542,7 @@ fn tui(path: Option<&Path>, live: bool) -> (u8, String, String) {
         return (
             2,
             String::new(),
-            format!("{}: no scenario (*.yaml) in it\n", path.display()),
+            format!("{}\n", crate::scenario::discover::nothing_to_run(&path, 0)),
         );
     }
     match crate::tui::run(live, entries, files) {
@@ -889,7 +889,8 @@ fn lint_files(paths: &[PathBuf]) -> (u8, String, String) {
     let mut sets: Vec<(Vec<Manifest>, IstioWeightRules)> = Vec::new();
     let mut err = String::new();
     for path in paths {
-        let loaded = if is_scenario(path) {
+        let loaded = if scenario::discover::kind_of(path) == scenario::discover::FileKind::Scenario
+        {
             scenario::parse(path, &Disk)
                 .map(|plan| sets.push((plan.all_manifests(), plan.istio_weight_rules)))
                 .map_err(|e| e.to_string())
@@ -940,21 +941,6 @@ fn plural(n: usize, word: &str) -> String {
     }
 }
 
-/// A scenario file is one YAML mapping with `name` and `steps` and no `kind`; anything else
-/// (including YAML that does not parse) is read as manifests, which reports the problem.
-fn is_scenario(path: &Path) -> bool {
-    let Ok(text) = yaml::read_text(path) else {
-        return false;
-    };
-    let file = path.display().to_string();
-    match yaml::parse_documents(&file, &text) {
-        Ok(docs) => docs.first().is_some_and(|(v, _)| {
-            v.get("name").is_some() && v.get("steps").is_some() && v.get("kind").is_none()
-        }),
-        Err(_) => false,
-    }
-}
-
 fn compare(path: Option<&Path>, seed: Option<u64>, format: Format) -> (u8, String, String) {
     let plan = match load_scenario(path) {
         Ok(plan) => plan,
@@ -965,7 +951,7 @@ fn compare(path: Option<&Path>, seed: Option<u64>, format: Format) -> (u8, Strin
         Format::Text => report::text::compare(&report),
         Format::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
     };
-    (0, out, String::new())
+    (u8::from(!report.failures.is_empty()), out, String::new())
 }
 
 /// Simulated (the default) or on real sockets.
@@ -995,17 +981,30 @@ fn run(
         None => (&EMBEDDED, PathBuf::from(DEFAULT_SCENARIO)),
         Some(p) => (&Disk, p.to_path_buf()),
     };
+    let mut err = String::new();
     let scenario_paths = if files.1.is_dir() {
-        match scenario_files(&files.1) {
-            Ok(p) => p,
+        match scenario::discover::scenarios_in(&files.1, false) {
+            Ok((run, skipped)) if run.is_empty() => {
+                let why = scenario::discover::nothing_to_run(&files.1, skipped.len());
+                return (2, String::new(), format!("{why}\n"));
+            }
+            Ok((run, skipped)) => {
+                for m in skipped {
+                    err.push_str(&format!(
+                        "{}: a Kubernetes manifest, not a scenario: skipped\n",
+                        m.display()
+                    ));
+                }
+                run
+            }
             Err(e) => return (2, String::new(), format!("{}: {e}\n", files.1.display())),
         }
     } else {
         vec![files.1.clone()]
     };
     let mut reports: Vec<RunReport> = Vec::new();
-    let mut err = String::new();
-    let mut invalid = false;
+    // Files that did not load, for the summary: a folder's run lists every file it read.
+    let mut invalid_files: Vec<String> = Vec::new();
     for p in &scenario_paths {
         match scenario::load(p, files.0).map(|mut plan| {
             if let Some(budget) = request_budget {
@@ -1020,14 +1019,14 @@ fn run(
                         Ok(r) => reports.push(r),
                         Err(e) => {
                             err.push_str(&format!("{e}\n"));
-                            invalid = true;
+                            invalid_files.push(p.display().to_string());
                         }
                     }
                 }
             },
             Err(e) => {
                 err.push_str(&format!("{e}\n"));
-                invalid = true;
+                invalid_files.push(p.display().to_string());
             }
         }
     }
@@ -1049,11 +1048,11 @@ fn run(
                 out.push('\n');
             }
             if scenario_paths.len() > 1 {
-                out.push_str(&report::text::summary(&reports));
+                out.push_str(&report::text::summary(&reports, &invalid_files));
             }
         }
     }
-    let code = if invalid {
+    let code = if !invalid_files.is_empty() {
         2
     } else if reports.iter().all(|r| r.passed) {
         0
@@ -1061,17 +1060,4 @@ fn run(
         1
     };
     (code, out, err)
-}
-
-/// The scenario files of a directory: its `*.yaml` / `*.yml` files (not subdirectories,
-/// where manifests live), sorted.
-fn scenario_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.is_file() && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
-        })
-        .collect();
-    files.sort();
-    Ok(files)
 }

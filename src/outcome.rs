@@ -169,6 +169,9 @@ pub struct CompareReport {
     /// Steps of the no-mesh run that could not run as written (e.g. a `wait` whose phase
     /// never comes), for the reader's information.
     pub notes: Vec<String>,
+    /// Why the comparison fails (exit 1): the scenario's own failed steps and broken
+    /// invariants, or a no-mesh rollout that aborted alone. Empty when it passes.
+    pub failures: Vec<String>,
 }
 
 /// What `canarysim load` observed against a real endpoint, and its verdict.

@@ -23,7 +23,8 @@
 //! ```
 //! Directories are relative to the crate's root (where `cargo test` runs tests). YAML files
 //! that are Kubernetes manifests (a document with `kind` or `apiVersion`) are not tests; a
-//! scenario file that does not load fails its test with `path:line:column: message`.
+//! scenario file that does not load fails its test with `path:line:column: message`, and a
+//! directory with no scenario file fails as one test saying so.
 //!
 //! To assert on figures yourself (shares, intervals, verdicts):
 //! ```
@@ -44,7 +45,6 @@ use std::process::ExitCode;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 
-use crate::model::yaml;
 use crate::scenario::{self, Disk};
 
 /// What a run produced: every step with its detail, load figures (`steps[].load`: shares,
@@ -165,7 +165,12 @@ pub fn run_suites<P: AsRef<Path>>(dirs: &[P]) -> ExitCode {
 
 /// The tests of one directory, named after their files.
 pub fn suite(dir: &Path) -> Result<Vec<Trial>, String> {
-    let files = scenario_files(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let (files, manifests) = scenario::discover::scenarios_in(dir, true)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    // An empty suite would pass in silence (a misspelt folder, files not yet moved in).
+    if files.is_empty() {
+        return Err(scenario::discover::nothing_to_run(dir, manifests.len()));
+    }
     Ok(files
         .into_iter()
         .map(|path| {
@@ -177,40 +182,10 @@ pub fn suite(dir: &Path) -> Result<Vec<Trial>, String> {
         .collect())
 }
 
-/// Every scenario file under `dir`, sorted: YAML files that are not manifests (a file that
-/// does not parse is kept, so that its test reports why).
+/// Every scenario file under `dir` and its subfolders, sorted: YAML files that are not
+/// manifests (a file that does not parse is kept, so that its test reports why).
 pub fn scenario_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(d) = pending.pop() {
-        for entry in std::fs::read_dir(&d)? {
-            let path = entry?.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else if matches!(
-                path.extension().and_then(|e| e.to_str()),
-                Some("yaml" | "yml")
-            ) && !is_manifest_file(&path)
-            {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
-fn is_manifest_file(path: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return false;
-    };
-    let file = path.display().to_string();
-    match yaml::parse_documents(&file, &text) {
-        Ok(docs) => docs
-            .iter()
-            .any(|(v, _)| v.get("kind").is_some() || v.get("apiVersion").is_some()),
-        Err(_) => false,
-    }
+    scenario::discover::scenarios_in(dir, true).map(|(run, _)| run)
 }
 
 /// `dir/sub/seed-004-walkthrough.yaml` → `sub::seed_004_walkthrough`: the path below the
@@ -268,6 +243,20 @@ mod tests {
         );
         let invalid = scenario_files(&root.join("tests/fixtures/invalid")).unwrap();
         assert!(invalid.iter().any(|f| f.ends_with("yaml-syntax.yaml")));
+    }
+
+    #[test]
+    fn a_folder_without_scenarios_is_a_failing_suite_not_an_empty_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = suite(dir.path()).expect_err("an empty folder fails");
+        assert!(err.contains("no scenario files"), "{err}");
+        std::fs::write(
+            dir.path().join("svc.yaml"),
+            "apiVersion: v1\nkind: Service\n",
+        )
+        .unwrap();
+        let err = suite(dir.path()).expect_err("manifests alone fail");
+        assert!(err.contains("is a Kubernetes manifest"), "{err}");
     }
 
     #[test]

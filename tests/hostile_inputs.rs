@@ -217,3 +217,105 @@ fn set_image_on_a_rollout_whose_template_is_a_string_does_not_panic() {
         assert!(code == 1 || code == 2, "{spec}: exit {code}: {out}{err}");
     }
 }
+
+/// `run DIR` of a folder with nothing to run exited 0 and printed nothing.
+#[test]
+fn a_folder_with_no_scenario_is_bad_input_not_a_pass() {
+    let dir = support::temp_dir();
+    let (code, out, err) = run_file("run", dir.path());
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("no scenario files"), "{err}");
+    std::fs::write(
+        dir.path().join("svc.yaml"),
+        "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n",
+    )
+    .unwrap();
+    let (code, _, err) = run_file("run", dir.path());
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("its one YAML file is a Kubernetes manifest"),
+        "{err}"
+    );
+}
+
+/// `run DIR` dropped a broken file from its summary and ran a manifest as a (broken)
+/// scenario: the manifest is passed over with a note, the broken file is a row of its own.
+#[test]
+fn a_folder_run_lists_its_broken_files_and_passes_over_its_manifests() {
+    let dir = support::temp_dir();
+    let good = scenario("", "", "  - expect: {phase: Healthy}\n");
+    std::fs::write(dir.path().join("a-good.yaml"), good).unwrap();
+    std::fs::write(
+        dir.path().join("b-broken.yaml"),
+        "name: b\nsteps:\n  - wiat: 5s\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("c-svc.yaml"),
+        "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n",
+    )
+    .unwrap();
+    let (code, out, err) = run_file("run", dir.path());
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("c-svc.yaml: a Kubernetes manifest, not a scenario: skipped"),
+        "{err}"
+    );
+    assert!(err.contains("b-broken.yaml:3:"), "{err}");
+    assert!(
+        out.contains("b-broken.yaml") && out.contains("ERROR"),
+        "{out}"
+    );
+    assert!(out.contains("1 passed, 0 failed, 1 invalid"), "{out}");
+}
+
+/// `fail_pods` asking for more pods than there are crashed what there was and said nothing.
+#[test]
+fn failing_more_pods_than_exist_is_clamped_with_a_warning() {
+    let text = scenario(
+        "",
+        "",
+        "  - fail_pods: {rollout: rollouts-demo, role: stable, count: 1000000}\n",
+    );
+    let (code, out, err) = run_scenario("run", &text);
+    assert_eq!(code, 0, "{out}{err}");
+    let said = "asked to crash 1000000 pod(s), but the stable had 4: 4 crashed";
+    assert!(
+        out.matches(said).count() >= 2,
+        "in the step and among the warnings: {out}"
+    );
+}
+
+/// An empty image (or container) in `set_image` was sent as written.
+#[test]
+fn set_image_without_an_image_is_refused_at_its_place() {
+    for (field, step) in [
+        (
+            "image",
+            "{rollout: rollouts-demo, container: rollouts-demo, image: ''}",
+        ),
+        (
+            "container",
+            "{rollout: rollouts-demo, container: ' ', image: a:2}",
+        ),
+    ] {
+        let text = scenario("", "", &format!("  - set_image: {step}\n"));
+        let (code, out, err) = run_scenario("run", &text);
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(err.contains("hostile.yaml:12:"), "{err}");
+        assert!(err.contains(&format!("`{field}` is empty")), "{err}");
+    }
+}
+
+/// `compare` exited 0 whatever happened: it fails as `run` does when the scenario as written
+/// fails a step.
+#[test]
+fn compare_exits_1_when_the_scenario_fails() {
+    let text = scenario("", "", "  - expect: {phase: Degraded}\n");
+    let (code, out, err) = run_scenario("compare", &text);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("FAIL: mesh run: step 2"), "{out}");
+    let text = scenario("", "", "  - expect: {phase: Healthy}\n");
+    let (code, out, err) = run_scenario("compare", &text);
+    assert_eq!(code, 0, "{out}{err}");
+}

@@ -93,10 +93,11 @@ pub fn render(report: &RunReport) -> String {
 }
 
 /// The summary table of a directory run.
-pub fn summary(reports: &[RunReport]) -> String {
+pub fn summary(reports: &[RunReport], invalid_files: &[String]) -> String {
     let width = reports
         .iter()
         .map(|r| r.name.len())
+        .chain(invalid_files.iter().map(String::len))
         .max()
         .unwrap_or(8)
         .max(8);
@@ -113,8 +114,20 @@ pub fn summary(reports: &[RunReport]) -> String {
             failed
         );
     }
+    // A file that did not load is a row too: a summary that drops it reads as all passed.
+    for file in invalid_files {
+        let _ = writeln!(
+            out,
+            "{file:<width$}  {:<6}  {:>5}  {:>6}",
+            "ERROR", "-", "-"
+        );
+    }
     let passed = reports.iter().filter(|r| r.passed).count();
-    let _ = writeln!(out, "{passed} passed, {} failed", reports.len() - passed);
+    let _ = write!(out, "{passed} passed, {} failed", reports.len() - passed);
+    if !invalid_files.is_empty() {
+        let _ = write!(out, ", {} invalid", invalid_files.len());
+    }
+    out.push('\n');
     out
 }
 
@@ -390,6 +403,9 @@ pub fn compare(r: &crate::outcome::CompareReport) -> String {
     out.push_str(&table(&columns, &rows));
     for n in &r.notes {
         push_wrapped(&mut out, &format!("note: {n}"), WIDTH, "  ");
+    }
+    for f in &r.failures {
+        push_wrapped(&mut out, &format!("FAIL: {f}"), WIDTH, "  ");
     }
     out
 }

@@ -10,7 +10,7 @@
 use serde_json::{Value, json};
 
 use super::plan::{Plan, StepKind};
-use super::runner::Runner;
+use super::runner::{RunReport, Runner};
 use crate::load::OriginChoice;
 use crate::model::rollout::{RolloutSpec, RolloutStatus};
 use crate::model::{Kind, Manifest, Object};
@@ -34,6 +34,7 @@ pub fn compare(plan: &Plan, seed: Option<u64>) -> CompareReport {
         .map(|n| format!("mesh run: {n}"))
         .collect();
     notes.extend(no_mesh.1.into_iter().map(|n| format!("no-mesh run: {n}")));
+    let failures = failures(&mesh.2, &no_mesh.2);
     let rows = mesh
         .0
         .into_iter()
@@ -54,7 +55,37 @@ pub fn compare(plan: &Plan, seed: Option<u64>) -> CompareReport {
         seed: seed.unwrap_or(plan.seed),
         rows,
         notes,
+        failures,
     }
+}
+
+/// Why `compare` exits 1, as `run` would: the scenario as written failed a step (or could
+/// not start), or the no-mesh run's rollout aborted where the mesh run's did not (its rows
+/// then stop early). The no-mesh run's missed splits are the comparison itself, not failures.
+fn failures(mesh: &RunReport, no_mesh: &RunReport) -> Vec<String> {
+    let mut out: Vec<String> = mesh
+        .steps
+        .iter()
+        .filter(|s| !s.passed)
+        .map(|s| format!("mesh run: step {} ({}): {}", s.index, s.summary, s.detail))
+        .collect();
+    if out.is_empty() && !mesh.passed {
+        out.push("mesh run: the scenario did not run to its end".into());
+    }
+    for view in &no_mesh.final_views {
+        let degraded_here = |r: &RunReport| {
+            r.final_views
+                .iter()
+                .any(|v| v.name == view.name && v.status == "Degraded")
+        };
+        if degraded_here(no_mesh) && !degraded_here(mesh) {
+            out.push(format!(
+                "no-mesh run: rollout '{}' ended Degraded: {}",
+                view.name, view.message
+            ));
+        }
+    }
+    out
 }
 
 struct Sample {
@@ -71,7 +102,7 @@ struct Sample {
 
 /// Runs a plan step by step and keeps, for each load step, the load report and the
 /// rollout's weights at that moment.
-fn collect(plan: &Plan, seed: Option<u64>, mesh: bool) -> (Vec<Sample>, Vec<String>) {
+fn collect(plan: &Plan, seed: Option<u64>, mesh: bool) -> (Vec<Sample>, Vec<String>, RunReport) {
     let mut runner = Runner::new(plan, seed);
     let mut samples = Vec::new();
     let mut notes = Vec::new();
@@ -96,7 +127,7 @@ fn collect(plan: &Plan, seed: Option<u64>, mesh: bool) -> (Vec<Sample>, Vec<Stri
             load,
         });
     }
-    (samples, notes)
+    (samples, notes, runner.finish())
 }
 
 /// SetWeight and the canary weight written to the VirtualService, of the scenario's

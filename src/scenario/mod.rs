@@ -2,6 +2,7 @@
 //! and the runner that plays it on a simulated cluster.
 
 pub mod compare;
+pub mod discover;
 pub mod expect;
 pub mod format;
 pub mod invariants;

@@ -514,6 +514,18 @@ fn plan_command(
     Ok(match step {
         Step::SetImage(s) => {
             known_rollout(rollouts, &s.rollout, at(&format!("{inner}/rollout")))?;
+            // Kubernetes refuses a container without an image ("Required value"); the plugin
+            // would send the patch and the rollout would sit with pods that never start.
+            for (field, value) in [("container", &s.container), ("image", &s.image)] {
+                if value.trim().is_empty() {
+                    return Err(ScenarioError::at(
+                        at(&format!("{inner}/{field}")),
+                        format!(
+                            "set_image: `{field}` is empty; `kubectl argo rollouts set image ROLLOUT CONTAINER=IMAGE` needs both"
+                        ),
+                    ));
+                }
+            }
             StepKind::SetImage(s.clone())
         }
         Step::Promote(p) => {

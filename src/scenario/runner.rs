@@ -562,11 +562,34 @@ impl<'p> Runner<'p> {
                 timeout,
                 exit,
             } => self.status_command(&ns, rollout, *watch, *timeout, *exit),
-            StepKind::FailPods(f) => self
-                .world
-                .fail_pods(&ns, &f.rollout, f.role == Role::Canary, f.count)
-                .map(|n| format!("{n} pod(s) crashed"))
-                .map_err(|e| e.to_string()),
+            StepKind::FailPods(f) => {
+                match self
+                    .world
+                    .fail_pods(&ns, &f.rollout, f.role == Role::Canary, f.count)
+                {
+                    Ok(n) if n < f.count => {
+                        // Clamped, never silent: the scenario asked for pods that do not exist.
+                        let role = if f.role == Role::Canary {
+                            "canary"
+                        } else {
+                            "stable"
+                        };
+                        let message = format!(
+                            "asked to crash {} pod(s), but the {role} had {n}: {n} crashed",
+                            f.count
+                        );
+                        self.warnings.push(Warning::new(
+                            step.location.clone(),
+                            format!("step {}", step.index),
+                            "fail_pods.count".into(),
+                            message.clone(),
+                        ));
+                        Ok(message)
+                    }
+                    Ok(n) => Ok(format!("{n} pod(s) crashed")),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
             StepKind::Wait(d) => {
                 let end = self.world.now().after(*d);
                 self.advance(end, |_| false).map(|_| format!("now {}", end))

@@ -24,22 +24,16 @@ use std::path::Path;
 pub use state::{App, Entry};
 pub use update::{Command, Key, Msg, update};
 
-/// The scenarios of a directory (each `*.yaml`, sorted), or the one file.
+/// The scenarios of a directory (its YAML files but manifests, sorted, as `run DIR` takes
+/// them), or the one file.
 pub fn entries(path: &Path, files: &dyn crate::scenario::Files) -> Vec<Entry> {
-    let mut paths = Vec::new();
-    if path.is_dir() {
-        if let Ok(dir) = std::fs::read_dir(path) {
-            for e in dir.flatten() {
-                let p = e.path();
-                if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
-                    paths.push(p);
-                }
-            }
-        }
-        paths.sort();
+    let paths = if path.is_dir() {
+        crate::scenario::discover::scenarios_in(path, false)
+            .map(|(run, _)| run)
+            .unwrap_or_default()
     } else {
-        paths.push(path.to_path_buf());
-    }
+        vec![path.to_path_buf()]
+    };
     paths
         .into_iter()
         .map(|p| match crate::scenario::load(&p, files) {
