@@ -319,3 +319,21 @@ fn compare_exits_1_when_the_scenario_fails() {
     let (code, out, err) = run_scenario("compare", &text);
     assert_eq!(code, 0, "{out}{err}");
 }
+
+/// A key written twice was read as one of the two (a scenario's at 1:1, a manifest's in
+/// silence: `lint` said "0 errors"); kubectl refuses it, and so does canarysim, at the second.
+#[test]
+fn a_key_written_twice_is_refused_where_it_is_repeated() {
+    let manifest = "apiVersion: v1\nkind: Service\nmetadata:\n  name: s\n  name: t\nspec:\n  ports: [{port: 80}]\n";
+    let file = support::write_temp("svc.yaml", manifest);
+    let (code, out, err) = run_file("lint", &file);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("svc.yaml:5:3: key \"name\" already set in this mapping, at line 4"),
+        "{err}"
+    );
+    // Merge keys may repeat.
+    let merged = "name: m\nbase: &b {x: 1}\nsteps: []\nother:\n  <<: *b\n  <<: *b\n";
+    let (_, _, err) = run_scenario("run", merged);
+    assert!(!err.contains("already set"), "{err}");
+}

@@ -7,6 +7,7 @@ pub mod rollout;
 pub mod support;
 pub mod typed;
 pub mod vocabulary;
+pub mod words;
 pub mod yaml;
 
 pub use object::{Kind, Object, ObjectKey};

@@ -52,7 +52,7 @@ pub fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, FieldError> {
         FieldError {
             pointer,
             path,
-            message: e.inner().to_string(),
+            message: super::words::plain(&e.inner().to_string(), &|_| None),
         }
     })
 }

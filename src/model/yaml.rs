@@ -412,6 +412,7 @@ fn source_maps(file: &str, text: &str) -> Result<Vec<SourceMap>, LoadError> {
         file: file.to_string(),
         docs: Vec::new(),
         stack: Vec::new(),
+        duplicate: None,
     };
     let mut parser = Parser::new_from_str(text);
     let mut nodes = 0usize;
@@ -432,6 +433,14 @@ fn source_maps(file: &str, text: &str) -> Result<Vec<SourceMap>, LoadError> {
                 | Event::Alias(_)
         ));
         builder.on_event(event, mark);
+        if let Some((key, first_line)) = builder.duplicate.take() {
+            // As kubectl refuses it (sigs.k8s.io/yaml: `key "name" already set in map`):
+            // serde_yaml would name no place, and a lenient reader keeps one of the two.
+            return Err(LoadError::invalid(
+                at(mark),
+                format!("key {key:?} already set in this mapping, at line {first_line}"),
+            ));
+        }
         // The builder's stack holds the collections open here.
         if builder.stack.len() > MAX_DEPTH {
             return Err(nested_too_deep(at(mark)));
@@ -451,6 +460,8 @@ enum Frame {
         path: String,
         key: Option<String>,
         first: bool,
+        /// Keys so far, with their lines: a key written twice is refused.
+        lines: HashMap<String, usize>,
     },
     Sequence {
         path: String,
@@ -462,6 +473,8 @@ struct MapBuilder {
     file: String,
     docs: Vec<SourceMap>,
     stack: Vec<Frame>,
+    /// A key met twice in one mapping, and the line of its first.
+    duplicate: Option<(String, usize)>,
 }
 
 impl MapBuilder {
@@ -508,7 +521,19 @@ impl MarkedEventReceiver for MapBuilder {
             }
             Event::Scalar(s, ..) => match self.next_value_path() {
                 None => {
-                    if let Some(Frame::Mapping { key, path, first }) = self.stack.last_mut() {
+                    if let Some(Frame::Mapping {
+                        key,
+                        path,
+                        first,
+                        lines,
+                    }) = self.stack.last_mut()
+                    {
+                        // `<<` merge keys may repeat.
+                        if s != "<<" {
+                            if let Some(line) = lines.insert(s.clone(), mark.line()) {
+                                self.duplicate = Some((s.clone(), line));
+                            }
+                        }
                         *key = Some(s);
                         // yaml-rust2 marks a block mapping's start at its first `:`; its
                         // first key is where a reader sees the mapping begin.
@@ -542,6 +567,7 @@ impl MarkedEventReceiver for MapBuilder {
                         path,
                         key: None,
                         first: true,
+                        lines: HashMap::new(),
                     }
                 } else {
                     Frame::Sequence { path, index: 0 }

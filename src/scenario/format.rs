@@ -649,3 +649,70 @@ pub fn json_schema() -> serde_json::Value {
     schema["title"] = "canarysim scenario".into();
     schema
 }
+
+/// What the scenario type called `name` accepts, in the user's words, read from the
+/// format's JSON Schema: for error messages, where serde names the Rust type.
+pub fn describe(name: &str) -> Option<String> {
+    static SCHEMA: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    let schema = SCHEMA.get_or_init(json_schema);
+    let def = if name == "ScenarioFile" {
+        schema
+    } else {
+        schema["$defs"].get(name)?
+    };
+    describe_schema(def)
+}
+
+fn describe_schema(def: &serde_json::Value) -> Option<String> {
+    let quoted = |names: Vec<&str>| {
+        names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if let Some(values) = def["enum"].as_array() {
+        return Some(format!(
+            "one of {}",
+            quoted(values.iter().filter_map(|v| v.as_str()).collect())
+        ));
+    }
+    if let Some(alternatives) = def["oneOf"].as_array() {
+        let consts: Vec<&str> = alternatives
+            .iter()
+            .filter_map(|a| a["const"].as_str())
+            .collect();
+        if consts.len() == alternatives.len() {
+            return Some(format!("one of {}", quoted(consts)));
+        }
+        // An externally tagged enum (a step): a mapping with exactly one of these keys.
+        let keys: Vec<&str> = alternatives
+            .iter()
+            .filter_map(|a| match a["required"].as_array().map(Vec::as_slice) {
+                Some([key]) => key.as_str(),
+                _ => None,
+            })
+            .collect();
+        if keys.len() == alternatives.len() {
+            return Some(format!("a mapping with one of the keys {}", quoted(keys)));
+        }
+        return None;
+    }
+    let properties = def["properties"].as_object()?;
+    let required: Vec<&str> = def["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(|k| k.as_str()).collect())
+        .unwrap_or_default();
+    let mut phrase = format!(
+        "a mapping with the keys {}",
+        quoted(properties.keys().map(String::as_str).collect())
+    );
+    if def["additionalProperties"].is_object() {
+        // Flattened names of the user's own: `expect_split`'s versions.
+        phrase.push_str(" and names of your own");
+    }
+    if !required.is_empty() {
+        phrase.push_str(&format!(" ({} required)", quoted(required)));
+    }
+    Some(phrase)
+}

@@ -741,6 +741,11 @@ fn for_people(e: yaml::LoadError) -> yaml::LoadError {
             message.replace_range(at.., forms);
         }
     }
+    let mut message = crate::model::words::plain(&message, &super::format::describe);
+    // A step's key is its action (`- promte: demo`).
+    if message.contains("expected one of `apply`, `set_image`") {
+        message = message.replacen("unknown value `", "unknown action `", 1);
+    }
     yaml::LoadError::Invalid { location, message }
 }
 
