@@ -337,3 +337,56 @@ fn a_key_written_twice_is_refused_where_it_is_repeated() {
     let (_, _, err) = run_scenario("run", merged);
     assert!(!err.contains("already set"), "{err}");
 }
+
+/// Service ports, names and replica counts a cluster refuses were accepted (ports 0 and
+/// 70000 without a word, -1, `"http"` and null with a warning, `lint` silent for all five;
+/// names `../../x`, `a/b`, `Bad_Name`; a VirtualService weight of 2^40, an int32 field):
+/// `lint` and `run` refuse them in the API server's words.
+#[test]
+fn what_the_api_server_refuses_lint_and_run_refuse() {
+    let service = |port: &str| {
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata: {{name: s}}\nspec:\n  ports: [{{port: {port}}}]\n"
+        )
+    };
+    let cases = [
+        (service("0"), "spec.ports[0].port: Invalid value: 0: must be between 1 and 65535, inclusive"),
+        (service("70000"), "spec.ports[0].port: Invalid value: 70000: must be between 1 and 65535"),
+        (service("-1"), "spec.ports[0].port: Invalid value: -1: must be between 1 and 65535"),
+        (service("http"), "spec.ports[0].port"),
+        (service("null"), "spec.ports[0].port: Required value"),
+        (
+            "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata: {name: ../../x}\nspec: {replicas: 1}\n".to_string(),
+            "metadata.name: Invalid value: \"../../x\": may not contain '/'",
+        ),
+        (
+            "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata: {name: Bad_Name}\nspec: {replicas: 1}\n".to_string(),
+            "a lowercase RFC 1123 subdomain must consist of",
+        ),
+        (
+            "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata: {name: r}\nspec: {replicas: -1}\n".to_string(),
+            "spec.replicas: Invalid value: -1: must be greater than or equal to 0",
+        ),
+        (
+            "apiVersion: networking.istio.io/v1beta1\nkind: VirtualService\nmetadata: {name: v}\nspec:\n  hosts: [a]\n  http:\n  - route:\n    - {destination: {host: a}, weight: 1099511627776}\n    - {destination: {host: b}, weight: 0}\n".to_string(),
+            "spec.http[0].route[0].weight: invalid value: integer `1099511627776`, expected a whole number from -2,147,483,648 to 2,147,483,647",
+        ),
+    ];
+    for (manifest, says) in cases {
+        let file = support::write_temp("m.yaml", &manifest);
+        let (code, out, err) = run_file("lint", &file);
+        assert!(code >= 1, "lint passed {manifest}: {out}{err}");
+        assert!(
+            out.contains(says) || err.contains(says),
+            "{manifest}: {out}{err}"
+        );
+        let text = format!(
+            "name: k\nmanifests:\n  - file: {}\nsteps:\n  - wait: 1s\n",
+            file.display()
+        );
+        let (code, out, err) = run_scenario("run", &text);
+        assert_eq!(code, 2, "run took {manifest}: {out}{err}");
+        assert!(err.contains(says), "{manifest}: {err}");
+        assert!(err.contains("m.yaml:"), "at its place: {err}");
+    }
+}

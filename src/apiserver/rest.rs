@@ -1084,6 +1084,22 @@ fn review(object: &Object, warnings: &mut Vec<String>) -> Result<(), Reply> {
         object: object.clone(),
         source: Arc::new(SourceMap::synthetic("request")),
     };
+    // What the API server's own validation refuses (names, labels, ports, replicas).
+    let invalid = crate::model::kube_validation::validate(object);
+    if !invalid.is_empty() {
+        return Err(Reply::from_api_error(
+            &ApiError::Invalid {
+                kind: object.kind,
+                name: object.name().to_string(),
+                message: invalid
+                    .iter()
+                    .map(|i| i.message.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            },
+            &discovery::resource(object.kind),
+        ));
+    }
     // What the CRDs' schemas would refuse: a spec whose fields have the wrong types.
     if let Err(e) = crate::model::typed::check_spec(object.kind, object.spec()) {
         return Err(Reply::from_api_error(

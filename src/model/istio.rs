@@ -77,8 +77,9 @@ pub struct Percent {
 pub struct RouteDestination {
     #[serde(default)]
     pub destination: Destination,
-    /// Absent weight: Istio gives a lone destination 100 and treats others as 0.
-    pub weight: Option<i64>,
+    /// Absent weight: Istio gives a lone destination 100 and treats others as 0. An int32,
+    /// as the CRD and istiod declare it: a larger number is refused as the schema refuses it.
+    pub weight: Option<i32>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]

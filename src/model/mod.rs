@@ -2,6 +2,7 @@
 
 pub mod duration;
 pub mod istio;
+pub mod kube_validation;
 pub mod object;
 pub mod rollout;
 pub mod support;

@@ -239,6 +239,13 @@ pub fn review(manifest: &Manifest) -> Review {
     let mut out = Review::default();
     let kind = manifest.object.kind;
     let object = format!("{kind} \"{}\"", manifest.object.name());
+    // What the API server would refuse before any controller saw the object.
+    for invalid in super::kube_validation::validate(&manifest.object) {
+        out.rejections.push(Rejection {
+            location: manifest.locate(&invalid.pointer),
+            message: format!("{object} is invalid: {}", invalid.message),
+        });
+    }
     if matches!(kind, Kind::Rollout | Kind::ReplicaSet) {
         if let Some(n) = manifest.object.value["spec"]["replicas"].as_i64() {
             if n > MAX_REPLICAS {

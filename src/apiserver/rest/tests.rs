@@ -142,6 +142,24 @@ fn errors_are_kubernetes_status_objects() {
     assert_eq!(rename.code, 422, "{}", rename.body);
     assert_eq!(rename.body["details"]["kind"], "Rollout");
     assert_eq!(rename.body["details"]["causes"][0]["field"], "metadata");
+    // The API server's own validation, in its words.
+    let bad_name = call(
+        &mut api,
+        "POST",
+        RO,
+        "",
+        &json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Rollout",
+                "metadata": {"name": "a/b"}, "spec": {"replicas": 1}}),
+    );
+    assert_eq!(bad_name.code, 422, "{}", bad_name.body);
+    assert!(
+        bad_name.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("metadata.name: Invalid value: \"a/b\": may not contain '/'"),
+        "{}",
+        bad_name.body
+    );
     let typed = patch(
         &mut api,
         &format!("{RO}/ro"),
@@ -156,7 +174,7 @@ fn errors_are_kubernetes_status_objects() {
         typed.body["message"]
             .as_str()
             .unwrap()
-            .contains("expected i32"),
+            .contains("expected a whole number from -2,147,483,648 to 2,147,483,647"),
         "{}",
         typed.body
     );

@@ -1,0 +1,404 @@
+//! What the Kubernetes API server itself refuses in the fields canarysim reads: object and
+//! namespace names, label keys and values, Service ports, replica counts. In the API
+//! server's words (`spec.ports[0].port: Invalid value: 70000: must be between 1 and 65535,
+//! inclusive`), so that a manifest a cluster would refuse is refused here too, at its place.
+
+use serde_json::Value;
+
+use super::object::{Kind, Object};
+
+/// One field the API server would refuse: its JSON pointer and the API server's message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    pub pointer: String,
+    pub message: String,
+}
+
+/// Every field of `object` the API server would refuse, in document order of the checks.
+pub fn validate(object: &Object) -> Vec<Invalid> {
+    let mut out = Vec::new();
+    let v = &object.value;
+    let name = v["metadata"]["name"].as_str().unwrap_or("");
+    if !name.is_empty() {
+        let problems = if object.kind == Kind::Service {
+            // Services become DNS names: one label, starting with a letter.
+            dns1035_label(name)
+        } else {
+            let mut p = path_segment(name);
+            if p.is_empty() {
+                p = dns1123_subdomain(name);
+            }
+            p
+        };
+        invalid(
+            &mut out,
+            "/metadata/name",
+            "metadata.name",
+            &quoted(name),
+            problems,
+        );
+    }
+    if let Some(ns) = v["metadata"]["namespace"].as_str() {
+        invalid(
+            &mut out,
+            "/metadata/namespace",
+            "metadata.namespace",
+            &quoted(ns),
+            dns1123_label(ns),
+        );
+    }
+    labels(
+        &mut out,
+        &v["metadata"]["labels"],
+        "/metadata/labels",
+        "metadata.labels",
+    );
+    match object.kind {
+        Kind::Service => service_ports(&mut out, &v["spec"]["ports"]),
+        Kind::Rollout | Kind::ReplicaSet => {
+            if let Some(n) = v["spec"]["replicas"].as_i64() {
+                if n < 0 {
+                    invalid(
+                        &mut out,
+                        "/spec/replicas",
+                        "spec.replicas",
+                        &n.to_string(),
+                        vec!["must be greater than or equal to 0".into()],
+                    );
+                }
+            }
+            labels(
+                &mut out,
+                &v["spec"]["selector"]["matchLabels"],
+                "/spec/selector/matchLabels",
+                "spec.selector.matchLabels",
+            );
+            labels(
+                &mut out,
+                &v["spec"]["template"]["metadata"]["labels"],
+                "/spec/template/metadata/labels",
+                "spec.template.metadata.labels",
+            );
+        }
+        _ => {}
+    }
+    out
+}
+
+/// `field: Invalid value: VALUE: problem[, problem…]`, as the API server joins them.
+fn invalid(out: &mut Vec<Invalid>, pointer: &str, field: &str, value: &str, problems: Vec<String>) {
+    if problems.is_empty() {
+        return;
+    }
+    out.push(Invalid {
+        pointer: pointer.to_string(),
+        message: format!("{field}: Invalid value: {value}: {}", problems.join(", ")),
+    });
+}
+
+fn quoted(s: &str) -> String {
+    format!("{s:?}")
+}
+
+fn service_ports(out: &mut Vec<Invalid>, ports: &Value) {
+    let Some(ports) = ports.as_array() else {
+        return;
+    };
+    for (i, p) in ports.iter().enumerate() {
+        let field = format!("spec.ports[{i}]");
+        let pointer = format!("/spec/ports/{i}");
+        match &p["port"] {
+            Value::Null => out.push(Invalid {
+                pointer: pointer.clone(),
+                message: format!("{field}.port: Required value"),
+            }),
+            Value::Number(n) => {
+                if let Some(problem) = port_number(n.as_i64()) {
+                    invalid(
+                        out,
+                        &format!("{pointer}/port"),
+                        &format!("{field}.port"),
+                        &n.to_string(),
+                        vec![problem],
+                    );
+                }
+            }
+            // Other types are the schema's to refuse (typed views), in its words.
+            _ => {}
+        }
+        match &p["targetPort"] {
+            Value::Number(n) => {
+                if let Some(problem) = port_number(n.as_i64()) {
+                    invalid(
+                        out,
+                        &format!("{pointer}/targetPort"),
+                        &format!("{field}.targetPort"),
+                        &n.to_string(),
+                        vec![problem],
+                    );
+                }
+            }
+            Value::String(s) => invalid(
+                out,
+                &format!("{pointer}/targetPort"),
+                &format!("{field}.targetPort"),
+                &quoted(s),
+                port_name(s),
+            ),
+            _ => {}
+        }
+    }
+}
+
+fn port_number(n: Option<i64>) -> Option<String> {
+    match n {
+        Some(1..=65535) => None,
+        _ => Some("must be between 1 and 65535, inclusive".into()),
+    }
+}
+
+/// IANA_SVC_NAME, as a named `targetPort` must be.
+fn port_name(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if s.len() > 15 {
+        out.push("must be no more than 15 characters".into());
+    }
+    if !s
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    {
+        out.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".into());
+    }
+    if s.contains("--") {
+        out.push("must not contain consecutive hyphens".into());
+    }
+    if !s.chars().any(|c| c.is_ascii_lowercase()) {
+        out.push("must contain at least one letter (a-z)".into());
+    }
+    if s.starts_with('-') || s.ends_with('-') {
+        out.push("must not begin or end with a hyphen".into());
+    }
+    out
+}
+
+fn labels(out: &mut Vec<Invalid>, labels: &Value, pointer: &str, field: &str) {
+    let Some(labels) = labels.as_object() else {
+        return;
+    };
+    for (key, value) in labels {
+        let at = format!("{pointer}/{}", super::yaml::escape_pointer(key));
+        invalid(out, &at, field, &quoted(key), qualified_name(key));
+        if let Some(value) = value.as_str() {
+            invalid(
+                out,
+                &at,
+                &format!("{field}[{key}]"),
+                &quoted(value),
+                label_value(value),
+            );
+        }
+    }
+}
+
+fn alnum(c: char) -> bool {
+    c.is_ascii_alphanumeric()
+}
+
+/// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`, of any length.
+fn name_chars_ok(s: &str) -> bool {
+    s.starts_with(alnum)
+        && s.ends_with(alnum)
+        && s.chars().all(|c| alnum(c) || matches!(c, '-' | '_' | '.'))
+}
+
+/// A label key's name part: [`name_chars_ok`], at most 63 characters.
+fn name_part(s: &str) -> bool {
+    s.len() <= 63 && name_chars_ok(s)
+}
+
+/// A label key: an optional DNS subdomain prefix and `/`, then a name part.
+fn qualified_name(key: &str) -> Vec<String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let mut out = Vec::new();
+    if let Some(p) = prefix {
+        if p.is_empty() {
+            out.push("prefix part must be non-empty".into());
+        } else {
+            out.extend(
+                dns1123_subdomain(p)
+                    .into_iter()
+                    .map(|m| format!("prefix part {m}")),
+            );
+        }
+    }
+    if name.is_empty() {
+        out.push("name part must be non-empty".into());
+    } else if !name_part(name) {
+        out.push(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+                .into(),
+        );
+    }
+    out
+}
+
+fn label_value(value: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if value.len() > 63 {
+        out.push("must be no more than 63 characters".into());
+    }
+    if !value.is_empty() && !name_chars_ok(value) {
+        out.push(
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+                .into(),
+        );
+    }
+    out
+}
+
+/// Names used in URL paths (every object's): never `.`, `..`, or holding `/` or `%`.
+fn path_segment(name: &str) -> Vec<String> {
+    if name == "." || name == ".." {
+        return vec![format!("may not be '{name}'")];
+    }
+    let mut out = Vec::new();
+    for c in ['/', '%'] {
+        if name.contains(c) {
+            out.push(format!("may not contain '{c}'"));
+        }
+    }
+    out
+}
+
+fn lower_alnum(c: char) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit()
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, of any length.
+fn label_chars_ok(s: &str) -> bool {
+    s.starts_with(lower_alnum)
+        && s.ends_with(lower_alnum)
+        && s.chars().all(|c| lower_alnum(c) || c == '-')
+}
+
+fn dns1123_label(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if s.len() > 63 {
+        out.push("must be no more than 63 characters".into());
+    }
+    if !label_chars_ok(s) {
+        out.push("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".into());
+    }
+    out
+}
+
+fn dns1123_subdomain(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if s.len() > 253 {
+        out.push("must be no more than 253 characters".into());
+    }
+    if !s.split('.').all(label_chars_ok) {
+        out.push("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".into());
+    }
+    out
+}
+
+fn dns1035_label(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if s.len() > 63 {
+        out.push("must be no more than 63 characters".into());
+    }
+    let ok = s.starts_with(|c: char| c.is_ascii_lowercase())
+        && s.ends_with(lower_alnum)
+        && s.chars().all(|c| lower_alnum(c) || c == '-');
+    if !ok {
+        out.push("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')".into());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn problems(kind: Kind, value: Value) -> Vec<String> {
+        validate(&Object::new(kind, value))
+            .into_iter()
+            .map(|i| format!("{} {}", i.pointer, i.message))
+            .collect()
+    }
+
+    #[test]
+    fn the_walkthrough_shapes_are_valid() {
+        let svc = json!({"metadata": {"name": "rollouts-demo-canary", "namespace": "my-demo",
+            "labels": {"app.kubernetes.io/name": "demo", "tier": ""}},
+            "spec": {"ports": [{"port": 80, "targetPort": "http"}, {"port": 443, "targetPort": 8443}]}});
+        assert_eq!(problems(Kind::Service, svc), Vec::<String>::new());
+        let ro = json!({"metadata": {"name": "rollouts-demo.v2"}, "spec": {"replicas": 0,
+            "selector": {"matchLabels": {"app": "rollouts-demo"}}}});
+        assert_eq!(problems(Kind::Rollout, ro), Vec::<String>::new());
+    }
+
+    #[test]
+    fn what_the_api_server_refuses_is_refused_in_its_words() {
+        for port in [json!(0), json!(70000), json!(-1)] {
+            let p = problems(
+                Kind::Service,
+                json!({"metadata": {"name": "s"}, "spec": {"ports": [{"port": port}]}}),
+            );
+            assert_eq!(
+                p,
+                vec![format!(
+                    "/spec/ports/0/port spec.ports[0].port: Invalid value: {port}: must be between 1 and 65535, inclusive"
+                )]
+            );
+        }
+        let p = problems(
+            Kind::Service,
+            json!({"metadata": {"name": "s"}, "spec": {"ports": [{"targetPort": "HTTP--"}]}}),
+        );
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(
+            p[0].ends_with("spec.ports[0].port: Required value"),
+            "{p:?}"
+        );
+        assert!(
+            p[1].contains("must contain only alpha-numeric")
+                && p[1].contains("consecutive hyphens"),
+            "{p:?}"
+        );
+        for (name, says) in [
+            ("../../x", "may not contain '/'"),
+            ("..", "may not be '..'"),
+            ("a/b", "may not contain '/'"),
+            ("Bad_Name", "RFC 1123 subdomain"),
+        ] {
+            let p = problems(Kind::Rollout, json!({"metadata": {"name": name}}));
+            assert!(p.len() == 1 && p[0].contains(says), "{name}: {p:?}");
+        }
+        let p = problems(Kind::Service, json!({"metadata": {"name": "9lives"}}));
+        assert!(p[0].contains("DNS-1035 label"), "{p:?}");
+        let p = problems(
+            Kind::Rollout,
+            json!({"metadata": {"name": "r"}, "spec": {"replicas": -1}}),
+        );
+        assert_eq!(
+            p,
+            vec![
+                "/spec/replicas spec.replicas: Invalid value: -1: must be greater than or equal to 0"
+            ]
+        );
+        let p = problems(
+            Kind::Rollout,
+            json!({"metadata": {"name": "r", "labels": {"app": "-x"}}}),
+        );
+        assert!(
+            p[0].contains("metadata.labels[app]: Invalid value: \"-x\""),
+            "{p:?}"
+        );
+    }
+}
