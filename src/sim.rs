@@ -51,8 +51,9 @@ impl Default for ClusterConfig {
 pub enum SimError {
     #[error(transparent)]
     Api(#[from] ApiError),
-    #[error("controllers did not settle at {0} after {MAX_ROUNDS} rounds")]
-    Unsettled(SimTime),
+    /// At the instant, who keeps writing what.
+    #[error("controllers did not settle at {0} after {MAX_ROUNDS} rounds: {1}")]
+    Unsettled(SimTime, String),
     #[error("{0}")]
     Action(String),
     #[error(transparent)]
@@ -243,7 +244,42 @@ impl World {
                 return Ok(());
             }
         }
-        Err(SimError::Unsettled(self.now))
+        let who = self.who_keeps_writing()?;
+        Err(SimError::Unsettled(self.now, who))
+    }
+
+    /// One more round, watched: the objects whose resourceVersion it moves, so that an
+    /// unsettled world names what keeps changing rather than only that something does.
+    fn who_keeps_writing(&mut self) -> Result<String, SimError> {
+        let versions = |api: &ApiServer| -> Vec<(ObjectKey, String)> {
+            Kind::ALL
+                .iter()
+                .flat_map(|k| api.list(*k, None, None))
+                .map(|o| {
+                    let rv = o.value["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string();
+                    (o.key(), rv)
+                })
+                .collect()
+        };
+        let before: BTreeMap<ObjectKey, String> = versions(&self.api).into_iter().collect();
+        self.round()?;
+        let written: Vec<String> = versions(&self.api)
+            .into_iter()
+            .filter(|(key, rv)| before.get(key) != Some(rv))
+            .map(|(key, _)| format!("{} {}/{}", key.kind, key.namespace, key.name))
+            .collect();
+        Ok(match written.as_slice() {
+            [] => "each round wrote, yet no object changed (a controller counts a write the API server did not store)".into(),
+            [one] => format!("each round writes {one} again"),
+            many => format!(
+                "each round writes {} again{}",
+                many[..many.len().min(5)].join(", "),
+                if many.len() > 5 { format!(" and {} more", many.len() - 5) } else { String::new() }
+            ),
+        })
     }
 
     /// One more reconcile of every controller at the current instant, as [`World::settle`]
@@ -592,5 +628,27 @@ mod tests {
             ]
         );
         assert_eq!(world.next_instant(), None, "the advance is over");
+    }
+
+    #[test]
+    fn an_unsettled_world_names_what_each_round_writes() {
+        let mut world = World::new(ClusterConfig::default(), 1);
+        let manifests = crate::model::yaml::load_str(
+            "rollout.yaml",
+            include_str!("../scenarios/manifests/seed-004-rollout.yaml"),
+            "demo",
+        )
+        .unwrap();
+        // Stored behind the controllers' backs: the next round has work to do.
+        for m in manifests {
+            world.api.create(m.object).unwrap();
+        }
+        let who = world.who_keeps_writing().unwrap();
+        assert!(who.starts_with("each round writes "), "{who}");
+        assert!(who.contains("Rollout demo/rollouts-demo"), "{who}");
+        // Once settled, a round writes nothing, and says so.
+        world.settle().unwrap();
+        let who = world.who_keeps_writing().unwrap();
+        assert!(who.contains("no object changed"), "{who}");
     }
 }

@@ -390,3 +390,77 @@ fn what_the_api_server_refuses_lint_and_run_refuse() {
         assert!(err.contains("m.yaml:"), "at its place: {err}");
     }
 }
+
+/// 60 managed routes of one name with a `setHeaderRoute` took 1.9 GB (200: 10 GB) and
+/// `lint` said nothing: a name given twice is refused where it repeats.
+#[test]
+fn a_managed_route_named_twice_is_refused() {
+    let rollout = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/manifests/header-route-rollout.yaml"
+    ))
+    .unwrap();
+    let repeated = "        - name: header-route\n".repeat(60);
+    let rollout = rollout.replacen(
+        "        managedRoutes:\n        - name: header-route\n",
+        &format!("        managedRoutes:\n{repeated}"),
+        1,
+    );
+    assert!(rollout.matches("- name: header-route").count() == 60);
+    let file = support::write_temp("ro.yaml", &rollout);
+    let says = "spec.strategy.canary.trafficRouting.managedRoutes[1].name: Duplicate value: \"header-route\"";
+    let (code, out, err) = run_file("lint", &file);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains(says) && out.contains("ro.yaml:15:"), "{out}");
+    let text = format!(
+        "name: m\nmanifests:\n  - file: {}\nsteps:\n  - wait: 1s\n",
+        file.display()
+    );
+    let (code, _, err) = run_scenario("run", &text);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(says), "{err}");
+}
+
+/// A DestinationRule without subsets (or with `subsets: []`) under a subset-level Rollout
+/// made every step "controllers did not settle after 1000 rounds". Argo writes nothing to
+/// such a rule (its new subset list is the old one): the run settles, and says why the
+/// routes find no endpoints.
+#[test]
+fn a_destination_rule_without_subsets_settles_and_says_why() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let manifests =
+        std::fs::read_to_string(format!("{root}/scenarios/manifests/seed-003-subset.yaml"))
+            .unwrap();
+    let scenario =
+        std::fs::read_to_string(format!("{root}/scenarios/seed-003-subset-level.yaml")).unwrap();
+    let start = manifests.find("kind: DestinationRule").unwrap();
+    let subsets = start + manifests[start..].find("  subsets:").unwrap();
+    let end = subsets + manifests[subsets..].find("\n---").unwrap();
+    for replacement in ["  subsets: []", ""] {
+        let dir = support::temp_dir();
+        let m = dir.path().join("m.yaml");
+        let text = format!(
+            "{}{replacement}{}",
+            &manifests[..subsets],
+            &manifests[end..]
+        );
+        std::fs::write(&m, text).unwrap();
+        let s = dir.path().join("s.yaml");
+        std::fs::write(
+            &s,
+            scenario.replace("manifests/seed-003-subset.yaml", m.to_str().unwrap()),
+        )
+        .unwrap();
+        let (code, out, err) = run_file("run", &s);
+        assert_eq!(
+            code, 1,
+            "the subset expectations fail, nothing else: {out}{err}"
+        );
+        assert!(!out.contains("did not settle"), "{replacement:?}: {out}");
+        assert!(
+            out.contains("subset \"canary\" is not defined in DestinationRule"),
+            "{out}"
+        );
+        assert!(out.contains("Paused after"), "the steps played: {out}");
+    }
+}

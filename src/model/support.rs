@@ -246,6 +246,9 @@ pub fn review(manifest: &Manifest) -> Review {
             message: format!("{object} is invalid: {}", invalid.message),
         });
     }
+    if kind == Kind::Rollout {
+        duplicate_managed_routes(manifest, &object, &mut out);
+    }
     if matches!(kind, Kind::Rollout | Kind::ReplicaSet) {
         if let Some(n) = manifest.object.value["spec"]["replicas"].as_i64() {
             if n > MAX_REPLICAS {
@@ -380,6 +383,34 @@ impl Walk<'_> {
 }
 
 /// Reviews every manifest; warnings in file order, each once.
+/// A managed route named twice: each name is one route written into the VirtualService and
+/// found again by that name, so a repeated name has no single meaning (and the routes it
+/// generated grew without bound: 60 repeats took 1.9 GB).
+fn duplicate_managed_routes(manifest: &Manifest, object: &str, out: &mut Review) {
+    let Some(routes) =
+        manifest.object.value["spec"]["strategy"]["canary"]["trafficRouting"]["managedRoutes"]
+            .as_array()
+    else {
+        return;
+    };
+    let mut seen = BTreeSet::new();
+    for (i, route) in routes.iter().enumerate() {
+        let Some(name) = route["name"].as_str() else {
+            continue;
+        };
+        if !seen.insert(name) {
+            out.rejections.push(Rejection {
+                location: manifest.locate(&format!(
+                    "/spec/strategy/canary/trafficRouting/managedRoutes/{i}/name"
+                )),
+                message: format!(
+                    "{object}: spec.strategy.canary.trafficRouting.managedRoutes[{i}].name: Duplicate value: {name:?} (each managed route names one route of the VirtualService)"
+                ),
+            });
+        }
+    }
+}
+
 pub fn review_all<'a>(manifests: impl IntoIterator<Item = &'a Manifest>) -> Review {
     let mut out = Review::default();
     for m in manifests {
