@@ -568,3 +568,80 @@ fn the_scale_subresource_reads_the_replicas_and_a_write_to_it_scales_the_rollout
     assert!(message.contains("status, scale"), "{message}");
     served.stop();
 }
+
+/// Hostile peers (issue 34): connections that send no whole request head (idle, or a
+/// slowloris's half head) are closed after the header read timeout, and a watcher that
+/// never reads is closed with a 410 event once its backlog passes its bound — while the
+/// server keeps answering. (With no bound, 5 such watchers took 4.4 GB in 300 writes.)
+#[test]
+fn idle_slowloris_and_stalled_watchers_are_closed_while_the_server_answers() {
+    use canarysim::apiserver::http::PeerLimits;
+    use std::io::Read;
+    let limits = PeerLimits {
+        header_read_timeout: Duration::from_secs(1),
+        watch_buffer_bytes: 1 << 20,
+    };
+    let mut endpoint = Endpoint::start_with(limits).unwrap();
+    let address = endpoint.address();
+    let mut api = ApiServer::new();
+    let done = Arc::new(AtomicBool::new(false));
+    let clients = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let _done = SetOnDrop(done);
+            let idle: Vec<TcpStream> = (0..20)
+                .map(|_| TcpStream::connect(address).unwrap())
+                .collect();
+            let slowloris: Vec<TcpStream> = (0..20)
+                .map(|_| {
+                    let mut s = TcpStream::connect(address).unwrap();
+                    s.write_all(b"GET /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+                        .unwrap();
+                    s
+                })
+                .collect();
+            let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "big"}});
+            assert_eq!(kube::send(address, "POST", SERVICES, &svc).0, 201);
+            let mut stalled = WatchStream::open(address, &format!("{SERVICES}?watch=1"));
+            // 40 writes of 256 KiB: far past the 1 MiB bound and the sockets' buffers.
+            for i in 0..40 {
+                let blob = format!("{i}").repeat(256 << 10);
+                let patch = json!({"metadata": {"annotations": {"blob": blob}}});
+                let (code, body) = kube::merge_patch(address, &format!("{SERVICES}/big"), &patch);
+                assert_eq!(code, 200, "{body}");
+            }
+            // The server answers while all of them hang on.
+            assert_eq!(kube::get(address, SERVICES).0, 200);
+            // Each idle or half-sent connection is closed by the server: a read ends (the
+            // 60 s read timeout is a watchdog only).
+            for mut s in idle.into_iter().chain(slowloris) {
+                s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+                let mut buf = Vec::new();
+                match s.read_to_end(&mut buf) {
+                    Ok(_) => {}
+                    Err(e) => assert!(
+                        e.kind() == std::io::ErrorKind::ConnectionReset,
+                        "a connection the server kept open: {e}"
+                    ),
+                }
+            }
+            // The stalled watcher reads at last: what was sent, then the 410, then the end.
+            let mut last = Value::Null;
+            let mut events = 0;
+            while let Some(event) = stalled.next() {
+                events += 1;
+                last = event;
+            }
+            assert_eq!(last["type"], "ERROR", "after {events} events: {last}");
+            assert_eq!(last["object"]["code"], 410, "{last}");
+            events
+        })
+    };
+    answer_until(&mut endpoint, &mut api, &done);
+    let events = clients.join().unwrap();
+    assert!(
+        events < 41,
+        "the watcher was cut off before all 41 changes: {events}"
+    );
+    assert_eq!(endpoint.watch_count(), 0, "the stalled watcher is gone");
+}

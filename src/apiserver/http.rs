@@ -8,6 +8,8 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -16,7 +18,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited, combinators::BoxBody};
 use hyper::body::{Body, Frame};
 use hyper::header::{CONTENT_TYPE, HeaderValue};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::Value;
 use tokio::sync::{mpsc as async_mpsc, oneshot};
 
@@ -24,6 +26,27 @@ use super::ApiServer;
 use super::rest::{self, Call, Reply, Watch};
 
 type ResponseBody = BoxBody<Bytes, Infallible>;
+
+/// What a peer may hold of the server, as kube-apiserver bounds it.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerLimits {
+    /// A connection that has not sent a whole request head this long after it opened, or
+    /// after its last answer, is closed: slowloris and idle keep-alive connections alike.
+    pub header_read_timeout: Duration,
+    /// A watcher whose unread events pass this many bytes is closed with a 410 event
+    /// (Kubernetes closes a watcher too slow for its buffer; the client lists again).
+    pub watch_buffer_bytes: usize,
+}
+
+impl Default for PeerLimits {
+    fn default() -> Self {
+        PeerLimits {
+            // kube-apiserver's ReadHeaderTimeout.
+            header_read_timeout: Duration::from_secs(32),
+            watch_buffer_bytes: 64 << 20,
+        }
+    }
+}
 
 /// What the socket side hands the world's thread.
 enum Exchange {
@@ -34,14 +57,52 @@ enum Exchange {
     },
     Watch {
         watch: Watch,
-        events: async_mpsc::UnboundedSender<Value>,
+        events: EventSender,
         started: oneshot::Sender<Result<(), Reply>>,
     },
 }
 
 struct Watcher {
     watch: Watch,
-    events: async_mpsc::UnboundedSender<Value>,
+    events: EventSender,
+}
+
+/// Events on their way to one watch's response: the bytes not yet read, and whether the
+/// watcher fell behind by more than it may.
+#[derive(Default)]
+struct Backlog {
+    bytes: AtomicUsize,
+    overflowed: AtomicBool,
+}
+
+/// The world's side of a watch: sends events as JSON lines, counting what is unread.
+struct EventSender {
+    lines: async_mpsc::UnboundedSender<Bytes>,
+    backlog: Arc<Backlog>,
+    limit: usize,
+}
+
+impl EventSender {
+    /// Queues `event`; false once the watcher is too far behind (it is then closed).
+    fn send(&self, event: &Value) -> bool {
+        if self.backlog.overflowed.load(Ordering::Relaxed) {
+            return false;
+        }
+        let mut line = serde_json::to_vec(event).unwrap_or_default();
+        line.push(b'\n');
+        let queued = self.backlog.bytes.fetch_add(line.len(), Ordering::Relaxed) + line.len();
+        if queued > self.limit {
+            self.backlog.overflowed.store(true, Ordering::Relaxed);
+            // Wakes the stream, which then ends with the 410.
+            let _ = self.lines.send(Bytes::new());
+            return false;
+        }
+        self.lines.send(Bytes::from(line)).is_ok()
+    }
+
+    fn is_closed(&self) -> bool {
+        self.lines.is_closed() || self.backlog.overflowed.load(Ordering::Relaxed)
+    }
 }
 
 /// The listening API server. Dropping it closes the port and ends every watch.
@@ -55,8 +116,13 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Listens on 127.0.0.1, on a port the system picks.
+    /// Listens on 127.0.0.1, on a port the system picks, with kube-apiserver's limits.
     pub fn start() -> std::io::Result<Endpoint> {
+        Self::start_with(PeerLimits::default())
+    }
+
+    /// [`Endpoint::start`] with other limits (tests shorten them).
+    pub fn start_with(limits: PeerLimits) -> std::io::Result<Endpoint> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("api-server")
@@ -65,7 +131,7 @@ impl Endpoint {
         let listener = runtime.block_on(tokio::net::TcpListener::bind(("127.0.0.1", 0)))?;
         let address = listener.local_addr()?;
         let (sender, exchanges) = mpsc::channel();
-        runtime.spawn(accept(listener, sender));
+        runtime.spawn(accept(listener, sender, limits));
         Ok(Endpoint {
             runtime: Some(runtime),
             address,
@@ -113,8 +179,8 @@ impl Endpoint {
                     self.forward(store);
                     match watch.start(store) {
                         Ok(initial) => {
-                            for event in initial {
-                                let _ = events.send(event);
+                            for event in &initial {
+                                events.send(event);
                             }
                             let _ = started.send(Ok(()));
                             self.watchers.push(Watcher { watch, events });
@@ -137,7 +203,7 @@ impl Endpoint {
             for event in store.events_since(self.forwarded) {
                 for w in &self.watchers {
                     if let Some(json) = w.watch.render(event, store) {
-                        let _ = w.events.send(json);
+                        w.events.send(&json);
                     }
                 }
             }
@@ -186,18 +252,33 @@ users:
     )
 }
 
-async fn accept(listener: tokio::net::TcpListener, exchanges: mpsc::Sender<Exchange>) {
+async fn accept(
+    listener: tokio::net::TcpListener,
+    exchanges: mpsc::Sender<Exchange>,
+    limits: PeerLimits,
+) {
+    let mut backoff = crate::pod_server::AcceptBackoff::default();
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => {
+                backoff.reset();
+                stream
+            }
+            // Out of descriptors (EMFILE) or the like: retrying at once spins a core.
+            Err(_) => {
+                backoff.wait().await;
+                continue;
+            }
         };
         let exchanges = exchanges.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
                 let exchanges = exchanges.clone();
-                async move { Ok::<_, Infallible>(handle(request, exchanges).await) }
+                async move { Ok::<_, Infallible>(handle(request, exchanges, limits).await) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_read_timeout)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
@@ -207,6 +288,7 @@ async fn accept(listener: tokio::net::TcpListener, exchanges: mpsc::Sender<Excha
 async fn handle(
     request: hyper::Request<hyper::body::Incoming>,
     exchanges: mpsc::Sender<Exchange>,
+    limits: PeerLimits,
 ) -> hyper::Response<ResponseBody> {
     let (parts, body) = request.into_parts();
     let header = |name: hyper::header::HeaderName| {
@@ -258,7 +340,13 @@ async fn handle(
         Call::Answer(reply) => respond(reply),
         Call::Watch(watch) => {
             let timeout = watch.timeout;
-            let (events, receiver) = async_mpsc::unbounded_channel();
+            let (lines, receiver) = async_mpsc::unbounded_channel();
+            let backlog = Arc::new(Backlog::default());
+            let events = EventSender {
+                lines,
+                backlog: backlog.clone(),
+                limit: limits.watch_buffer_bytes,
+            };
             let (started, start) = oneshot::channel();
             if exchanges
                 .send(Exchange::Watch {
@@ -273,7 +361,10 @@ async fn handle(
             match start.await {
                 Ok(Ok(())) => {
                     let stream = EventStream {
-                        events: receiver,
+                        lines: receiver,
+                        backlog,
+                        limit: limits.watch_buffer_bytes,
+                        ended: false,
                         deadline: timeout.map(|t| Box::pin(tokio::time::sleep(t))),
                     };
                     let mut response = hyper::Response::new(stream.boxed());
@@ -339,10 +430,33 @@ fn warning_header(text: &str) -> String {
 }
 
 /// A watch's response body: one JSON event per line, until the client leaves, the timeout
-/// passes, or the server stops.
+/// passes, the server stops, or the client falls too far behind (a last ERROR event, 410).
 struct EventStream {
-    events: async_mpsc::UnboundedReceiver<Value>,
+    lines: async_mpsc::UnboundedReceiver<Bytes>,
+    backlog: Arc<Backlog>,
+    limit: usize,
+    ended: bool,
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl EventStream {
+    /// What Kubernetes sends a watch that can no longer be served from where it is.
+    fn too_slow(&self) -> Bytes {
+        let status = serde_json::json!({
+            "type": "ERROR",
+            "object": {
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "reason": "Expired", "code": 410,
+                "message": format!(
+                    "the watch fell more than {} bytes of events behind: list again and watch from there",
+                    self.limit
+                ),
+            }
+        });
+        let mut line = serde_json::to_vec(&status).unwrap_or_default();
+        line.push(b'\n');
+        Bytes::from(line)
+    }
 }
 
 impl Body for EventStream {
@@ -354,16 +468,30 @@ impl Body for EventStream {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = self.get_mut();
+        if this.ended {
+            return Poll::Ready(None);
+        }
         if let Some(deadline) = &mut this.deadline {
             if deadline.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(None);
             }
         }
-        match this.events.poll_recv(cx) {
-            Poll::Ready(Some(event)) => {
-                let mut line = serde_json::to_vec(&event).unwrap_or_default();
-                line.push(b'\n');
-                Poll::Ready(Some(Ok(Frame::data(Bytes::from(line)))))
+        if this.backlog.overflowed.load(Ordering::Relaxed) {
+            // What was queued is dropped with the watcher, as Kubernetes drops it.
+            this.ended = true;
+            this.lines.close();
+            return Poll::Ready(Some(Ok(Frame::data(this.too_slow()))));
+        }
+        match this.lines.poll_recv(cx) {
+            Poll::Ready(Some(line)) if line.is_empty() => {
+                // The overflow's wake-up (sent after the flag): end with the 410.
+                this.ended = true;
+                this.lines.close();
+                Poll::Ready(Some(Ok(Frame::data(this.too_slow()))))
+            }
+            Poll::Ready(Some(line)) => {
+                this.backlog.bytes.fetch_sub(line.len(), Ordering::Relaxed);
+                Poll::Ready(Some(Ok(Frame::data(line))))
             }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,

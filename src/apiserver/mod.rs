@@ -150,6 +150,57 @@ pub struct WatchEvent {
     pub object: Object,
 }
 
+/// The watch log, with each event's size (about, as JSON) for compaction by bytes.
+#[derive(Debug, Default, Clone)]
+struct WatchLog {
+    events: Vec<WatchEvent>,
+    sizes: Vec<usize>,
+    bytes: usize,
+}
+
+impl WatchLog {
+    fn push(&mut self, event: WatchEvent) {
+        let size = json_size(&event.object.value);
+        self.bytes += size;
+        self.sizes.push(size);
+        self.events.push(event);
+    }
+
+    /// Drops the oldest events beyond the bounds; the newest dropped resourceVersion.
+    fn compact(&mut self, keep: usize, keep_bytes: usize) -> Option<u64> {
+        let mut drop = self.events.len().saturating_sub(keep);
+        let mut bytes = self.bytes - self.sizes[..drop].iter().sum::<usize>();
+        while bytes > keep_bytes && drop + 1 < self.events.len() {
+            bytes -= self.sizes[drop];
+            drop += 1;
+        }
+        if drop == 0 {
+            return None;
+        }
+        let newest = self.events[drop - 1].resource_version;
+        self.events.drain(..drop);
+        self.sizes.drain(..drop);
+        self.bytes = bytes;
+        Some(newest)
+    }
+}
+
+/// About how many bytes `v` takes as JSON (strings and keys by length, punctuation by
+/// count): cheap enough to run on every stored write.
+fn json_size(v: &Value) -> usize {
+    match v {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => 2 + items.iter().map(|i| json_size(i) + 1).sum::<usize>(),
+        Value::Object(m) => {
+            2 + m
+                .iter()
+                .map(|(k, v)| k.len() + 4 + json_size(v))
+                .sum::<usize>()
+        }
+    }
+}
+
 /// The store. Single-threaded by design: the simulation is a sequence of events.
 #[derive(Debug, Default, Clone)]
 pub struct ApiServer {
@@ -169,7 +220,7 @@ pub struct ApiServer {
     resource_version: u64,
     uid_counter: u64,
     now: SimTime,
-    log: Vec<WatchEvent>,
+    log: WatchLog,
     /// The newest resourceVersion dropped from the log by [`ApiServer::compact_log`].
     compacted: u64,
     /// Keep the watch log (on by default; the simulated world turns it off, `serve --api`
@@ -517,14 +568,20 @@ impl ApiServer {
         Ok(stored)
     }
 
-    /// Drops all but the last `keep` watch events, as etcd compacts its history: a watch
-    /// from before them can no longer be served ([`ApiServer::watchable_since`]).
-    pub fn compact_log(&mut self, keep: usize) {
-        if self.log.len() > keep {
-            let drop = self.log.len() - keep;
-            self.compacted = self.log[drop - 1].resource_version;
-            self.log.drain(..drop);
+    /// Drops the oldest watch events until at most `keep` remain holding at most
+    /// `keep_bytes` (about, as JSON; the newest stays unless `keep` is 0), as etcd compacts its
+    /// history: a watch from before them can no longer be served
+    /// ([`ApiServer::watchable_since`]). Bytes too, since a thousand 2.5 MB writes are
+    /// under any count bound.
+    pub fn compact_log(&mut self, keep: usize, keep_bytes: usize) {
+        if let Some(newest_dropped) = self.log.compact(keep, keep_bytes) {
+            self.compacted = newest_dropped;
         }
+    }
+
+    /// The watch log's size, about, as JSON.
+    pub fn log_bytes(&self) -> usize {
+        self.log.bytes
     }
 
     /// Whether every event after `since` is still in the log.
@@ -568,8 +625,11 @@ impl ApiServer {
 
     /// Watch events with a resourceVersion greater than `since` (0 = the whole history).
     pub fn events_since(&self, since: u64) -> &[WatchEvent] {
-        let start = self.log.partition_point(|e| e.resource_version <= since);
-        &self.log[start..]
+        let start = self
+            .log
+            .events
+            .partition_point(|e| e.resource_version <= since);
+        &self.log.events[start..]
     }
 
     fn store(&mut self, key: ObjectKey, mut object: Object, event_type: EventType) -> ObjectKey {
@@ -728,6 +788,32 @@ mod tests {
                               {"destination": {"host": "canary"}, "weight": 0}]}]}
             }),
         )
+    }
+
+    #[test]
+    fn the_watch_log_is_compacted_by_bytes_as_well_as_by_count() {
+        let mut api = ApiServer::new();
+        let mut object = vs("big");
+        object.value["spec"]["blob"] = json!("x".repeat(1 << 20));
+        api.create(object.clone()).unwrap();
+        for i in 0..20u8 {
+            let letter = char::from(b'a' + i);
+            object.value["spec"]["blob"] = json!(letter.to_string().repeat(1 << 20));
+            object.metadata_mut().remove("resourceVersion");
+            api.update(object.clone()).unwrap();
+        }
+        assert!(api.log_bytes() > 20 << 20, "{}", api.log_bytes());
+        api.compact_log(10_000, 5 << 20);
+        assert!(api.log_bytes() <= 5 << 20, "{}", api.log_bytes());
+        assert_eq!(
+            api.events_since(0).len(),
+            4,
+            "four 1 MiB events fit in 5 MiB"
+        );
+        assert!(!api.watchable_since(1) && api.watchable_since(api.oldest_watchable()));
+        // The newest event stays, however large.
+        api.compact_log(10_000, 1);
+        assert_eq!(api.events_since(0).len(), 1);
     }
 
     #[test]

@@ -43,6 +43,10 @@ pub const QUIET_CAP: Duration = Duration::from_secs(3600);
 /// Watch history kept for watches that resume from a resourceVersion; older ones get 410.
 const WATCH_HISTORY: usize = 10_000;
 
+/// And at most this much of it (about, as JSON): a thousand writes of 2.5 MB objects held
+/// 2.5 GB under the count bound alone.
+const WATCH_HISTORY_BYTES: usize = 256 << 20;
+
 /// How long the loop waits for a request before moving the clock.
 const NAP: Duration = Duration::from_millis(20);
 
@@ -108,7 +112,7 @@ impl ApiSide {
 
     fn forward(&mut self, world: &mut World) {
         self.endpoint.forward(&world.api);
-        world.api.compact_log(WATCH_HISTORY);
+        world.api.compact_log(WATCH_HISTORY, WATCH_HISTORY_BYTES);
     }
 }
 

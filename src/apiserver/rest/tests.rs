@@ -289,7 +289,7 @@ fn watches_replay_from_a_resource_version_and_410_once_compacted() {
         panic!("a watch")
     };
     assert_eq!(all.start(&api).unwrap()[0]["type"], "ADDED");
-    api.compact_log(0);
+    api.compact_log(0, usize::MAX);
     let expired = w.start(&api).unwrap_err();
     assert_eq!(
         (expired.code, expired.body["reason"].as_str()),
