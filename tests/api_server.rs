@@ -645,3 +645,51 @@ fn idle_slowloris_and_stalled_watchers_are_closed_while_the_server_answers() {
     );
     assert_eq!(endpoint.watch_count(), 0, "the stalled watcher is gone");
 }
+
+/// Out of descriptors (`ulimit -n 128`, 200 connections that never send a request), the
+/// accept loop spun a core and a GET waited for good: now the oldest silent connection is
+/// closed to make room, and the GET is answered.
+#[cfg(unix)]
+#[test]
+fn out_of_descriptors_the_oldest_silent_connection_makes_room_for_a_request() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    struct Killed(std::process::Child);
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut server = Killed(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -n 128 && exec {} serve --api --hold",
+                env!("CARGO_BIN_EXE_canarysim")
+            ))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(server.0.stdout.take().unwrap()).lines();
+    let address: SocketAddr = loop {
+        let line = lines
+            .next()
+            .expect("the server prints its address")
+            .unwrap();
+        if let Some(rest) = line.strip_prefix("api server on http://") {
+            break rest.trim().parse().unwrap();
+        }
+    };
+    std::thread::spawn(move || lines.for_each(drop));
+    let silent: Vec<TcpStream> = (0..200)
+        .map(|_| TcpStream::connect(address).unwrap())
+        .collect();
+    let (code, body) = kube::get(address, "/api/v1/namespaces/my-demo/services");
+    assert_eq!(code, 200, "{body}");
+    // Without room made at once, the GET would wait for the 32 s header timeout to
+    // free a descriptor, past the client's 20 s read timeout.
+    drop(silent);
+}

@@ -252,27 +252,61 @@ users:
     )
 }
 
+/// Connections that have not sent a request yet, oldest first: the first to go when the
+/// process runs out of descriptors, so that a client with a request gets one.
+#[derive(Default)]
+struct Unheard {
+    next: u64,
+    connections: std::collections::BTreeMap<u64, tokio::task::AbortHandle>,
+}
+
+type SharedUnheard = Arc<std::sync::Mutex<Unheard>>;
+
+fn heard(unheard: &SharedUnheard, id: u64) {
+    unheard
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .connections
+        .remove(&id);
+}
+
 async fn accept(
     listener: tokio::net::TcpListener,
     exchanges: mpsc::Sender<Exchange>,
     limits: PeerLimits,
 ) {
     let mut backoff = crate::pod_server::AcceptBackoff::default();
+    let unheard: SharedUnheard = Arc::default();
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => {
                 backoff.reset();
                 stream
             }
-            // Out of descriptors (EMFILE) or the like: retrying at once spins a core.
             Err(_) => {
-                backoff.wait().await;
+                // Out of descriptors (EMFILE): close the oldest connection that never sent
+                // a request and accept again; with none, wait (retrying at once spins).
+                let oldest = {
+                    let mut u = unheard.lock().unwrap_or_else(|p| p.into_inner());
+                    u.connections.pop_first()
+                };
+                match oldest {
+                    Some((_, connection)) => connection.abort(),
+                    None => backoff.wait().await,
+                }
                 continue;
             }
         };
         let exchanges = exchanges.clone();
-        tokio::spawn(async move {
+        // Held until the connection is registered: it cannot leave the registry before.
+        let mut u = unheard.lock().unwrap_or_else(|p| p.into_inner());
+        u.next += 1;
+        let id = u.next;
+        let registry = unheard.clone();
+        let task = tokio::spawn(async move {
+            let on_request = registry.clone();
             let service = hyper::service::service_fn(move |request| {
+                heard(&on_request, id);
                 let exchanges = exchanges.clone();
                 async move { Ok::<_, Infallible>(handle(request, exchanges, limits).await) }
             });
@@ -281,7 +315,9 @@ async fn accept(
                 .header_read_timeout(limits.header_read_timeout)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
+            heard(&registry, id);
         });
+        u.connections.insert(id, task.abort_handle());
     }
 }
 
