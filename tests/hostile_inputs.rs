@@ -464,3 +464,105 @@ fn a_destination_rule_without_subsets_settles_and_says_why() {
         assert!(out.contains("Paused after"), "the steps played: {out}");
     }
 }
+
+/// A pod latency of 1 ns silently ran as 1 µs: pods answer in whole microseconds, and a
+/// latency or jitter between them is refused at its place.
+#[test]
+fn a_pod_latency_finer_than_a_microsecond_is_refused() {
+    for (field, value) in [("latency", "1ns"), ("jitter", "1500ns")] {
+        let text = scenario(
+            &format!("backends: {{\"argoproj/rollouts-demo:blue\": {{{field}: {value}}}}}"),
+            "",
+            "",
+        );
+        let (code, out, err) = run_scenario("run", &text);
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(
+            err.contains(&format!(
+                "{field} {value}: pods answer in whole microseconds"
+            )),
+            "{err}"
+        );
+        assert!(err.contains("hostile.yaml:8:"), "{err}");
+    }
+}
+
+/// Any duration, anywhere a scenario takes one, ends in a report or a refusal at its place:
+/// never a panic, an overflow or a hang (issue 34: clock arithmetic over the whole range).
+mod every_duration_field {
+    use super::*;
+    use proptest::prelude::*;
+
+    const UNITS: [&str; 7] = ["ns", "us", "µs", "ms", "s", "m", "h"];
+
+    fn duration_text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            prop::sample::select(vec![
+                "0s",
+                "1ns",
+                "999ns",
+                "2562047h",
+                "2562048h",
+                "9223372036854775807ns",
+                "18446744073709551615ns",
+                "99999999999999999999h",
+                "1h1ns",
+            ])
+            .prop_map(str::to_string),
+            (any::<u64>(), prop::sample::select(UNITS.to_vec()))
+                .prop_map(|(n, unit)| format!("{n}{unit}")),
+            (0u64..100_000, prop::sample::select(UNITS.to_vec()))
+                .prop_map(|(n, unit)| format!("{n}{unit}")),
+        ]
+    }
+
+    /// The scenario's cluster keys and steps with `d` in field `field`.
+    fn with_duration(field: usize, d: &str) -> String {
+        let (cluster, steps) = match field {
+            0 => (format!("pod_ready_after: {d}"), String::new()),
+            1 => (format!("push_delay: {d}"), String::new()),
+            2 => (
+                format!(
+                    "backends: {{\"argoproj/rollouts-demo:blue\": {{latency: {d}, jitter: {d}}}}}"
+                ),
+                "  - load: {requests: 200}\n".to_string(),
+            ),
+            3 => (
+                String::new(),
+                format!("  - wait: {d}\n  - load: {{requests: 200}}\n"),
+            ),
+            4 => (
+                String::new(),
+                format!("  - wait: {{until: paused, rollout: rollouts-demo, timeout: {d}}}\n"),
+            ),
+            5 => (
+                String::new(),
+                format!("  - restart: {{rollout: rollouts-demo, in: {d}}}\n  - wait: 1m\n"),
+            ),
+            _ => (
+                String::new(),
+                format!("  - status: {{rollout: rollouts-demo, timeout: {d}}}\n"),
+            ),
+        };
+        scenario(&cluster, "", &steps)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 64,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(34),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+        #[test]
+        fn ends_in_a_report_or_a_refusal_at_its_place(field in 0usize..7, d in duration_text()) {
+            let (code, out, err) = run_scenario("run", &with_duration(field, &d));
+            prop_assert!(code <= 2, "{d} in field {field}: exit {code}\n{out}{err}");
+            if code == 2 {
+                prop_assert!(err.contains("hostile.yaml:"), "{d} in field {field}: {err}");
+            } else {
+                prop_assert!(out.contains("steps"), "{d} in field {field}: {out}");
+            }
+        }
+    }
+}

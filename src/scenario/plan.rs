@@ -659,6 +659,21 @@ fn plan_backends(cluster: &ClusterSpec, at: &At, dur: &Dur) -> Result<PodBehavio
             Some(j) => dur(j, &format!("{p}/jitter"))?,
             None => Duration::ZERO,
         };
+        // Pods answer in whole microseconds: 1ns silently ran as 1µs.
+        for (field, written, d) in [
+            ("latency", &b.latency, latency),
+            ("jitter", &b.jitter, jitter),
+        ] {
+            if d.subsec_nanos() % 1_000 != 0 {
+                return Err(ScenarioError::at(
+                    at(&format!("{p}/{field}")),
+                    format!(
+                        "{field} {}: pods answer in whole microseconds (e.g. 1us, 250us, 1ms)",
+                        written.as_deref().unwrap_or("")
+                    ),
+                ));
+            }
+        }
         match b.ready {
             Some(Readiness::Never) => {
                 out.never_ready.insert(image.clone());
