@@ -566,3 +566,27 @@ mod every_duration_field {
         }
     }
 }
+
+/// The live run's warning about `traffic.background` was reported at 1:1 of the scenario;
+/// it is where the key is written.
+#[test]
+fn the_background_warning_points_at_the_background_key() {
+    let text = scenario("", ", background: {rate: 50}", "  - wait: 1s\n");
+    let file = support::write_temp("hostile.yaml", &text);
+    let plan = canarysim::scenario::load(&file, &canarysim::scenario::Disk).unwrap();
+    let mut runner = canarysim::scenario::Runner::new(&plan, None);
+    runner.load_with("live", |_, _| Err("no sockets in this test".into()));
+    let warning = runner
+        .finish()
+        .warnings
+        .into_iter()
+        .find(|w| w.field == "traffic.background")
+        .expect("a live run warns about background traffic");
+    assert_eq!(
+        text.lines()
+            .nth(warning.line - 1)
+            .map(|l| l.starts_with("traffic:")),
+        Some(true)
+    );
+    assert!(warning.column > 1, "{warning:?}");
+}

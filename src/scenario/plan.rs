@@ -118,6 +118,8 @@ pub struct Plan {
     pub warnings: Vec<Warning>,
     /// `traffic.background`: the open loop that runs while the scenario waits.
     pub background: Option<crate::load::Workload>,
+    /// Where the scenario wrote `traffic.background` (for warnings about it).
+    pub background_location: Location,
     /// The most simulated requests a load step may be estimated to send before it is
     /// refused (`canarysim run --request-budget`).
     pub request_budget: u64,
@@ -497,6 +499,7 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
         steps,
         warnings: Vec::new(),
         background,
+        background_location: at("/traffic/background"),
         request_budget: crate::load::DEFAULT_REQUEST_BUDGET,
     })
 }

@@ -169,7 +169,7 @@ impl<'p> Runner<'p> {
         }
         if self.plan.background.is_some() {
             self.warnings.push(Warning::new(
-                crate::model::SourceMap::synthetic(&self.plan.file).locate(""),
+                self.plan.background_location.clone(),
                 "scenario".into(),
                 "traffic.background".into(),
                 "flows in simulated runs only: a live run sends the load steps' requests alone"
