@@ -65,6 +65,7 @@ pub mod report;
 pub mod rollout_info;
 pub mod scenario;
 pub mod seed;
+pub mod serving;
 pub mod sim;
 pub mod style;
 pub mod testing;

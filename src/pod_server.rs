@@ -177,7 +177,7 @@ where
             builder
                 .http1()
                 .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT);
+                .header_read_timeout(crate::serving::HEADER_READ_TIMEOUT);
             let _ = match tls {
                 None => {
                     builder
@@ -197,33 +197,6 @@ where
     })
 }
 
-/// How long an accept loop waits after a failed accept: out of descriptors (EMFILE), a
-/// loop that retries at once burns a core and starves the connections it already has.
-#[derive(Debug, Default)]
-pub(crate) struct AcceptBackoff {
-    next: Duration,
-}
-
-impl AcceptBackoff {
-    const FIRST: Duration = Duration::from_millis(5);
-    const MOST: Duration = Duration::from_secs(1);
-
-    /// Waits, each time twice as long up to a second.
-    pub(crate) async fn wait(&mut self) {
-        self.next = (self.next * 2).clamp(Self::FIRST, Self::MOST);
-        tokio::time::sleep(self.next).await;
-    }
-
-    pub(crate) fn reset(&mut self) {
-        self.next = Duration::ZERO;
-    }
-}
-
-/// A connection that has not sent a whole request head this long after it opened or after
-/// its last answer is closed (slowloris, idle keep-alive), as kube-apiserver's
-/// ReadHeaderTimeout does.
-pub(crate) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
-
 /// Accepts connections on `listener` (no Nagle delay) and serves each with `serve` until
 /// the returned task is aborted; aborting it drops every connection.
 pub(crate) fn spawn_acceptor<S, Fut>(listener: TcpListener, serve: S) -> tokio::task::JoinHandle<()>
@@ -234,7 +207,7 @@ where
     tokio::spawn(async move {
         // Connections live in this set: aborting the server drops them all.
         let mut connections = tokio::task::JoinSet::new();
-        let mut backoff = AcceptBackoff::default();
+        let mut backoff = crate::serving::AcceptBackoff::default();
         loop {
             tokio::select! {
                 accepted = listener.accept() => {

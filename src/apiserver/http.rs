@@ -275,7 +275,7 @@ async fn accept(
     exchanges: mpsc::Sender<Exchange>,
     limits: PeerLimits,
 ) {
-    let mut backoff = crate::pod_server::AcceptBackoff::default();
+    let mut backoff = crate::serving::AcceptBackoff::default();
     let unheard: SharedUnheard = Arc::default();
     loop {
         let stream = match listener.accept().await {
