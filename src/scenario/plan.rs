@@ -448,6 +448,30 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
                 if let Some(r) = &e.rollout {
                     known_rollout(&rollouts, r, at(&format!("{inner}/rollout")))?;
                 }
+                // A phase no rollout or run can have would fail only when the step runs.
+                let phases = [
+                    (e.phase.as_deref(), "phase", ROLLOUT_PHASES.as_slice()),
+                    (
+                        e.analysis.as_ref().and_then(|a| a.phase.as_deref()),
+                        "analysis/phase",
+                        ANALYSIS_PHASES.as_slice(),
+                    ),
+                ];
+                for (phase, field, known) in phases {
+                    if let Some(p) = phase.filter(|p| !known.contains(p)) {
+                        return Err(ScenarioError::at(
+                            at(&format!("{inner}/{field}")),
+                            format!(
+                                "unknown phase `{p}`, expected one of {}",
+                                known
+                                    .iter()
+                                    .map(|k| format!("`{k}`"))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                        ));
+                    }
+                }
                 StepKind::Expect(e.clone())
             }
             Step::ExpectSplit(e) => {
@@ -634,6 +658,18 @@ fn plan_command(
         }
     })
 }
+
+/// A Rollout's `status.phase` values (Argo's RolloutPhase).
+const ROLLOUT_PHASES: [&str; 4] = ["Healthy", "Progressing", "Paused", "Degraded"];
+/// An AnalysisRun's `status.phase` values (Argo's AnalysisPhase).
+const ANALYSIS_PHASES: [&str; 6] = [
+    "Pending",
+    "Running",
+    "Successful",
+    "Failed",
+    "Error",
+    "Inconclusive",
+];
 
 /// Where a pointer into the scenario file is, and a duration read at a pointer.
 type At<'a> = dyn Fn(&str) -> Location + 'a;
