@@ -500,12 +500,21 @@ fn a_backend_killed_mid_run_ends_the_run_with_every_request_accounted() {
         PodSpec::new("blue").answering(Duration::from_millis(50), 0.0, 500),
     );
     let url = format!("http://{}/", blue.address);
+    // Bounded by count; the duration is a watchdog. The kill waits for answers, not for a
+    // time (on a busy machine half a second once saw 9 answers).
     let runner = std::thread::spawn(move || {
         load(&[
-            &url, "-n", "200000", "-z", "3s", "-c", "4", "-t", "1s", "--format", "json",
+            &url, "-n", "20000", "-z", "300s", "-c", "4", "-t", "1s", "--format", "json",
         ])
     });
-    std::thread::sleep(Duration::from_millis(500));
+    let watchdog = std::time::Instant::now() + Duration::from_secs(120);
+    while blue.received().0 < 20 {
+        assert!(
+            std::time::Instant::now() < watchdog,
+            "the pod never answered 20 requests"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     blue.stop();
     let (_, out, err) = runner.join().unwrap();
     let r = json(&out);

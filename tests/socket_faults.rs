@@ -268,14 +268,16 @@ fn a_pod_that_stalls_past_the_timeout_costs_timeouts_only_and_nothing_wedges() {
 fn a_pod_killed_mid_load_loses_no_request_from_the_count() {
     let mut front = Front::start(Duration::from_millis(5), None);
     let before = front.router.counts();
+    // Bounded by count (the duration is a watchdog): the kill waits for the victim to
+    // have served, not for a time.
     let rx = load_through(
         front.router.address(),
-        &["-n", "1000000", "-z", "2s", "-c", "4", "-t", "1s"],
+        &["-n", "4000", "-z", "300s", "-c", "4", "-t", "1s"],
     );
-    std::thread::sleep(Duration::from_millis(500));
+    let victim = front.pods.keys().next().unwrap().clone();
+    wait_for(|| front.pods[&victim].received().0 >= 5);
     // Killed while the table still lists it: requests in flight to it and the next ones
     // sent to it fail at the router, which retries them on another pod.
-    let victim = front.pods.keys().next().unwrap().clone();
     let killed = front.pods.remove(&victim).unwrap();
     let received_by_victim = killed.received().0;
     killed.stop();
@@ -296,13 +298,14 @@ fn a_pod_killed_mid_load_loses_no_request_from_the_count() {
 fn the_router_restarted_mid_load_costs_refused_connections_and_serves_again() {
     let front = Front::start(Duration::from_millis(2), None);
     let address = front.router.address();
+    // Bounded by count (the duration is a watchdog): the stop waits for answers, and the
+    // restart follows at once, so most of the requests come after it.
     let rx = load_through(
         address,
-        &["-n", "1000000", "-z", "2s", "-c", "4", "-t", "1s"],
+        &["-n", "5000", "-z", "300s", "-c", "4", "-t", "1s"],
     );
-    std::thread::sleep(Duration::from_millis(500));
+    wait_for(|| front.received() >= 20);
     front.router.stop();
-    std::thread::sleep(Duration::from_millis(200));
     let served_before_restart = front.received();
     // The new router listens where the old one did (its listener may take a moment to go).
     let restarted = (0..50)
@@ -329,4 +332,13 @@ fn the_router_restarted_mid_load_costs_refused_connections_and_serves_again() {
     // Every answer came from a pod (a pod may also have answered what the stop cut off).
     assert!(class(&classes, "2xx") <= front.received(), "{report}");
     restarted.stop();
+}
+
+/// Polls `done` until it holds (a watchdog of two minutes, not a deadline to race).
+fn wait_for(done: impl Fn() -> bool) {
+    let watchdog = std::time::Instant::now() + Duration::from_secs(120);
+    while !done() {
+        assert!(std::time::Instant::now() < watchdog, "never happened");
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
