@@ -250,7 +250,7 @@ pub struct LoadArgs {
     /// The Host header (default: the URL's host).
     #[arg(long)]
     pub host: Option<String>,
-    /// Timeout per request, connecting included, e.g. `2s`.
+    /// Timeout per request, connecting and the whole body included, e.g. `2s`.
     #[arg(short = 't', long, default_value = "20s")]
     pub timeout: String,
     /// Accept any TLS certificate.
@@ -867,6 +867,8 @@ fn http_load(a: &LoadArgs) -> Result<crate::load::http::HttpLoad, String> {
         headers,
         host: a.host.clone(),
         timeout,
+        // `-z` bounds the load: at its end what is in flight is cut and counted apart.
+        cut_in_flight: true,
         insecure: a.insecure,
         cacert: a.cacert.clone(),
         sni: a.sni.clone(),

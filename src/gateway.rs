@@ -198,6 +198,7 @@ pub fn judge(
         classes: t.classes.clone(),
         unclassified: t.unclassified,
         connections_opened: t.connections,
+        body_bytes: t.body_bytes,
         unit,
         unit_evidence: UnitReport {
             finding: finding.to_string(),

@@ -197,6 +197,8 @@ pub struct HttpLoadReport {
     /// Responses that carried no version the classifier could read.
     pub unclassified: u64,
     pub connections_opened: u64,
+    /// Bytes of response bodies read (a body classifier keeps only their first bytes).
+    pub body_bytes: u64,
     /// The unit of randomisation the verdict used, and what the connections showed.
     pub unit: SplitUnit,
     pub unit_evidence: UnitReport,

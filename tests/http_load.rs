@@ -930,3 +930,258 @@ fn a_pod_never_answers_before_its_latency() {
     let p50 = p50_against(&rt, Duration::from_millis(2));
     assert!(p50 >= 2_000, "p50 {p50} µs");
 }
+
+/// What a hostile server's body is.
+#[derive(Clone, Copy)]
+enum Body {
+    /// Chunked, and never ends.
+    Endless,
+    /// This many bytes, with a Content-Length.
+    Sized(u64),
+}
+
+/// A body generated as it is sent: a JSON object naming the version `yellow` in its first
+/// bytes, then padding for ever, or up to its size and the object's end. The server holds
+/// one chunk, shared.
+struct Generated {
+    head: Option<bytes::Bytes>,
+    chunk: bytes::Bytes,
+    /// Padding still to send (None: endless), then the object's end.
+    left: Option<u64>,
+    tail: Option<bytes::Bytes>,
+}
+
+impl Generated {
+    const HEAD: &'static [u8] = br#"{"version": "yellow", "pad": ""#;
+    const TAIL: &'static [u8] = br#""}"#;
+
+    fn new(body: Body) -> Generated {
+        let framing = (Generated::HEAD.len() + Generated::TAIL.len()) as u64;
+        Generated {
+            head: Some(bytes::Bytes::from_static(Generated::HEAD)),
+            chunk: bytes::Bytes::from(vec![b'x'; 256 * 1024]),
+            left: match body {
+                Body::Endless => None,
+                Body::Sized(n) => Some(n - framing),
+            },
+            tail: Some(bytes::Bytes::from_static(Generated::TAIL)),
+        }
+    }
+}
+
+impl hyper::body::Body for Generated {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<bytes::Bytes>, Self::Error>>> {
+        let next = match (self.head.take(), self.left) {
+            (Some(head), _) => Some(head),
+            (None, None) => Some(self.chunk.clone()),
+            (None, Some(0)) => self.tail.take(),
+            (None, Some(left)) => {
+                let pad = self.chunk.slice(..self.chunk.len().min(left as usize));
+                self.left = Some(left - pad.len() as u64);
+                Some(pad)
+            }
+        };
+        std::task::Poll::Ready(next.map(|data| Ok(hyper::body::Frame::data(data))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.head.is_none() && self.left == Some(0) && self.tail.is_none()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        let pending = |b: &Option<bytes::Bytes>| b.as_ref().map_or(0, |b| b.len() as u64);
+        match self.left {
+            None => hyper::body::SizeHint::default(),
+            Some(n) => {
+                hyper::body::SizeHint::with_exact(pending(&self.head) + n + pending(&self.tail))
+            }
+        }
+    }
+}
+
+/// A server on loopback answering every request (HTTP/1.1, or h2c with prior knowledge)
+/// with a generated body that is huge or never ends; no `x-version` header, so the version
+/// is in the body only.
+fn hostile(rt: &tokio::runtime::Runtime, body: Body) -> SocketAddr {
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let address = listener.local_addr().unwrap();
+    rt.spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let answer = hyper::service::service_fn(move |_| async move {
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(Generated::new(body)))
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(
+                    hyper_util::rt::TokioExecutor::new(),
+                )
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), answer)
+                .await;
+            });
+        }
+    });
+    address
+}
+
+/// sent = the sum of the classes; the classes that are not zero.
+fn accounted(report: &serde_json::Value) -> std::collections::BTreeMap<String, u64> {
+    let classes: std::collections::BTreeMap<String, u64> = report["classes"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    assert_eq!(
+        report["sent"].as_u64().unwrap(),
+        classes.values().sum::<u64>(),
+        "sent = the sum of the classes: {report}"
+    );
+    classes
+}
+
+/// Memory tests run one at a time: the peak they read is the process's.
+static MEMORY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs `f` and returns how far the process's resident memory peaked above where it
+/// stood before, in MB: the kernel's high-water mark (VmHWM) is reset to the current size
+/// first (`/proc/self/clear_refs`), else read before and after.
+#[cfg(target_os = "linux")]
+fn peak_growth_mb<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    let _one_at_a_time = MEMORY.lock().unwrap_or_else(|p| p.into_inner());
+    let status = |field: &str| -> u64 {
+        let text = std::fs::read_to_string("/proc/self/status").unwrap();
+        let line = text.lines().find(|l| l.starts_with(field)).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    let before = if std::fs::write("/proc/self/clear_refs", "5").is_ok() {
+        status("VmRSS:")
+    } else {
+        status("VmHWM:")
+    };
+    let out = f();
+    (out, status("VmHWM:").saturating_sub(before) / 1024)
+}
+
+/// Elsewhere the memory is not measured.
+#[cfg(not(target_os = "linux"))]
+fn peak_growth_mb<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    (f(), 0)
+}
+
+/// Resident memory a load may add, whatever the bodies: a frame and a 64 KiB prefix per
+/// connection, the runtimes and the report are a few MB (holding the bodies took GBs).
+const MEMORY_BOUND_MB: u64 = 100;
+
+#[test]
+fn an_endless_body_ends_in_a_timeout_and_a_report_at_the_cost_of_a_frame() {
+    let rt = servers();
+    let endless = hostile(&rt, Body::Endless);
+    let url = format!("http://{endless}/");
+    for protocol in [&[][..], &["--http2"][..]] {
+        let started = Instant::now();
+        let ((code, out, err), grew) = peak_growth_mb(|| {
+            load(
+                &[
+                    &[url.as_str()][..],
+                    &["-n", "2", "-c", "2", "-t", "1s", "--format", "json"],
+                    protocol,
+                ]
+                .concat(),
+            )
+        });
+        assert_eq!(code, 0, "{out}{err}");
+        let r = json(&out);
+        let classes = accounted(&r);
+        assert_eq!(classes, [("timeout".to_string(), 2)].into(), "{out}");
+        assert!(
+            r["body_bytes"].as_u64().unwrap() > 1 << 20,
+            "the bodies were read as they came: {out}"
+        );
+        println!("{protocol:?}: peak memory grew {grew} MB");
+        assert!(
+            grew < MEMORY_BOUND_MB,
+            "{protocol:?}: memory grew {grew} MB"
+        );
+        // A hang detector, not a timing assertion: each request gives up after 1 s.
+        assert!(started.elapsed() < Duration::from_secs(60));
+    }
+}
+
+#[test]
+fn a_duration_cuts_a_body_in_progress_and_reports() {
+    let rt = servers();
+    let endless = hostile(&rt, Body::Endless);
+    let ((code, out, err), grew) = peak_growth_mb(|| {
+        load(&[
+            &format!("http://{endless}/"),
+            "-z",
+            "1s",
+            "-c",
+            "3",
+            "-t",
+            "1h",
+            "--format",
+            "json",
+        ])
+    });
+    assert_eq!(code, 0, "{out}{err}");
+    let r = json(&out);
+    let classes = accounted(&r);
+    // The probe alone is in flight until the deadline; nothing starts after it.
+    assert_eq!(classes, [("deadline".to_string(), 1)].into(), "{out}");
+    assert!(
+        r["elapsed_seconds"].as_f64().unwrap() < 30.0,
+        "-z 1s ends the load, not the 1 h timeout: {out}"
+    );
+    println!("peak memory grew {grew} MB");
+    assert!(grew < MEMORY_BOUND_MB, "memory grew {grew} MB");
+    let (_, text, _) = load(&[&format!("http://{endless}/"), "-z", "300ms", "-c", "1"]);
+    assert!(text.contains("cut at the -z deadline 1"), "{text}");
+}
+
+#[test]
+fn huge_bodies_are_read_through_on_reused_connections_and_classified_by_their_start() {
+    const SIZE: u64 = 200 << 20;
+    let rt = servers();
+    let huge = hostile(&rt, Body::Sized(SIZE));
+    let url = format!("http://{huge}/");
+    let ((code, out, err), grew) =
+        peak_growth_mb(|| load(&[&url, "-n", "4", "-c", "2", "-t", "5m", "--format", "json"]));
+    assert_eq!(code, 0, "{out}{err}");
+    let r = json(&out);
+    assert_eq!(accounted(&r), [("2xx".to_string(), 4)].into(), "{out}");
+    // The default classifier finds the JSON field in the first bytes of a 200 MB body.
+    assert_eq!(r["versions"][0]["version"], "yellow", "{out}");
+    assert_eq!(r["versions"][0]["responses"], 4, "{out}");
+    assert_eq!(r["body_bytes"].as_u64(), Some(4 * SIZE), "{out}");
+    assert_eq!(
+        r["connections_opened"], 2,
+        "a body read to its end leaves its connection reusable: {out}"
+    );
+    println!("peak memory grew {grew} MB");
+    assert!(grew < MEMORY_BOUND_MB, "memory grew {grew} MB");
+    // So does a regular expression over the body.
+    let (code, out, err) = load(&[
+        &url,
+        "-n",
+        "1",
+        "-c",
+        "1",
+        "-t",
+        "5m",
+        "--classify",
+        r#"regex:"version": "(\w+)""#,
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(json(&out)["versions"][0]["version"], "yellow", "{out}");
+}

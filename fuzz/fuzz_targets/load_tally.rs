@@ -1,8 +1,9 @@
 //! `canarysim load`'s response handling, structure-aware: any sequence of connections
 //! opened and closed and of requests ending in any way (any status, any `--classify`
-//! against any headers and body, refused, reset, timeout, protocol error), judged against
-//! any `--expect`, `--within`, `--confidence` and `--unit`, and rendered as text and JSON.
-//! Never a panic, and every request in exactly one class (sent = the sum of the classes).
+//! against any headers and body, whole or its first bytes only, refused, reset, timeout,
+//! protocol error, cut at the deadline), judged against any `--expect`, `--within`,
+//! `--confidence` and `--unit`, and rendered as text and JSON. Never a panic, and every
+//! request in exactly one class (sent = the sum of the classes).
 #![no_main]
 
 use std::time::Duration;
@@ -23,6 +24,8 @@ enum Event {
         status: u16,
         header: Option<String>,
         body: Vec<u8>,
+        /// The body is the first bytes of a longer one.
+        cut: bool,
         latency_us: u32,
     },
     Fail {
@@ -75,11 +78,13 @@ fuzz_target!(|input: Input| {
                 status,
                 header,
                 body,
+                cut,
                 latency_us,
             } => {
                 let version = classifier.version(
                     |name| (name == "x-version").then_some(header.as_deref()).flatten(),
                     &body,
+                    !cut,
                 );
                 let n = open.len();
                 let conn = connection
@@ -93,11 +98,12 @@ fuzz_target!(|input: Input| {
                 );
             }
             Event::Fail { connection, kind } => {
-                let ending = match kind % 4 {
+                let ending = match kind % 5 {
                     0 => Ending::Refused,
                     1 => Ending::Reset,
                     2 => Ending::Timeout,
-                    _ => Ending::Protocol,
+                    3 => Ending::Protocol,
+                    _ => Ending::Deadline,
                 };
                 let n = open.len();
                 let conn = connection

@@ -127,6 +127,8 @@ pub fn real_load(
         headers,
         host: Some(w.host.clone()),
         timeout: Duration::from_secs(10),
+        // The router and pods count what they served: a request is let finish.
+        cut_in_flight: false,
         // The pods' certificate is self-signed; the split, not the identity, is on trial.
         insecure: true,
         cacert: None,

@@ -9,13 +9,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use super::body::{self, BODY_PREFIX};
 use super::classify::Classifier;
 use super::tally::{Connection, Ending, OnConnection, Tally};
 use super::{SequentialTest, SplitUnit, StopRule};
@@ -127,8 +128,13 @@ pub struct HttpLoad {
     pub headers: Vec<(String, String)>,
     /// The Host header (default: the URL's host and port).
     pub host: Option<String>,
-    /// Per request, connecting included.
+    /// Per request, connecting and the whole body included.
     pub timeout: Duration,
+    /// At the end of `duration`, requests still in flight are cut there (class
+    /// [`Ending::Deadline`]), so that `-z` bounds the load whatever a peer sends. False:
+    /// they may run to their timeout (live mode, whose router and pods are canarysim's own
+    /// and count what they served).
+    pub cut_in_flight: bool,
     pub insecure: bool,
     /// PEM file of the CAs to trust (default: the system's).
     pub cacert: Option<std::path::PathBuf>,
@@ -230,6 +236,8 @@ struct Shared {
     limit: u64,
     start: Instant,
     deadline: Option<Instant>,
+    /// The deadline, when requests in flight are cut there ([`HttpLoad::cut_in_flight`]).
+    cut_at: Option<Instant>,
     rate: Option<f64>,
     stop: AtomicBool,
     live: Mutex<Live>,
@@ -431,11 +439,13 @@ pub fn run(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome,
         .as_ref()
         .map_or("undecided", |w| w.per_request.undecided());
     let start = Instant::now();
+    let deadline = load.duration.map(|d| start + d);
     let shared = Arc::new(Shared {
         next: AtomicU64::new(0),
         limit: load.requests.unwrap_or(u64::MAX),
         start,
-        deadline: load.duration.map(|d| start + d),
+        deadline,
+        cut_at: deadline.filter(|_| load.cut_in_flight),
         rate: load.rate,
         stop: AtomicBool::new(false),
         live: Mutex::new(Live {
@@ -579,6 +589,7 @@ async fn first_request(
         &mut open,
         &mut pending,
         intended,
+        shared.cut_at,
     )
     .await
     {
@@ -597,8 +608,18 @@ enum Sent {
     Failed(Ending, String),
 }
 
+/// When a request is given up, and the class it then ends in: at its timeout, or at the
+/// load's end (`cut_at`) if that comes first.
+fn give_up_at(timeout: Instant, cut_at: Option<Instant>) -> (Instant, Ending) {
+    match cut_at {
+        Some(end) if end < timeout => (end, Ending::Deadline),
+        _ => (timeout, Ending::Timeout),
+    }
+}
+
 /// Sends one request on the open connection and counts how it ended; the connection is
-/// closed (and counted) when it will carry no more.
+/// closed (and counted) when it will carry no more. `intended`: when the request was meant
+/// to start; `cut_at`: when the load cuts what is in flight, if it does.
 async fn send_one(
     load: &HttpLoad,
     dialer: &Dialer,
@@ -606,23 +627,36 @@ async fn send_one(
     open: &mut Option<(Sender, Connection)>,
     pending: &mut Pending,
     intended: Instant,
+    cut_at: Option<Instant>,
 ) -> Sent {
-    let deadline = Instant::now() + load.timeout;
+    let (give_up, ending_then) = give_up_at(Instant::now() + load.timeout, cut_at);
     let Some((sender, conn)) = open.as_mut() else {
         return Sent::Failed(Ending::Reset, "no connection".into());
     };
     let request = dialer.request(load, matches!(sender, Sender::H2(_)));
-    let answer = tokio::time::timeout_at(deadline, async {
+    // The body is read to its end (so the connection can carry the next request) but kept
+    // only as far as a body classifier reads: a huge or endless body costs time, bounded
+    // by the timeout and the load's end, not memory.
+    let keep = if load.classifier.reads_body() {
+        BODY_PREFIX
+    } else {
+        0
+    };
+    let mut body_bytes = 0;
+    let answer = tokio::time::timeout_at(give_up, async {
         let response = sender.send(request).await?;
         let status = response.status().as_u16();
         let (parts, body) = response.into_parts();
-        let body = body.collect().await?.to_bytes();
+        let body = body::read(body, keep, &mut body_bytes).await?;
         let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok());
-        let version = load.classifier.version(header, &body);
+        let version = load
+            .classifier
+            .version(header, body.bytes(), body.is_whole());
         let closing = header("connection").is_some_and(|v| v.eq_ignore_ascii_case("close"));
         Ok::<_, hyper::Error>((status, version, closing))
     })
     .await;
+    tally.body_bytes += body_bytes;
     let latency = micros(intended);
     let (ending, version, keep, sent) = match answer {
         Ok(Ok((status, version, closing))) => (
@@ -636,10 +670,17 @@ async fn send_one(
             (ending, None, false, Sent::Failed(ending, describe(&e)))
         }
         Err(_) => (
-            Ending::Timeout,
+            ending_then,
             None,
             false,
-            Sent::Failed(Ending::Timeout, "timed out".into()),
+            Sent::Failed(
+                ending_then,
+                if ending_then == Ending::Deadline {
+                    "cut at the load's end".into()
+                } else {
+                    "timed out".into()
+                },
+            ),
         ),
     };
     let on_connection = tally.record(Some(conn), ending, version.as_deref(), latency);
@@ -680,7 +721,7 @@ async fn worker(
         if intended > Instant::now() {
             tokio::time::sleep_until(intended).await;
         }
-        let deadline = Instant::now() + load.timeout;
+        let (give_up, ending_then) = give_up_at(Instant::now() + load.timeout, shared.cut_at);
         // A connection the server has closed since (idle, or `Connection: close` raced with
         // us) is replaced before the request is sent: the request is not lost.
         if let Some((sender, _)) = open.as_mut() {
@@ -691,13 +732,13 @@ async fn worker(
             }
         }
         if open.is_none() {
-            let ending = match tokio::time::timeout_at(deadline, dialer.connect()).await {
+            let ending = match tokio::time::timeout_at(give_up, dialer.connect()).await {
                 Ok(Ok(sender)) => {
                     open = Some((sender, tally.opened()));
                     None
                 }
                 Ok(Err(failed)) => Some(failed.ending),
-                Err(_) => Some(Ending::Timeout),
+                Err(_) => Some(ending_then),
             };
             if let Some(ending) = ending {
                 tally.record(None, ending, None, micros(intended));
@@ -714,6 +755,7 @@ async fn worker(
             &mut open,
             &mut pending,
             intended,
+            shared.cut_at,
         )
         .await;
         if pending.done >= REPORT_EVERY {

@@ -12,6 +12,7 @@
 //! caller moves the clock between its epochs.
 
 mod backend;
+pub mod body;
 pub mod classify;
 pub mod http;
 mod simulate;

@@ -19,6 +19,9 @@ pub enum Ending {
     Timeout,
     /// The peer spoke something other than the expected HTTP (or TLS failed).
     Protocol,
+    /// Still in flight when the load's duration (`-z`) ran out: cut there, so that a
+    /// duration bounds the load whatever the peer sends.
+    Deadline,
 }
 
 /// Requests per way of ending; their sum is the number sent.
@@ -45,6 +48,8 @@ pub struct Classes {
     pub reset: u64,
     pub timeout: u64,
     pub protocol_error: u64,
+    /// In flight when `-z` ran out (neither the peer's failure nor an answer).
+    pub deadline: u64,
 }
 
 impl Classes {
@@ -62,6 +67,7 @@ impl Classes {
             Ending::Reset => &mut self.reset,
             Ending::Timeout => &mut self.timeout,
             Ending::Protocol => &mut self.protocol_error,
+            Ending::Deadline => &mut self.deadline,
         };
         *slot += 1;
     }
@@ -79,6 +85,7 @@ impl Classes {
             + self.reset
             + self.timeout
             + self.protocol_error
+            + self.deadline
     }
 
     fn merge(&mut self, o: &Classes) {
@@ -94,6 +101,7 @@ impl Classes {
         self.reset += o.reset;
         self.timeout += o.timeout;
         self.protocol_error += o.protocol_error;
+        self.deadline += o.deadline;
     }
 }
 
@@ -137,6 +145,8 @@ pub struct Tally {
     pub latency: LatencyRecorder,
     /// Connections opened (successfully).
     pub connections: u64,
+    /// Bytes of response bodies read (all of them, kept or not).
+    pub body_bytes: u64,
     /// Connections that carried two or more classified answers, by how many they carried:
     /// (connections, of which answered by one version only).
     multi: BTreeMap<u64, (u64, u64)>,
@@ -174,8 +184,12 @@ impl Tally {
         self.sent += 1;
         self.classes.add(ending);
         let Ending::Status(status) = ending else {
-            // Lost on a connection a version had answered on: that version's loss.
-            if let Some(i) = conn.and_then(|c| c.last) {
+            // Lost on a connection a version had answered on: that version's loss (a cut at
+            // the load's end is the load's doing, nobody's loss).
+            if let Some(i) = conn
+                .and_then(|c| c.last)
+                .filter(|_| ending != Ending::Deadline)
+            {
                 self.versions[i].lost += 1;
             }
             return OnConnection::Nothing;
@@ -228,6 +242,7 @@ impl Tally {
         }
         self.latency.merge(&o.latency);
         self.connections += o.connections;
+        self.body_bytes += o.body_bytes;
         for v in o.versions {
             let i = self.version_index(&v.version);
             let mine = &mut self.versions[i];
@@ -427,6 +442,8 @@ mod tests {
         t.record(Some(&mut c), Ending::Status(200), Some("blue"), 10);
         t.record(Some(&mut c), Ending::Status(503), Some("blue"), 10);
         t.record(Some(&mut c), Ending::Reset, None, 10);
+        // Cut at the load's end: counted, nobody's loss.
+        t.record(Some(&mut c), Ending::Deadline, None, 10);
         t.closed(c);
         t.record(None, Ending::Refused, None, 10);
         t.record(None, Ending::Status(404), None, 10);
@@ -434,7 +451,8 @@ mod tests {
         other.record(None, Ending::Timeout, None, 10);
         other.record(None, Ending::Status(504), Some("yellow"), 10);
         t.merge(other);
-        assert_eq!(t.sent, 7);
+        assert_eq!(t.sent, 8);
+        assert_eq!(t.classes.deadline, 1);
         assert_eq!(t.classes.total(), t.sent);
         assert_eq!(
             (

@@ -455,8 +455,8 @@ pub fn http_load(r: &crate::outcome::HttpLoadReport) -> String {
     prose(
         &mut out,
         format!(
-            "  no answer: refused {}, reset {}, timeout {}, protocol error {}",
-            c.refused, c.reset, c.timeout, c.protocol_error
+            "  no answer: refused {}, reset {}, timeout {}, protocol error {}, cut at the -z deadline {}",
+            c.refused, c.reset, c.timeout, c.protocol_error, c.deadline
         ),
         "    ",
     );
