@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 mod support;
+use support::accounted;
 
 use canarysim::cli::{Cli, execute};
 use canarysim::pod_server::{self, PodSpec, RunningPod};
@@ -1028,23 +1029,6 @@ fn hostile(rt: &tokio::runtime::Runtime, body: Body) -> SocketAddr {
         }
     });
     address
-}
-
-/// sent = the sum of the classes; the classes that are not zero.
-fn accounted(report: &serde_json::Value) -> std::collections::BTreeMap<String, u64> {
-    let classes: std::collections::BTreeMap<String, u64> = report["classes"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
-        .filter(|(_, n)| *n > 0)
-        .collect();
-    assert_eq!(
-        report["sent"].as_u64().unwrap(),
-        classes.values().sum::<u64>(),
-        "sent = the sum of the classes: {report}"
-    );
-    classes
 }
 
 /// Memory tests run one at a time: the peak they read is the process's.

@@ -19,6 +19,9 @@ use canarysim::pod_server::{self, PodSpec, RunningPod};
 use clap::Parser;
 use tokio::io::AsyncReadExt;
 
+mod support;
+use support::accounted;
+
 const HOST: &str = "rollouts-demo.local";
 /// How long a load may take before the test calls it wedged (a hang detector, not a timing
 /// assertion: every load here is bounded well below it).
@@ -178,27 +181,6 @@ fn load_through(router: SocketAddr, args: &[&str]) -> mpsc::Receiver<serde_json:
 
 fn finished(rx: mpsc::Receiver<serde_json::Value>) -> serde_json::Value {
     rx.recv_timeout(WEDGED).expect("the load wedged")
-}
-
-/// sent = the sum of the classes; returns the classes.
-fn accounted(report: &serde_json::Value) -> BTreeMap<String, u64> {
-    let classes: BTreeMap<String, u64> = report["classes"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
-        .filter(|(_, n)| *n > 0)
-        .collect();
-    println!(
-        "sent {} in {:.2} s: {classes:?}",
-        report["sent"], report["elapsed_seconds"]
-    );
-    assert_eq!(
-        report["sent"].as_u64().unwrap(),
-        classes.values().sum::<u64>(),
-        "sent = the sum of the classes: {report}"
-    );
-    classes
 }
 
 fn class(classes: &BTreeMap<String, u64>, name: &str) -> u64 {

@@ -75,3 +75,25 @@ impl Shared {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
     }
 }
+
+/// A `canarysim load` JSON report's classes that are not zero, checking that every request
+/// ended in exactly one (sent = the sum of the classes).
+pub fn accounted(report: &serde_json::Value) -> std::collections::BTreeMap<String, u64> {
+    let classes: std::collections::BTreeMap<String, u64> = report["classes"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    println!(
+        "sent {} in {:.2} s: {classes:?}",
+        report["sent"], report["elapsed_seconds"]
+    );
+    assert_eq!(
+        report["sent"].as_u64().unwrap(),
+        classes.values().sum::<u64>(),
+        "sent = the sum of the classes: {report}"
+    );
+    classes
+}
