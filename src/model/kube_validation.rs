@@ -26,7 +26,7 @@ pub fn validate(object: &Object) -> Vec<Invalid> {
         } else {
             let mut p = path_segment(name);
             if p.is_empty() {
-                p = dns1123_subdomain(name);
+                p = dns1123_subdomain_errors(name);
             }
             p
         };
@@ -44,7 +44,7 @@ pub fn validate(object: &Object) -> Vec<Invalid> {
             "/metadata/namespace",
             "metadata.namespace",
             &quoted(ns),
-            dns1123_label(ns),
+            dns1123_label_errors(ns),
         );
     }
     labels(
@@ -187,76 +187,17 @@ fn labels(out: &mut Vec<Invalid>, labels: &Value, pointer: &str, field: &str) {
     };
     for (key, value) in labels {
         let at = format!("{pointer}/{}", super::yaml::escape_pointer(key));
-        invalid(out, &at, field, &quoted(key), qualified_name(key));
+        invalid(out, &at, field, &quoted(key), qualified_name_errors(key));
         if let Some(value) = value.as_str() {
             invalid(
                 out,
                 &at,
                 &format!("{field}[{key}]"),
                 &quoted(value),
-                label_value(value),
+                label_value_errors(value),
             );
         }
     }
-}
-
-fn alnum(c: char) -> bool {
-    c.is_ascii_alphanumeric()
-}
-
-/// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`, of any length.
-fn name_chars_ok(s: &str) -> bool {
-    s.starts_with(alnum)
-        && s.ends_with(alnum)
-        && s.chars().all(|c| alnum(c) || matches!(c, '-' | '_' | '.'))
-}
-
-/// A label key's name part: [`name_chars_ok`], at most 63 characters.
-fn name_part(s: &str) -> bool {
-    s.len() <= 63 && name_chars_ok(s)
-}
-
-/// A label key: an optional DNS subdomain prefix and `/`, then a name part.
-fn qualified_name(key: &str) -> Vec<String> {
-    let (prefix, name) = match key.split_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
-    let mut out = Vec::new();
-    if let Some(p) = prefix {
-        if p.is_empty() {
-            out.push("prefix part must be non-empty".into());
-        } else {
-            out.extend(
-                dns1123_subdomain(p)
-                    .into_iter()
-                    .map(|m| format!("prefix part {m}")),
-            );
-        }
-    }
-    if name.is_empty() {
-        out.push("name part must be non-empty".into());
-    } else if !name_part(name) {
-        out.push(
-            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
-                .into(),
-        );
-    }
-    out
-}
-
-fn label_value(value: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    if value.len() > 63 {
-        out.push("must be no more than 63 characters".into());
-    }
-    if !value.is_empty() && !name_chars_ok(value) {
-        out.push(
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
-                .into(),
-        );
-    }
-    out
 }
 
 /// Names used in URL paths (every object's): never `.`, `..`, or holding `/` or `%`.
@@ -273,51 +214,177 @@ fn path_segment(name: &str) -> Vec<String> {
     out
 }
 
-fn lower_alnum(c: char) -> bool {
-    c.is_ascii_lowercase() || c.is_ascii_digit()
-}
+const DNS1035_LABEL_ERR: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character";
+const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
 
-/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, of any length.
-fn label_chars_ok(s: &str) -> bool {
-    s.starts_with(lower_alnum)
-        && s.ends_with(lower_alnum)
-        && s.chars().all(|c| lower_alnum(c) || c == '-')
-}
-
-fn dns1123_label(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    if s.len() > 63 {
-        out.push("must be no more than 63 characters".into());
-    }
-    if !label_chars_ok(s) {
-        out.push("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')".into());
-    }
-    out
-}
-
-fn dns1123_subdomain(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    if s.len() > 253 {
-        out.push("must be no more than 253 characters".into());
-    }
-    if !s.split('.').all(label_chars_ok) {
-        out.push("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".into());
-    }
-    out
-}
-
+/// `IsDNS1035Label`: a DNS-1123 label that starts with a letter.
 fn dns1035_label(s: &str) -> Vec<String> {
     let mut out = Vec::new();
     if s.len() > 63 {
-        out.push("must be no more than 63 characters".into());
+        out.push(max_len_error(63));
     }
-    let ok = s.starts_with(|c: char| c.is_ascii_lowercase())
-        && s.ends_with(lower_alnum)
-        && s.chars().all(|c| lower_alnum(c) || c == '-');
-    if !ok {
-        out.push("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')".into());
+    if !(matches_dns1123_label(s) && s.starts_with(|c: char| c.is_ascii_lowercase())) {
+        out.push(regex_error(
+            DNS1035_LABEL_ERR,
+            DNS1035_LABEL_FMT,
+            &["my-name", "abc-123"],
+        ));
     }
     out
+}
+
+// Kubernetes name syntax (apimachinery `pkg/util/validation`), shared with Argo's validation
+// of a Rollout's labels and names (`controller::validation`).
+
+const QUALIFIED_NAME_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const LABEL_VALUE_ERR: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
+const DNS1123_LABEL_ERR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+const DNS1123_SUBDOMAIN_ERR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+
+/// `RegexError`.
+pub(crate) fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
+    if examples.is_empty() {
+        return format!("{msg} (regex used for validation is '{fmt}')");
+    }
+    let mut out = format!("{msg} (e.g. ");
+    for (i, e) in examples.iter().enumerate() {
+        if i > 0 {
+            out.push_str(" or ");
+        }
+        out.push_str(&format!("'{e}', "));
+    }
+    out.push_str(&format!("regex used for validation is '{fmt}')"));
+    out
+}
+
+pub(crate) fn max_len_error(n: usize) -> String {
+    format!("must be no more than {n} characters")
+}
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, anchored.
+pub(crate) fn matches_qualified_name_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    match (b.first(), b.last()) {
+        (Some(f), Some(l)) => {
+            f.is_ascii_alphanumeric()
+                && l.is_ascii_alphanumeric()
+                && b.iter()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        }
+        _ => false,
+    }
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, anchored.
+pub(crate) fn matches_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    let ok = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    match (b.first(), b.last()) {
+        (Some(f), Some(l)) => ok(f) && ok(l) && b.iter().all(|c| ok(c) || *c == b'-'),
+        _ => false,
+    }
+}
+
+pub(crate) fn dns1123_label_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 63 {
+        errs.push(max_len_error(63));
+    }
+    if !matches_dns1123_label(value) {
+        errs.push(regex_error(
+            DNS1123_LABEL_ERR,
+            DNS1123_LABEL_FMT,
+            &["my-name", "123-abc"],
+        ));
+    }
+    errs
+}
+
+pub(crate) fn dns1123_subdomain_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 253 {
+        errs.push(max_len_error(253));
+    }
+    if !value.split('.').all(matches_dns1123_label) {
+        errs.push(regex_error(
+            DNS1123_SUBDOMAIN_ERR,
+            DNS1123_SUBDOMAIN_FMT,
+            &["example.com"],
+        ));
+    }
+    errs
+}
+
+/// `IsQualifiedName`.
+pub(crate) fn qualified_name_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = value.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_string());
+            } else {
+                errs.extend(
+                    dns1123_subdomain_errors(prefix)
+                        .into_iter()
+                        .map(|m| format!("prefix part {m}")),
+                );
+            }
+            *name
+        }
+        _ => {
+            return vec![format!(
+                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                regex_error(
+                    QUALIFIED_NAME_ERR,
+                    QUALIFIED_NAME_FMT,
+                    &["MyName", "my.name", "123-abc"]
+                )
+            )];
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_string());
+    } else if name.len() > 63 {
+        errs.push(format!("name part {}", max_len_error(63)));
+    }
+    if !matches_qualified_name_part(name) {
+        errs.push(format!(
+            "name part {}",
+            regex_error(
+                QUALIFIED_NAME_ERR,
+                QUALIFIED_NAME_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
+        ));
+    }
+    errs
+}
+
+pub(crate) fn is_qualified_name(value: &str) -> bool {
+    qualified_name_errors(value).is_empty()
+}
+
+/// `IsValidLabelValue`.
+pub(crate) fn label_value_errors(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > 63 {
+        errs.push(max_len_error(63));
+    }
+    if !value.is_empty() && !matches_qualified_name_part(value) {
+        errs.push(regex_error(
+            LABEL_VALUE_ERR,
+            LABEL_VALUE_FMT,
+            &["MyValue", "my_value", "12345"],
+        ));
+    }
+    errs
 }
 
 #[cfg(test)]
