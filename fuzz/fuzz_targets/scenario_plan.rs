@@ -1,6 +1,11 @@
 //! The scenario parser and planner: any bytes as a scenario file (manifest files it names
-//! are the bundled ones, read from memory), never a panic.
+//! are the bundled ones, read from memory), never a panic; what plans is run, cut to a
+//! fuzzing budget (`common/bounded.rs`), never a hang (the seeds hold the hostile inputs of
+//! issue 34 that once hung, panicked or overflowed the stack).
 #![no_main]
+
+#[path = "../common/bounded.rs"]
+mod bounded;
 
 use canarysim::scenario::{Files, load};
 use libfuzzer_sys::fuzz_target;
@@ -27,6 +32,9 @@ impl Files for Memory<'_> {
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = load(Path::new("fuzz/scenario.yaml"), &Memory(text));
+        if let Ok(plan) = load(Path::new("fuzz/scenario.yaml"), &Memory(text)) {
+            let report = canarysim::scenario::run(&bounded::bounded(plan), None);
+            let _ = canarysim::report::text::render(&report);
+        }
     }
 });

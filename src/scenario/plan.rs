@@ -634,6 +634,7 @@ fn plan_command(
             StepKind::FailPods(f.clone())
         }
         Step::Wait(WaitSpec::For(d)) => StepKind::Wait(dur(d, &inner)?),
+        Step::Wait(WaitSpec::Seconds(s)) => StepKind::Wait(dur(&s.to_string(), &inner)?),
         Step::Wait(WaitSpec::Until(u)) => {
             if let Some(r) = &u.rollout {
                 known_rollout(rollouts, r, at(&format!("{inner}/rollout")))?;
@@ -749,7 +750,7 @@ fn plan_backends(cluster: &ClusterSpec, at: &At, dur: &Dur) -> Result<PodBehavio
 const FORMS: [(&str, &str); 8] = [
     (
         "WaitSpec",
-        "wait takes a duration (`wait: 30s`) or `{until: paused|healthy|degraded|progressing, rollout: NAME, timeout: DURATION}`",
+        "wait takes a duration (`wait: 30s`, or a number of seconds) or `{until: paused|healthy|degraded|progressing, rollout: NAME, timeout: DURATION}`",
     ),
     (
         "ApplySpec",
