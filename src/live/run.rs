@@ -16,7 +16,7 @@ use crate::load::{Amount, ArmStats, Arrival, DataPath, LoadResult, PodStats, Wor
 use crate::mesh::Protocol;
 use crate::scenario::{Plan, RunReport, Runner};
 use crate::sim::World;
-use crate::verify::{LatencyRecorder, SplitUnit};
+use crate::verify::SplitUnit;
 
 /// A live load that asks for a request count stops after this much wall time at the most.
 const MAX_LIVE_LOAD: Duration = Duration::from_secs(600);
@@ -248,16 +248,7 @@ fn result(
         {
             Some(i) => &mut arms[i],
             None => {
-                arms.push(ArmStats {
-                    role,
-                    version,
-                    responses: 0,
-                    errors: 0,
-                    connections: 0,
-                    mirrored: 0,
-                    latency: LatencyRecorder::new(),
-                    bins: Vec::new(),
-                });
+                arms.push(ArmStats::new(role, version));
                 arms.last_mut().expect("just pushed")
             }
         }

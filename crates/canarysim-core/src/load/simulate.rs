@@ -1363,16 +1363,7 @@ fn arm_index(arms: &mut Vec<ArmStats>, role: Role, version: &str) -> u16 {
     {
         return i as u16;
     }
-    arms.push(ArmStats {
-        role,
-        version: version.to_string(),
-        responses: 0,
-        errors: 0,
-        connections: 0,
-        mirrored: 0,
-        latency: crate::verify::LatencyRecorder::new(),
-        bins: Vec::new(),
-    });
+    arms.push(ArmStats::new(role, version.to_string()));
     (arms.len() - 1) as u16
 }
 

@@ -75,7 +75,8 @@ impl Classifier {
 
     /// The version of a response, from its headers (`header(name)` looks one up, name in
     /// lower case) and its body: the whole body, or (`whole` false) its first bytes only
-    /// ([`super::body::BODY_PREFIX`]), where a JSON field is looked for as far as they go.
+    /// (the real client, `canarysim::load::http`, keeps 64 KiB), where a JSON field is
+    /// looked for as far as they go.
     /// None: the response does not say.
     pub fn version<'h>(
         &self,

@@ -9,12 +9,11 @@
 //! computed from. The load generator decides nothing: `verify` judges.
 //!
 //! [`LoadRun`] drives a workload through the simulated data plane on the virtual clock; the
-//! caller moves the clock between its epochs.
+//! caller moves the clock between its epochs. The real HTTP client (`canarysim::load::http`)
+//! lives in the `canarysim` crate and shares [`classify`] and [`tally`].
 
 mod backend;
-pub mod body;
 pub mod classify;
-pub mod http;
 mod simulate;
 pub mod tally;
 
@@ -323,6 +322,20 @@ pub struct ArmStats {
 pub(crate) const BIN_LIMIT_US: u64 = 1 << 16;
 
 impl ArmStats {
+    /// A version nothing has been counted for yet.
+    pub fn new(role: Role, version: String) -> Self {
+        ArmStats {
+            role,
+            version,
+            responses: 0,
+            errors: 0,
+            connections: 0,
+            mirrored: 0,
+            latency: LatencyRecorder::new(),
+            bins: Vec::new(),
+        }
+    }
+
     /// Whether a share key names this version: `stable` / `canary` by role, anything else
     /// by image tag.
     pub fn matches(&self, key: &str) -> bool {

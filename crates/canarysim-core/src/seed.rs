@@ -17,27 +17,27 @@ pub const DEFAULT_SCENARIO: &str = "scenarios/seed-004-walkthrough.yaml";
 pub const EMBEDDED: Embedded = Embedded(&[
     (
         DEFAULT_SCENARIO,
-        include_str!("../scenarios/seed-004-walkthrough.yaml"),
+        include_str!("../../../scenarios/seed-004-walkthrough.yaml"),
     ),
     (
         "scenarios/manifests/seed-004-rollout.yaml",
-        include_str!("../scenarios/manifests/seed-004-rollout.yaml"),
+        include_str!("../../../scenarios/manifests/seed-004-rollout.yaml"),
     ),
     (
         "scenarios/manifests/seed-004-rollout-update.yaml",
-        include_str!("../scenarios/manifests/seed-004-rollout-update.yaml"),
+        include_str!("../../../scenarios/manifests/seed-004-rollout-update.yaml"),
     ),
     (
         "scenarios/manifests/seed-004-services.yaml",
-        include_str!("../scenarios/manifests/seed-004-services.yaml"),
+        include_str!("../../../scenarios/manifests/seed-004-services.yaml"),
     ),
     (
         "scenarios/manifests/seed-004-gateway.yaml",
-        include_str!("../scenarios/manifests/seed-004-gateway.yaml"),
+        include_str!("../../../scenarios/manifests/seed-004-gateway.yaml"),
     ),
     (
         "scenarios/manifests/seed-004-virtualsvc.yaml",
-        include_str!("../scenarios/manifests/seed-004-virtualsvc.yaml"),
+        include_str!("../../../scenarios/manifests/seed-004-virtualsvc.yaml"),
     ),
 ]);
 

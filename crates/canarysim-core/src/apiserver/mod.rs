@@ -9,12 +9,12 @@
 //! Pods are kept compactly (their JSON serialized, and [`PodFacts`]): a workload may have
 //! 100,000 of them.
 //!
-//! It knows nothing about rollouts: controllers are clients of it.
+//! It knows nothing about rollouts: controllers are clients of it. Its HTTP face
+//! (`canarysim serve --api`) is `canarysim::apiserver::http`, in the `canarysim` crate.
 
 pub mod admission;
 mod compact;
 pub mod discovery;
-pub mod http;
 pub mod rest;
 pub mod selector;
 pub mod strategic;
