@@ -215,6 +215,27 @@ fn a_bare_number_waits_that_many_seconds() {
     assert!(err.contains("number of seconds"), "{err}");
 }
 
+/// Background traffic through a wait of Go's longest duration (a `wait: {until}` whose
+/// rollout never gets there, with a 292-year timeout) simulated 2×10¹¹ requests: a hang the
+/// fuzzer found. The wait is refused up front, as a load above the request budget is.
+#[test]
+fn background_traffic_through_an_endless_wait_is_refused_by_the_request_budget() {
+    let steps = "  - wait: 1m\n  - wait: {until: degraded, rollout: rollouts-demo, timeout: 2562047h}\n  - wait: 2562047h\n";
+    let text = scenario("", ", background: {rate: 20}", steps);
+    let (code, out, err) = run_scenario("run", &text);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("✔  2"),
+        "a minute of background traffic runs: {out}"
+    );
+    assert_eq!(
+        out.matches("more than the request budget of 100000000 per step")
+            .count(),
+        2,
+        "{out}"
+    );
+}
+
 /// `set_image` on a Rollout whose template is not an object panicked ("cannot access key
 /// \"template\" in JSON string"); it is refused, or reports that it found no container.
 #[test]

@@ -611,6 +611,15 @@ fuzz_target!(|input: Input| {
     if text.len() > MOST_TEXT || manifests.iter().any(|(_, t)| t.len() > MOST_TEXT) {
         return;
     }
+    // To see what a crash or a hang ran: SCENARIO_HOSTILE_DUMP=DIR writes the files there.
+    if let Some(dir) = std::env::var_os("SCENARIO_HOSTILE_DUMP") {
+        let dir = Path::new(&dir);
+        let _ = std::fs::write(dir.join("scenario.yaml"), &text);
+        for (name, t) in &manifests {
+            let _ = std::fs::write(dir.join(name), t);
+        }
+        let _ = std::fs::write(dir.join("run.txt"), format!("{:?}\n", input.run));
+    }
     let echoed = echoes_rust_words(&text) || manifests.iter().any(|(_, t)| echoes_rust_words(t));
     let files = Memory {
         scenario: text,

@@ -5,6 +5,7 @@
 //! show the state between steps; [`run`] does all steps at once.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use super::expect;
 use super::format::Role;
@@ -437,6 +438,9 @@ impl<'p> Runner<'p> {
         end: SimTime,
         mut done: impl FnMut(&World) -> bool,
     ) -> Result<bool, String> {
+        if let (Some(traffic), None) = (&self.plan.background, &self.load_with) {
+            self.check_background_budget(traffic, end.since(self.world.now()))?;
+        }
         let mut found = Vec::new();
         let mut active = self.active.clone();
         let (on_instant, on_wait) = (&mut self.on_instant, &mut self.on_wait);
@@ -796,6 +800,30 @@ impl<'p> Runner<'p> {
                 "refused: {lacks}: every connection of this load would find no route; send it with `protocol: http`, or give the VirtualService a {protocol} route for the host{elsewhere}"
             ),
         })
+    }
+
+    /// Refuses a wait through which `traffic.background` would send more than the request
+    /// budget (up to its end: a `wait: {until}` counts its timeout), before it sends anything:
+    /// a 292-year timeout at 20 requests a second would otherwise simulate 2×10¹¹ requests.
+    fn check_background_budget(
+        &self,
+        traffic: &load::Workload,
+        span: Duration,
+    ) -> Result<(), String> {
+        let estimate = match traffic.arrival {
+            load::Arrival::Constant(rate) | load::Arrival::Poisson(rate) => {
+                (rate * span.as_secs_f64()).ceil() as u64
+            }
+            load::Arrival::Closed => traffic.estimated_requests(1),
+        };
+        let budget = self.plan.request_budget;
+        if estimate <= budget {
+            return Ok(());
+        }
+        Err(format!(
+            "refused: traffic.background would send about {estimate} simulated requests through this wait of up to {}, more than the request budget of {budget} per step; a shorter wait or timeout, or `canarysim run --request-budget {estimate}`",
+            crate::model::duration::format(span)
+        ))
     }
 
     /// Refuses a simulated load estimated above the plan's request budget, before it sends
