@@ -562,7 +562,7 @@ impl Reconciler<'_> {
     /// an abort and jumps past the last step; both clear the pauses.
     fn apply_abort_and_promote_full(&mut self, fully_promoted: bool, step_count: usize) {
         if self.status.promote_full {
-            // Argo: `RemoveAbort()` when promoting in full (found by tests/properties.rs).
+            // Argo: `RemoveAbort()` when promoting in full (found by tests/simulation/properties.rs).
             self.status.abort = false;
             self.status.aborted_at = None;
         }

@@ -1,0 +1,12 @@
+//! What meets the wall clock and real loopback sockets: live mode, the API server on its socket,
+//! socket faults, the TUI's session. `.ci/busy-tests` runs these beside four CPU hogs.
+//!
+//! One test binary per area (issue 27: one link each, not one per file).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod api_server;
+mod live;
+mod socket_faults;
+mod tui;
