@@ -437,6 +437,11 @@ impl<'p> Runner<'p> {
         end: SimTime,
         mut done: impl FnMut(&World) -> bool,
     ) -> Result<bool, String> {
+        if let Some(traffic) = self.plan.background.as_ref() {
+            if self.load_with.is_none() {
+                self.check_background_budget(traffic, end)?;
+            }
+        }
         let mut found = Vec::new();
         let mut active = self.active.clone();
         let (on_instant, on_wait) = (&mut self.on_instant, &mut self.on_wait);
@@ -819,6 +824,31 @@ impl<'p> Runner<'p> {
         Err(format!(
             "refused: this load would send about {} simulated requests, more than the request budget of {} per load step; `canarysim run --request-budget {}` raises it",
             estimate, budget, estimate
+        ))
+    }
+
+    /// Refuses a step whose clock move would carry more background requests than the
+    /// plan's request budget, before it sends any: `traffic.background` flows through every
+    /// wait, so a long wait (or a wait-until's timeout) at its rate would run for hours.
+    fn check_background_budget(
+        &self,
+        traffic: &load::Workload,
+        end: SimTime,
+    ) -> Result<(), String> {
+        let (load::Arrival::Constant(rate) | load::Arrival::Poisson(rate)) = traffic.arrival else {
+            return Ok(());
+        };
+        let time = end.since(self.world.now());
+        let estimate = (rate * time.as_secs_f64()).ceil();
+        let budget = self.plan.request_budget;
+        if estimate <= budget as f64 {
+            return Ok(());
+        }
+        Err(format!(
+            "refused: traffic.background at {rate} requests per second would send about {} simulated requests in the {} this step may wait, more than the request budget of {budget} per step; a shorter wait or timeout, a lower rate, or `canarysim run --request-budget {}` raises it",
+            estimate as u64,
+            crate::model::duration::format(time),
+            estimate as u64
         ))
     }
 
