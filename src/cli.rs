@@ -944,9 +944,13 @@ fn plural(n: usize, word: &str) -> String {
 }
 
 fn compare(path: Option<&Path>, seed: Option<u64>, format: Format) -> (u8, String, String) {
-    let plan = match load_scenario(path) {
+    let (files, path): (&dyn Files, PathBuf) = match path {
+        None => (&EMBEDDED, PathBuf::from(DEFAULT_SCENARIO)),
+        Some(p) => (&Disk, p.to_path_buf()),
+    };
+    let plan = match scenario::load_runnable(&path, files) {
         Ok(plan) => plan,
-        Err(answer) => return answer,
+        Err(e) => return (2, String::new(), format!("{e}\n")),
     };
     let report = scenario::compare::compare(&plan, seed);
     let out = match format {
@@ -1008,7 +1012,7 @@ fn run(
     // Files that did not load, for the summary: a folder's run lists every file it read.
     let mut invalid_files: Vec<String> = Vec::new();
     for p in &scenario_paths {
-        match scenario::load(p, files.0).map(|mut plan| {
+        match scenario::load_runnable(p, files.0).map(|mut plan| {
             if let Some(budget) = request_budget {
                 plan.request_budget = budget;
             }

@@ -139,9 +139,10 @@ fn check(path: &Path, seed: Option<u64>) -> Result<(), ScenarioFailure> {
 }
 
 /// Runs a scenario and returns its report whether or not its expectations held; only a
-/// file that cannot be loaded is an error.
+/// file that cannot be loaded (or has no step to run) is an error.
 pub fn run_scenario(path: &Path, seed: Option<u64>) -> Result<Report, ScenarioFailure> {
-    let plan = scenario::load(path, &Disk).map_err(|e| ScenarioFailure::Invalid(e.to_string()))?;
+    let plan = scenario::load_runnable(path, &Disk)
+        .map_err(|e| ScenarioFailure::Invalid(e.to_string()))?;
     Ok(scenario::run(&plan, seed))
 }
 

@@ -16,6 +16,7 @@ mod data_plane;
 mod envoy_config;
 mod error_words;
 mod fidelity;
+mod held_out_regressions;
 mod hostile_inputs;
 mod invalid_input;
 mod lint;

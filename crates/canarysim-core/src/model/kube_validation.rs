@@ -104,9 +104,32 @@ fn service_ports(out: &mut Vec<Invalid>, ports: &Value) {
     let Some(ports) = ports.as_array() else {
         return;
     };
+    // A name and a (port, protocol) pair may each be listed once (ValidateService).
+    let mut names = std::collections::HashSet::new();
+    let mut numbers = std::collections::HashSet::new();
     for (i, p) in ports.iter().enumerate() {
         let field = format!("spec.ports[{i}]");
         let pointer = format!("/spec/ports/{i}");
+        if let Some(name) = p["name"].as_str().filter(|n| !n.is_empty()) {
+            if !names.insert(name) {
+                out.push(Invalid {
+                    pointer: format!("{pointer}/name"),
+                    message: format!("{field}.name: Duplicate value: {}", quoted(name)),
+                });
+            }
+        }
+        if let Some(port) = p["port"].as_i64() {
+            // The API server defaults the protocol to TCP before it validates.
+            let protocol = p["protocol"].as_str().unwrap_or("TCP");
+            if !numbers.insert((port, protocol)) {
+                out.push(Invalid {
+                    pointer: pointer.clone(),
+                    message: format!(
+                        "{field}: Duplicate value: port {port}/{protocol} (a port and protocol may be listed once)"
+                    ),
+                });
+            }
+        }
         match &p["port"] {
             Value::Null => out.push(Invalid {
                 pointer: pointer.clone(),
@@ -447,6 +470,19 @@ mod tests {
             let p = problems(Kind::Rollout, json!({"metadata": {"name": name}}));
             assert!(p.len() == 1 && p[0].contains(says), "{name}: {p:?}");
         }
+        let p = problems(
+            Kind::Service,
+            json!({"metadata": {"name": "s"}, "spec": {"ports": [
+                {"name": "a", "port": 80}, {"name": "a", "port": 81},
+                {"name": "b", "port": 80}, {"name": "c", "port": 80, "protocol": "UDP"}]}}),
+        );
+        assert_eq!(
+            p,
+            vec![
+                "/spec/ports/1/name spec.ports[1].name: Duplicate value: \"a\"",
+                "/spec/ports/2 spec.ports[2]: Duplicate value: port 80/TCP (a port and protocol may be listed once)",
+            ]
+        );
         let p = problems(Kind::Service, json!({"metadata": {"name": "9lives"}}));
         assert!(p[0].contains("DNS-1035 label"), "{p:?}");
         let p = problems(

@@ -248,6 +248,7 @@ pub fn review(manifest: &Manifest) -> Review {
     }
     if kind == Kind::Rollout {
         duplicate_managed_routes(manifest, &object, &mut out);
+        canary_scale_beyond_bound(manifest, &object, &mut out);
     }
     if matches!(kind, Kind::Rollout | Kind::ReplicaSet) {
         if let Some(n) = manifest.object.value["spec"]["replicas"].as_i64() {
@@ -407,6 +408,45 @@ fn duplicate_managed_routes(manifest: &Manifest, object: &str, out: &mut Review)
                     "{object}: spec.strategy.canary.trafficRouting.managedRoutes[{i}].name: Duplicate value: {name:?} (each managed route names one route of the VirtualService)"
                 ),
             });
+        }
+    }
+}
+
+/// A `setCanaryScale` step asks for its pods whatever `spec.replicas` says (a count, or a
+/// weight of `spec.replicas` that Argo does not cap at 100): beyond [`MAX_REPLICAS`] it is
+/// refused as `spec.replicas` is (2147483647 pods took minutes and gigabytes).
+fn canary_scale_beyond_bound(manifest: &Manifest, object: &str, out: &mut Review) {
+    let Some(steps) = manifest.object.value["spec"]["strategy"]["canary"]["steps"].as_array()
+    else {
+        return;
+    };
+    // Argo: `spec.replicas` nil is 1; a canary weight is ceil(replicas × weight / 100).
+    let replicas = manifest.object.value["spec"]["replicas"]
+        .as_i64()
+        .unwrap_or(1);
+    for (i, step) in steps.iter().enumerate() {
+        let scale = &step["setCanaryScale"];
+        let field = format!("spec.strategy.canary.steps[{i}].setCanaryScale");
+        let pointer = format!("/spec/strategy/canary/steps/{i}/setCanaryScale");
+        let refuse = |out: &mut Review, key: &str, what: String| {
+            out.rejections.push(Rejection {
+                location: manifest.locate(&format!("{pointer}/{key}")),
+                message: format!(
+                    "{object}: {field}.{key}: {what}, more pods than canarysim simulates (at most {MAX_REPLICAS} per workload)"
+                ),
+            });
+        };
+        if let Some(n) = scale["replicas"].as_i64().filter(|n| *n > MAX_REPLICAS) {
+            refuse(out, "replicas", format!("{n} pods"));
+        } else if let Some(w) = scale["weight"].as_i64() {
+            let pods = (i128::from(replicas.max(0)) * i128::from(w) + 99).div_euclid(100);
+            if pods > i128::from(MAX_REPLICAS) {
+                refuse(
+                    out,
+                    "weight",
+                    format!("{w} % of spec.replicas ({replicas}) is {pods} pods"),
+                );
+            }
         }
     }
 }

@@ -12,7 +12,7 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
-use yaml_rust2::scanner::Marker;
+use yaml_rust2::scanner::{Marker, TScalarStyle};
 
 use super::object::{Kind, Object};
 
@@ -232,9 +232,19 @@ fn check_flow_depth(file: &str, text: &str) -> Result<(), LoadError> {
 
 /// Parses plain YAML documents (no Kubernetes checks) with their source maps.
 pub fn parse_documents(file: &str, text: &str) -> Result<Vec<(Value, Arc<SourceMap>)>, LoadError> {
+    documents(file, text, false)
+}
+
+/// [`parse_documents`]; `manifests`: the documents are Kubernetes objects, stored as JSON,
+/// so a NaN or an infinity is refused (a scenario's own numbers are checked by its fields).
+fn documents(
+    file: &str,
+    text: &str,
+    manifests: bool,
+) -> Result<Vec<(Value, Arc<SourceMap>)>, LoadError> {
     let text = without_bom(text);
     check_flow_depth(file, text)?;
-    let maps = source_maps(file, text)?;
+    let maps = source_maps(file, text, manifests)?;
     let mut out = Vec::new();
     for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let value = Value::deserialize(doc).map_err(|e| yaml_error(file, &e))?;
@@ -259,7 +269,7 @@ pub fn load_str(
     default_namespace: &str,
 ) -> Result<Vec<Manifest>, LoadError> {
     let mut out = Vec::new();
-    for (mut value, source) in parse_documents(file, text)? {
+    for (mut value, source) in documents(file, text, true)? {
         let at = |p: &str| source.locate(p);
         if !value.is_object() {
             return Err(LoadError::invalid(
@@ -406,13 +416,16 @@ fn shorten(message: &str) -> String {
 /// `load` recurses once a level and overflowed the stack on deep nesting. Nesting deeper
 /// than [`MAX_DEPTH`] and more than [`MAX_NODES`] nodes are refused here, before serde_yaml
 /// reads the text. A document yaml-rust2 cannot parse gets no map (serde_yaml reports the
-/// syntax error itself).
-fn source_maps(file: &str, text: &str) -> Result<Vec<SourceMap>, LoadError> {
+/// syntax error itself). With `finite`, a value YAML reads as NaN or an infinity is refused
+/// where it is written.
+fn source_maps(file: &str, text: &str, finite: bool) -> Result<Vec<SourceMap>, LoadError> {
     let mut builder = MapBuilder {
         file: file.to_string(),
         docs: Vec::new(),
         stack: Vec::new(),
         duplicate: None,
+        non_finite: None,
+        finite,
     };
     let mut parser = Parser::new_from_str(text);
     let mut nodes = 0usize;
@@ -439,6 +452,24 @@ fn source_maps(file: &str, text: &str) -> Result<Vec<SourceMap>, LoadError> {
             return Err(LoadError::invalid(
                 at(mark),
                 format!("key {key:?} already set in this mapping, at line {first_line}"),
+            ));
+        }
+        if let Some((pointer, text)) = builder.non_finite.take() {
+            // serde_json keeps no NaN or infinity: the value would become null in silence
+            // (`replicas: .nan` ran one pod). kubectl refuses the file, as JSON cannot hold it.
+            let json = if text.to_ascii_lowercase().contains("nan") {
+                "NaN"
+            } else if text.starts_with('-') {
+                "-Inf"
+            } else {
+                "+Inf"
+            };
+            return Err(LoadError::invalid(
+                at(mark),
+                format!(
+                    "{}: {text} is not a number Kubernetes can store: expected a finite number (JSON has no NaN or infinity; kubectl refuses the file: json: unsupported value: {json})",
+                    field_of(&pointer)
+                ),
             ));
         }
         // The builder's stack holds the collections open here.
@@ -475,6 +506,39 @@ struct MapBuilder {
     stack: Vec<Frame>,
     /// A key met twice in one mapping, and the line of its first.
     duplicate: Option<(String, usize)>,
+    /// A value YAML reads as NaN or an infinity (`.nan`, `-.inf`), and its pointer.
+    non_finite: Option<(String, String)>,
+    /// Whether such a value is looked for (Kubernetes objects, stored as JSON).
+    finite: bool,
+}
+
+/// The plain scalars YAML 1.2's core schema (and serde_yaml) read as NaN or an infinity.
+fn is_non_finite(scalar: &str) -> bool {
+    matches!(
+        scalar.strip_prefix(['+', '-']).unwrap_or(scalar),
+        ".inf" | ".Inf" | ".INF"
+    ) || matches!(scalar, ".nan" | ".NaN" | ".NAN")
+}
+
+/// A JSON pointer as a field path for messages: `/spec/ports/0/port` → `spec.ports[0].port`.
+fn field_of(pointer: &str) -> String {
+    let mut out = String::new();
+    for segment in pointer.split('/').skip(1) {
+        let segment = segment.replace("~1", "/").replace("~0", "~");
+        if !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str(&format!("[{segment}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(&segment);
+        }
+    }
+    if out.is_empty() {
+        "the document".to_string()
+    } else {
+        out
+    }
 }
 
 impl MapBuilder {
@@ -519,7 +583,7 @@ impl MarkedEventReceiver for MapBuilder {
                 });
                 self.stack.clear();
             }
-            Event::Scalar(s, ..) => match self.next_value_path() {
+            Event::Scalar(s, style, _, tag) => match self.next_value_path() {
                 None => {
                     if let Some(Frame::Mapping {
                         key,
@@ -546,6 +610,13 @@ impl MarkedEventReceiver for MapBuilder {
                     }
                 }
                 Some(path) => {
+                    if self.finite
+                        && style == TScalarStyle::Plain
+                        && tag.is_none()
+                        && is_non_finite(&s)
+                    {
+                        self.non_finite.get_or_insert((path.clone(), s));
+                    }
                     self.record(&path, mark);
                     self.advance();
                 }
@@ -653,6 +724,31 @@ spec:
             err.starts_with("x.yaml:2:7: unknown kind \"Deployment\""),
             "{err}"
         );
+    }
+
+    #[test]
+    fn nan_and_infinities_are_refused_in_manifests_where_written() {
+        for (value, json) in [
+            (".nan", "NaN"),
+            (".Inf", "+Inf"),
+            ("-.INF", "-Inf"),
+            ("+.inf", "+Inf"),
+        ] {
+            let text = format!(
+                "apiVersion: v1\nkind: Service\nmetadata: {{name: s}}\nspec:\n  ports: [{{port: {value}}}]\n"
+            );
+            let err = load_str("n.yaml", &text, "d").unwrap_err().to_string();
+            assert_eq!(
+                err,
+                format!(
+                    "n.yaml:5:18: spec.ports[0].port: {value} is not a number Kubernetes can store: expected a finite number (JSON has no NaN or infinity; kubectl refuses the file: json: unsupported value: {json})"
+                )
+            );
+        }
+        // Quoted, they are strings; in a scenario's own fields, the fields decide.
+        let text = "apiVersion: v1\nkind: Service\nmetadata: {name: s, labels: {a: \".nan\"}}\n";
+        assert!(load_str("q.yaml", text, "d").is_ok());
+        assert!(parse_documents("s.yaml", "wait: .nan\n").is_ok());
     }
 
     #[test]

@@ -10,5 +10,5 @@ pub mod plan;
 pub mod runner;
 pub mod split;
 
-pub use plan::{Disk, Embedded, Files, Plan, ScenarioError, load, parse};
+pub use plan::{Disk, Embedded, Files, Plan, ScenarioError, load, load_runnable, parse};
 pub use runner::{RunReport, Runner, StepReport, run};

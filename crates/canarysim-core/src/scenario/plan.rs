@@ -121,8 +121,11 @@ pub struct Plan {
     /// Where the scenario wrote `traffic.background` (for warnings about it).
     pub background_location: Location,
     /// The most simulated requests a load step may be estimated to send before it is
-    /// refused (`canarysim run --request-budget`).
+    /// refused (`canarysim run --request-budget`); the same bounds the background traffic
+    /// of each step that moves the clock.
     pub request_budget: u64,
+    /// Where the scenario wrote `steps` (or its start, when it wrote none).
+    pub steps_location: Location,
 }
 
 /// One step, checked.
@@ -525,7 +528,22 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
         background,
         background_location: at("/traffic/background"),
         request_budget: crate::load::DEFAULT_REQUEST_BUDGET,
+        steps_location: at("/steps"),
     })
+}
+
+/// [`load`] for a scenario that is to be run (`run`, `compare`, a test of the testing API):
+/// one without a step would pass having checked nothing, so it is refused where `steps` is
+/// written (or at its start). `envoy-config` and `serve` may show a world without steps.
+pub fn load_runnable(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
+    let plan = load(path, files)?;
+    if plan.steps.is_empty() {
+        return Err(ScenarioError::at(
+            plan.steps_location.clone(),
+            "steps: expected at least one step (a scenario without steps checks nothing, so it cannot pass)",
+        ));
+    }
+    Ok(plan)
 }
 
 /// A command step (set_image, promote, abort, retry, pause, undo, restart, status,

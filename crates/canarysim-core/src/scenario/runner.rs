@@ -5,7 +5,6 @@
 //! show the state between steps; [`run`] does all steps at once.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use super::expect;
 use super::format::Role;
@@ -438,8 +437,10 @@ impl<'p> Runner<'p> {
         end: SimTime,
         mut done: impl FnMut(&World) -> bool,
     ) -> Result<bool, String> {
-        if let (Some(traffic), None) = (&self.plan.background, &self.load_with) {
-            self.check_background_budget(traffic, end.since(self.world.now()))?;
+        if let Some(traffic) = self.plan.background.as_ref() {
+            if self.load_with.is_none() {
+                self.check_background_budget(traffic, end)?;
+            }
         }
         let mut found = Vec::new();
         let mut active = self.active.clone();
@@ -802,30 +803,6 @@ impl<'p> Runner<'p> {
         })
     }
 
-    /// Refuses a wait through which `traffic.background` would send more than the request
-    /// budget (up to its end: a `wait: {until}` counts its timeout), before it sends anything:
-    /// a 292-year timeout at 20 requests a second would otherwise simulate 2×10¹¹ requests.
-    fn check_background_budget(
-        &self,
-        traffic: &load::Workload,
-        span: Duration,
-    ) -> Result<(), String> {
-        let estimate = match traffic.arrival {
-            load::Arrival::Constant(rate) | load::Arrival::Poisson(rate) => {
-                (rate * span.as_secs_f64()).ceil() as u64
-            }
-            load::Arrival::Closed => traffic.estimated_requests(1),
-        };
-        let budget = self.plan.request_budget;
-        if estimate <= budget {
-            return Ok(());
-        }
-        Err(format!(
-            "refused: traffic.background would send about {estimate} simulated requests through this wait of up to {}, more than the request budget of {budget} per step; a shorter wait or timeout, or `canarysim run --request-budget {estimate}`",
-            crate::model::duration::format(span)
-        ))
-    }
-
     /// Refuses a simulated load estimated above the plan's request budget, before it sends
     /// anything (a closed loop's count depends on how fast the pods answer now).
     fn check_request_budget(&self, w: &load::Workload) -> Result<(), String> {
@@ -847,6 +824,31 @@ impl<'p> Runner<'p> {
         Err(format!(
             "refused: this load would send about {} simulated requests, more than the request budget of {} per load step; `canarysim run --request-budget {}` raises it",
             estimate, budget, estimate
+        ))
+    }
+
+    /// Refuses a step whose clock move would carry more background requests than the
+    /// plan's request budget, before it sends any: `traffic.background` flows through every
+    /// wait, so a long wait (or a wait-until's timeout) at its rate would run for hours.
+    fn check_background_budget(
+        &self,
+        traffic: &load::Workload,
+        end: SimTime,
+    ) -> Result<(), String> {
+        let (load::Arrival::Constant(rate) | load::Arrival::Poisson(rate)) = traffic.arrival else {
+            return Ok(());
+        };
+        let time = end.since(self.world.now());
+        let estimate = (rate * time.as_secs_f64()).ceil();
+        let budget = self.plan.request_budget;
+        if estimate <= budget as f64 {
+            return Ok(());
+        }
+        Err(format!(
+            "refused: traffic.background at {rate} requests per second would send about {} simulated requests in the {} this step may wait, more than the request budget of {budget} per step; a shorter wait or timeout, a lower rate, or `canarysim run --request-budget {}` raises it",
+            estimate as u64,
+            crate::model::duration::format(time),
+            estimate as u64
         ))
     }
 
