@@ -281,7 +281,17 @@ impl Workload {
     /// time / `mean_answer_us` (the quickest mean answer among the pods that may serve it;
     /// retries and timeouts are not foreseen).
     pub fn estimated_requests(&self, mean_answer_us: u64) -> u64 {
-        let fits = |time: Duration| match self.arrival {
+        let fits = |time: Duration| self.requests_in(time, mean_answer_us);
+        match self.amount {
+            Amount::Requests(n) => n.min(fits(simulate::MAX_LOAD_TIME)),
+            Amount::Duration(d) => fits(d.min(simulate::MAX_LOAD_TIME)),
+        }
+    }
+
+    /// About how many requests this workload sends in `time` (saturating): rate × time for
+    /// an open loop; for a closed loop, the requests in flight × time / the mean answer.
+    pub fn requests_in(&self, time: Duration, mean_answer_us: u64) -> u64 {
+        match self.arrival {
             Arrival::Constant(rate) | Arrival::Poisson(rate) => {
                 (rate * time.as_secs_f64()).ceil() as u64
             }
@@ -289,10 +299,6 @@ impl Workload {
                 let per_answer = mean_answer_us.max(1) as f64 / 1e6;
                 (f64::from(self.workers()) * time.as_secs_f64() / per_answer).ceil() as u64
             }
-        };
-        match self.amount {
-            Amount::Requests(n) => n.min(fits(simulate::MAX_LOAD_TIME)),
-            Amount::Duration(d) => fits(d.min(simulate::MAX_LOAD_TIME)),
         }
     }
 }

@@ -835,20 +835,19 @@ impl<'p> Runner<'p> {
         traffic: &load::Workload,
         end: SimTime,
     ) -> Result<(), String> {
+        // Background traffic is an open loop (the plan asks for a rate).
         let (load::Arrival::Constant(rate) | load::Arrival::Poisson(rate)) = traffic.arrival else {
             return Ok(());
         };
         let time = end.since(self.world.now());
-        let estimate = (rate * time.as_secs_f64()).ceil();
+        let estimate = traffic.requests_in(time, 1);
         let budget = self.plan.request_budget;
-        if estimate <= budget as f64 {
+        if estimate <= budget {
             return Ok(());
         }
         Err(format!(
-            "refused: traffic.background at {rate} requests per second would send about {} simulated requests in the {} this step may wait, more than the request budget of {budget} per step; a shorter wait or timeout, a lower rate, or `canarysim run --request-budget {}` raises it",
-            estimate as u64,
+            "refused: traffic.background at {rate} requests per second would send about {estimate} simulated requests in the {} this step may wait, more than the request budget of {budget} per step; a shorter wait or timeout, a lower rate, or `canarysim run --request-budget {estimate}` raises it",
             crate::model::duration::format(time),
-            estimate as u64
         ))
     }
 
