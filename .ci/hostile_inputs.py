@@ -300,19 +300,28 @@ def generated(root):
                            "image: argoproj/rollouts-demo:yellow}\n",
                            repeat("  - promote: rollouts-demo\n  - abort: rollouts-demo\n"
                                   "  - retry: rollouts-demo\n", 7000)))
-    case("many-rollout-steps", "run", ["{tmp}/many.yaml"], "any",
+
+    def rollout_steps(tmp, pairs):
+        write(f"{tmp}/m.yaml", open(
+            f"{root}/scenarios/manifests/seed-004-rollout.yaml").read().split("      steps:")[0],
+            "      steps:\n", (f"      - setWeight: {i % 100 + 1}\n      - pause: {{duration: 0s}}\n"
+                              for i in range(pairs)),
+            "  selector: {matchLabels: {app: rollouts-demo}}\n  template:\n    metadata: "
+            "{labels: {app: rollouts-demo}}\n    spec: {containers: [{name: rollouts-demo, "
+            "image: argoproj/rollouts-demo:blue}]}\n")
+        write(f"{tmp}/many.yaml", head.replace(
+            f"{root}/scenarios/manifests/seed-004-rollout.yaml", "m.yaml"), STEPS,
+            "  - set_image: {rollout: rollouts-demo, container: rollouts-demo, "
+            "image: argoproj/rollouts-demo:yellow}\n  - wait: {until: healthy, timeout: 1h}\n")
+
+    # Each step change writes the whole Rollout's status (quadratic in the steps, as in a
+    # real controller): canarysim simulates at most 1,000 steps.
+    case("many-rollout-steps", "run", ["{tmp}/many.yaml"], "refused",
          "a Rollout of 5,000 canary steps (setWeight 1..100 and 0s pauses, 140 KB), updated",
-         lambda tmp: (write(f"{tmp}/m.yaml", open(
-             f"{root}/scenarios/manifests/seed-004-rollout.yaml").read().split("      steps:")[0],
-             "      steps:\n", (f"      - setWeight: {i % 100 + 1}\n      - pause: {{duration: 0s}}\n"
-                               for i in range(2_500)),
-             "  selector: {matchLabels: {app: rollouts-demo}}\n  template:\n    metadata: "
-             "{labels: {app: rollouts-demo}}\n    spec: {containers: [{name: rollouts-demo, "
-             "image: argoproj/rollouts-demo:blue}]}\n"),
-             write(f"{tmp}/many.yaml", head.replace(
-                 f"{root}/scenarios/manifests/seed-004-rollout.yaml", "m.yaml"), STEPS,
-                 "  - set_image: {rollout: rollouts-demo, container: rollouts-demo, "
-                 "image: argoproj/rollouts-demo:yellow}\n  - wait: {until: healthy, timeout: 1h}\n")))
+         lambda tmp: rollout_steps(tmp, 2_500))
+    case("rollout-steps-at-bound", "run", ["{tmp}/many.yaml"], "any",
+         "a Rollout of 1,000 canary steps, the most canarysim simulates, updated to the end",
+         lambda tmp: rollout_steps(tmp, 500))
 
     # Garbage, endless input, encodings.
     def garbage(tmp, size=1 * MB, seed=34):

@@ -172,6 +172,58 @@ fn set_canary_scale_beyond_the_pods_canarysim_simulates_is_refused_at_its_place(
 }
 
 #[test]
+fn a_rollout_of_more_steps_than_canarysim_simulates_is_refused_at_the_first_one_beyond() {
+    // 5,000 steps ran past 30 s: every step change writes the whole Rollout's status.
+    let pauses = |n: usize| vec!["{pause: {duration: 0s}}"; n].join(", ");
+    // canary_scale adds two steps after the given ones: 999 + 2 steps are one too many.
+    let file = support::write_temp("steps.yaml", &canary_scale(&pauses(999)));
+    let (code, out, err) = canarysim(&["run", file.to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("steps.yaml:23:25014: ") && err.contains(
+            "Rollout \"rollouts-demo\": spec.strategy.canary.steps: 1001 steps are more than canarysim simulates (at most 1000)"
+        ),
+        "{err}"
+    );
+    let file = support::write_temp("steps.yaml", &canary_scale(&pauses(998)));
+    let (code, out, err) = canarysim(&["lint", file.to_str().unwrap()]);
+    assert!(
+        code == 0 && !err.contains("more than canarysim"),
+        "{out}{err}"
+    );
+}
+
+#[test]
+fn an_analysis_interval_under_a_second_is_refused_at_its_place() {
+    // `interval: 1ns` never settled: Argo keeps finishedAt to the second, so it measures
+    // again at once until the second ends, a loop the virtual clock cannot run.
+    let template = |interval: &str| {
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: AnalysisTemplate\nmetadata: {{name: rate}}\nspec:\n  metrics:\n  - name: ok\n    interval: {interval}\n    provider: {{job: {{spec: {{template: {{spec: {{containers: [{{name: c, image: busybox}}], restartPolicy: Never}}}}}}}}}}\n"
+        )
+    };
+    for interval in ["1ns", "999ms", "0.5"] {
+        let file = support::write_temp("analysis.yaml", &template(interval));
+        let (code, out, err) = canarysim(&["lint", file.to_str().unwrap()]);
+        assert_eq!(code, 1, "{interval}: {out}{err}");
+        assert!(
+            format!("{out}{err}").contains(&format!(
+                "analysis.yaml:7:15: error: AnalysisTemplate \"rate\": spec.metrics[0].interval: {interval} is under a second"
+            )),
+            "{interval}: {out}{err}"
+        );
+    }
+    for interval in ["1s", "1500ms", "5m"] {
+        let file = support::write_temp("analysis.yaml", &template(interval));
+        let (code, out, err) = canarysim(&["lint", file.to_str().unwrap()]);
+        assert!(
+            code == 0 && !err.contains("under a second"),
+            "{interval}: {out}{err}"
+        );
+    }
+}
+
+#[test]
 fn a_scenario_without_steps_is_refused_by_run_and_compare_not_by_envoy_config() {
     for (steps, at) in [
         ("", "scenario.yaml:1:1"),

@@ -202,14 +202,17 @@ fn waits_that_add_up_past_year_9999_do_not_panic() {
     assert!(out.contains("29"), "every step ran: {out}");
 }
 
-/// `wait: 5` was refused, though the message offered "a number of seconds" and every other
+/// `wait: 5` (and `wait: 0.5`) was refused, though the message offered "a number of seconds" and every other
 /// duration field reads a bare number as seconds.
 #[test]
 fn a_bare_number_waits_that_many_seconds() {
-    let text = scenario("", "", "  - wait: 5\n  - wait: \"7\"\n");
+    let text = scenario("", "", "  - wait: 5\n  - wait: \"7\"\n  - wait: 0.5\n");
     let (code, out, err) = run_scenario("run", &text);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("wait 5s") && out.contains("wait 7s"), "{out}");
+    assert!(
+        out.contains("wait 5s") && out.contains("wait 7s") && out.contains("wait 500ms"),
+        "{out}"
+    );
     let (code, out, err) = run_scenario("run", &scenario("", "", "  - wait: -5\n"));
     assert_eq!(code, 2, "{out}{err}");
     assert!(err.contains("number of seconds"), "{err}");

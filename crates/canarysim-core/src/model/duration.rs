@@ -12,7 +12,16 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
     if let Ok(secs) = t.parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }
-    match go_parse_duration(t) {
+    // A decimal number of seconds (`0.25`) is read exactly, as Go reads `0.25s`.
+    let decimal = !t.is_empty()
+        && t.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && t.matches('.').count() == 1;
+    let go = if decimal {
+        go_parse_duration(&format!("{t}s"))
+    } else {
+        go_parse_duration(t)
+    };
+    match go {
         Some(nanos) if nanos >= 0 => Ok(Duration::from_nanos(nanos as u64)),
         Some(_) => Err(DurationError::Negative(text.to_string())),
         None => Err(DurationError::Syntax(text.to_string())),
@@ -137,6 +146,10 @@ mod tests {
         assert_eq!(parse("1h30m").unwrap(), Duration::from_secs(5400));
         assert_eq!(parse("100ms").unwrap(), Duration::from_millis(100));
         assert_eq!(parse("45").unwrap(), Duration::from_secs(45));
+        // A decimal number of seconds, exactly (not through a float).
+        assert_eq!(parse("0.25").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse("1.000000001").unwrap(), Duration::new(1, 1));
+        assert!(parse("1.2.3").is_err() && parse(".").is_err() && parse("-0.5").is_err());
         assert_eq!(
             from_int_or_string(&IntOrString::Int(30)).unwrap(),
             Duration::from_secs(30)

@@ -232,6 +232,11 @@ pub fn stray_rules() -> Vec<String> {
 /// The most pods one workload may ask for: canarysim simulates every pod on its own.
 pub const MAX_REPLICAS: i64 = 100_000;
 
+/// The most canary steps one Rollout may list. Every step change writes the Rollout's status,
+/// and each write costs the whole object, as a real controller's does: 1,000 steps run in
+/// about 3 s, 5,000 took over 30 s. Real strategies hold tens.
+pub const MAX_CANARY_STEPS: usize = 1_000;
+
 /// Every field of `manifest` that is not simulated: warnings for fields kept but not acted
 /// on (and for unknown fields), rejections for fields canarysim refuses. A kind with a
 /// whole-object rule (path `-`) gets one finding for the object.
@@ -249,6 +254,13 @@ pub fn review(manifest: &Manifest) -> Review {
     if kind == Kind::Rollout {
         duplicate_managed_routes(manifest, &object, &mut out);
         canary_scale_beyond_bound(manifest, &object, &mut out);
+        too_many_steps(manifest, &object, &mut out);
+    }
+    if matches!(
+        kind,
+        Kind::AnalysisTemplate | Kind::ClusterAnalysisTemplate | Kind::AnalysisRun
+    ) {
+        intervals_under_a_second(manifest, &object, &mut out);
     }
     if matches!(kind, Kind::Rollout | Kind::ReplicaSet) {
         if let Some(n) = manifest.object.value["spec"]["replicas"].as_i64() {
@@ -409,6 +421,50 @@ fn duplicate_managed_routes(manifest: &Manifest, object: &str, out: &mut Review)
                 ),
             });
         }
+    }
+}
+
+/// A metric's `interval` under a second: Argo keeps a measurement's `finishedAt` to the
+/// second and measures again once `finishedAt + interval` has passed, so it would measure
+/// over and over, as fast as it can, until the second turns: a loop canarysim's virtual
+/// clock, which moves only between instants, cannot run (1ns never settled).
+fn intervals_under_a_second(manifest: &Manifest, object: &str, out: &mut Review) {
+    let Some(metrics) = manifest.object.value["spec"]["metrics"].as_array() else {
+        return;
+    };
+    for (i, metric) in metrics.iter().enumerate() {
+        let text = match &metric["interval"] {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Number(n) => n.to_string(),
+            _ => continue,
+        };
+        let Ok(interval) = super::duration::parse(&text) else {
+            continue; // Argo's own validation names the syntax error.
+        };
+        if interval < std::time::Duration::from_secs(1) {
+            out.rejections.push(Rejection {
+                location: manifest.locate(&format!("/spec/metrics/{i}/interval")),
+                message: format!(
+                    "{object}: spec.metrics[{i}].interval: {text} is under a second, which canarysim does not simulate: Argo records when a measurement finished to the second, so it would measure again at once, as fast as it can, until that second ends (at least 1s)"
+                ),
+            });
+        }
+    }
+}
+
+fn too_many_steps(manifest: &Manifest, object: &str, out: &mut Review) {
+    let Some(steps) = manifest.object.value["spec"]["strategy"]["canary"]["steps"].as_array()
+    else {
+        return;
+    };
+    if steps.len() > MAX_CANARY_STEPS {
+        out.rejections.push(Rejection {
+            location: manifest.locate(&format!("/spec/strategy/canary/steps/{MAX_CANARY_STEPS}")),
+            message: format!(
+                "{object}: spec.strategy.canary.steps: {} steps are more than canarysim simulates (at most {MAX_CANARY_STEPS})",
+                steps.len()
+            ),
+        });
     }
 }
 

@@ -36,7 +36,12 @@ pub fn plain(message: &str, describe: &dyn Fn(&str) -> Option<String>) -> String
     let mut out = message
         .replace("invalid type: unit value", "invalid type: null")
         .replace("unknown variant `", "unknown value `")
-        .replace("expected unit", "expected null");
+        .replace("expected unit", "expected null")
+        // YAML is read into JSON values first, which hold 64-bit whole numbers at most.
+        .replace(
+            "JSON number out of range",
+            "a number beyond any canarysim reads: whole numbers go from -9,223,372,036,854,775,808 to 18,446,744,073,709,551,615",
+        );
     const UNTAGGED: &str = "data did not match any variant of untagged enum ";
     if let Some(at) = out.find(UNTAGGED) {
         let (name, len) = identifier(&out[at + UNTAGGED.len()..]);
@@ -118,6 +123,10 @@ mod tests {
     #[test]
     fn rust_types_become_yaml_words() {
         let cases = [
+            (
+                "seed: JSON number out of range",
+                "seed: a number beyond any canarysim reads: whole numbers go from -9,223,372,036,854,775,808 to 18,446,744,073,709,551,615",
+            ),
             (
                 "invalid type: string \"two\", expected i32",
                 "invalid type: string \"two\", expected a whole number from -2,147,483,648 to 2,147,483,647",

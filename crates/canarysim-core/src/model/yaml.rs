@@ -246,18 +246,51 @@ fn documents(
     check_flow_depth(file, text)?;
     let maps = source_maps(file, text, manifests)?;
     let mut out = Vec::new();
+    // Merge keys (`<<: *base`) as kubectl reads them (YAML 1.1, go-yaml): only where the
+    // text could hold one, so every other file keeps the one direct pass.
+    let merge_keys = text.contains("<<");
     for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value = Value::deserialize(doc).map_err(|e| yaml_error(file, &e))?;
         let map = maps
             .get(index)
             .cloned()
             .unwrap_or_else(|| SourceMap::synthetic(file));
+        let value = if merge_keys {
+            with_merge_keys(doc, &map).map_err(|e| match e {
+                MergeError::Yaml(e) => yaml_error(file, &e),
+                MergeError::Invalid(e) => e,
+            })?
+        } else {
+            Value::deserialize(doc).map_err(|e| yaml_error(file, &e))?
+        };
         if value.is_null() {
             continue; // an empty document (`---` at the end) holds nothing
         }
         out.push((value, Arc::new(map)));
     }
     Ok(out)
+}
+
+enum MergeError {
+    Yaml(serde_yaml::Error),
+    Invalid(LoadError),
+}
+
+/// One document with its `<<` keys merged into their mappings (keys written beside a `<<`
+/// win over the merged ones, as in go-yaml).
+fn with_merge_keys(doc: serde_yaml::Deserializer, map: &SourceMap) -> Result<Value, MergeError> {
+    let mut yaml = serde_yaml::Value::deserialize(doc).map_err(MergeError::Yaml)?;
+    yaml.apply_merge().map_err(|e| {
+        MergeError::Invalid(LoadError::invalid(
+            map.locate(""),
+            format!("a `<<` merge key: {e}"),
+        ))
+    })?;
+    serde_json::to_value(yaml).map_err(|e| {
+        MergeError::Invalid(LoadError::invalid(
+            map.locate(""),
+            format!("after merging `<<` keys: {e}"),
+        ))
+    })
 }
 
 /// Parses multi-document YAML into Kubernetes objects. Every document must be a mapping with
@@ -690,6 +723,26 @@ spec:
         host: a
       weight: 100
 ";
+
+    #[test]
+    fn merge_keys_are_merged_as_kubectl_reads_them() {
+        let text = "apiVersion: v1\nkind: Service\nmetadata:\n  name: b\n  labels: &l {app: b}\nspec:\n  <<: [{ports: [{port: 80}], selector: {app: a}}, {type: ClusterIP}]\n  selector: *l\n";
+        let m = load_str("m.yaml", text, "demo").unwrap();
+        let spec = &m[0].object.value["spec"];
+        assert_eq!(spec["ports"][0]["port"], 80);
+        assert_eq!(spec["type"], "ClusterIP");
+        // A key written beside `<<` wins over the merged one.
+        assert_eq!(spec["selector"]["app"], "b");
+        assert!(spec.get("<<").is_none());
+        let err = load_str(
+            "m.yaml",
+            "apiVersion: v1\nkind: Service\nmetadata: {name: b}\nspec: {<<: 3}\n",
+            "demo",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("m.yaml:1:1: a `<<` merge key: "), "{err}");
+    }
 
     #[test]
     fn loads_documents_with_default_namespace() {

@@ -389,8 +389,8 @@ pub enum Role {
 #[serde(untagged)]
 pub enum WaitSpec {
     For(String),
-    /// A bare number is seconds, as everywhere a duration is read (`wait: 5`).
-    Seconds(u64),
+    /// A bare number is seconds, as everywhere a duration is read (`wait: 5`, `wait: 0.5`).
+    Seconds(f64),
     Until(WaitUntil),
 }
 
