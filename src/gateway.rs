@@ -4,11 +4,8 @@
 
 use crate::load::http::{HttpLoad, HttpOutcome};
 use crate::load::tally::UnitFinding;
-use crate::outcome::{ExpectedShare, HttpLoadReport, HttpVerdict, HttpVersionReport, UnitReport};
+use crate::outcome::{ExpectedShare, HttpLoadReport, HttpVerdict, UnitReport, VersionReport};
 use crate::verify::{self, Outcome, SplitUnit};
-
-/// Confidence of the intervals shown per version.
-pub const REPORT_CONFIDENCE: f64 = 0.99;
 
 /// `--expect VALUE=SHARE` (repeatable), `--within` and `--confidence`.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,34 +54,14 @@ pub fn judge(
     let t = &outcome.tally;
     let evidence = t.unit_evidence();
     let unit = evidence.unit(forced_unit);
-    let draws = |responses: u64, connections: u64| match unit {
-        SplitUnit::Request => responses,
-        SplitUnit::Connection => connections,
-    };
     let classified = t.classified();
-    let effective_n: u64 = t
+    let effective_n: u64 = t.versions.iter().map(|v| v.draws(unit)).sum();
+    let mut versions: Vec<VersionReport> = t
         .versions
         .iter()
-        .map(|v| draws(v.responses, v.connections))
-        .sum();
-    let ratio = |k: u64, n: u64| if n == 0 { 0.0 } else { k as f64 / n as f64 };
-    let mut versions: Vec<HttpVersionReport> = t
-        .versions
-        .iter()
-        .map(|v| {
-            let k = draws(v.responses, v.connections);
-            HttpVersionReport {
-                version: v.version.clone(),
-                responses: v.responses,
-                connections: v.connections,
-                share: ratio(v.responses, classified),
-                unit_share: ratio(k, effective_n),
-                interval: verify::proportion_interval(k, effective_n, REPORT_CONFIDENCE).interval,
-                errors: v.errors,
-                error_rate: verify::error_rate(v.errors, v.responses).0,
-                lost: v.lost,
-                latency: v.latency.summary(),
-            }
+        .map(|v| VersionReport {
+            lost: Some(v.lost),
+            ..VersionReport::of(v, unit, classified, effective_n)
         })
         .collect();
     versions.sort_by(|a, b| {
@@ -97,27 +74,16 @@ pub fn judge(
         .as_ref()
         .map(|_| outcome.sequential(load.requests));
     let verdict = expect.map(|e| {
-        let mut names = Vec::new();
-        let mut arm_draws = Vec::new();
-        let mut requests = Vec::new();
-        let mut shares = Vec::new();
-        for (name, share) in &e.shares {
-            let v = t.versions.iter().find(|v| &v.version == name);
-            names.push(name.clone());
-            arm_draws.push(v.map_or(0, |v| draws(v.responses, v.connections)));
-            requests.push(v.map_or(0, |v| v.responses));
-            shares.push(*share);
-        }
-        let listed: u64 = arm_draws.iter().sum();
-        let listed_share: f64 = shares.iter().sum();
-        if listed < effective_n || listed_share < 1.0 - 1e-9 {
-            names.push("(rest)".to_string());
-            arm_draws.push(effective_n.saturating_sub(listed));
-            requests.push(classified.saturating_sub(requests.iter().sum()));
-            shares.push((1.0 - listed_share).max(0.0));
-        }
-        let split =
-            verify::split_verdict(&arm_draws, unit, &requests, &shares, e.within, e.confidence);
+        // A real gateway's answers carry a version only: a name is the version read.
+        let (names, split) = crate::load::judge_split(
+            &t.versions,
+            unit,
+            classified,
+            &e.shares,
+            |v, name| v.version == name,
+            e.within,
+            e.confidence,
+        );
         // With --until-decided the sequential test, made to stop early, decides; a
         // fixed-sample interval at its stopping point is shown, not used.
         let (verdict_outcome, decided_by) = match &sequential {
@@ -143,7 +109,6 @@ pub fn judge(
             advice,
             expected: names
                 .into_iter()
-                .zip(shares)
                 .map(|(version, share)| ExpectedShare { version, share })
                 .collect(),
             split,

@@ -253,13 +253,10 @@ fn result(
             }
         }
     }
+    // The router names the pod that answered: its pods' counts, added up per version.
     for v in &t.versions {
         let (role, version) = role_of(&v.version);
-        let arm = arm_for(&mut arms, role, version);
-        arm.responses += v.responses;
-        arm.errors += v.errors;
-        arm.connections += v.connections;
-        arm.latency.merge(&v.latency);
+        arm_for(&mut arms, role, version).merge(v);
     }
     for (pod, n) in &seen.router.mirrored {
         let (role, version) = role_of(pod);

@@ -1,9 +1,10 @@
 //! What a run observed, as plain data: the scenario runner and `compare` produce it; the
 //! text and JSON reports (`report`), the testing API and the TUI render or read it. Nothing
-//! here renders or decides.
+//! here renders or decides: it holds figures (shares, intervals), never a verdict of its own.
 
 use serde::Serialize;
 
+use crate::load::ArmStats;
 use crate::model::support::Warning;
 use crate::rollout_info::RolloutView;
 use crate::verify::{GofResult, Interval, LatencySummary, MannWhitney, SplitUnit, SplitVerdict};
@@ -107,11 +108,19 @@ pub struct RoleShare {
     pub share: f64,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// Confidence of the intervals every report shows per version.
+pub const REPORT_CONFIDENCE: f64 = 0.99;
+
+/// One version's figures in a load: one type for the simulated, live and real-gateway loads.
+/// A real gateway's report (`lost` is set) has no role, mirror or pods' figures: canarysim
+/// sees only the answers there, and its JSON leaves them out.
+#[derive(Debug, Clone, PartialEq)]
 pub struct VersionReport {
     pub role: String,
     pub version: String,
     pub responses: u64,
+    /// Connections that chose this version (per connection), or whose first answer came
+    /// from it (at a real gateway).
     pub connections: u64,
     /// Share of the answered requests.
     pub share: f64,
@@ -119,10 +128,14 @@ pub struct VersionReport {
     /// each connection chose (then it can differ from `share`: a slower version answers
     /// fewer requests per connection).
     pub unit_share: f64,
-    /// The confidence interval (99 %) of `unit_share`.
+    /// The confidence interval ([`REPORT_CONFIDENCE`]) of `unit_share`.
     pub interval: Interval,
+    /// 5xx answers.
     pub errors: u64,
     pub error_rate: f64,
+    /// At a real gateway: requests lost (reset, timeout) on a connection this version had
+    /// answered on last.
+    pub lost: Option<u64>,
     pub mirrored: u64,
     /// The pods' view: what this version's pods answered, retried attempts included
     /// (`responses` and `errors` are what the clients saw).
@@ -130,6 +143,63 @@ pub struct VersionReport {
     pub pod_errors: u64,
     /// Microseconds.
     pub latency: LatencySummary,
+}
+
+impl VersionReport {
+    /// `arm`'s figures in a load of `answered` answers and `effective_n` draws in `unit`
+    /// (the pods' view left at zero, for the caller who knows the pods).
+    pub fn of(arm: &ArmStats, unit: SplitUnit, answered: u64, effective_n: u64) -> Self {
+        let ratio = |k: u64, n: u64| if n == 0 { 0.0 } else { k as f64 / n as f64 };
+        // On the unit of randomisation: a keep-alive connection is one draw.
+        let k = arm.draws(unit);
+        VersionReport {
+            role: arm.role.as_str().to_string(),
+            version: arm.version.clone(),
+            responses: arm.responses,
+            connections: arm.connections,
+            share: ratio(arm.responses, answered),
+            unit_share: ratio(k, effective_n),
+            interval: crate::verify::proportion_interval(k, effective_n, REPORT_CONFIDENCE)
+                .interval,
+            errors: arm.errors,
+            error_rate: crate::verify::error_rate(arm.errors, arm.responses).0,
+            lost: None,
+            mirrored: arm.mirrored,
+            pod_answers: 0,
+            pod_errors: 0,
+            latency: arm.latency.summary(),
+        }
+    }
+}
+
+impl Serialize for VersionReport {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let at_a_gateway = self.lost.is_some();
+        let mut out =
+            serializer.serialize_struct("VersionReport", if at_a_gateway { 10 } else { 13 })?;
+        if !at_a_gateway {
+            out.serialize_field("role", &self.role)?;
+        }
+        out.serialize_field("version", &self.version)?;
+        out.serialize_field("responses", &self.responses)?;
+        out.serialize_field("connections", &self.connections)?;
+        out.serialize_field("share", &self.share)?;
+        out.serialize_field("unit_share", &self.unit_share)?;
+        out.serialize_field("interval", &self.interval)?;
+        out.serialize_field("errors", &self.errors)?;
+        out.serialize_field("error_rate", &self.error_rate)?;
+        match self.lost {
+            Some(lost) => out.serialize_field("lost", &lost)?,
+            None => {
+                out.serialize_field("mirrored", &self.mirrored)?;
+                out.serialize_field("pod_answers", &self.pod_answers)?;
+                out.serialize_field("pod_errors", &self.pod_errors)?;
+            }
+        }
+        out.serialize_field("latency", &self.latency)?;
+        out.end()
+    }
 }
 
 /// One load step, both ways.
@@ -204,7 +274,7 @@ pub struct HttpLoadReport {
     pub unit_evidence: UnitReport,
     /// Independent draws behind the shares (classified answers, or connections).
     pub effective_n: u64,
-    pub versions: Vec<HttpVersionReport>,
+    pub versions: Vec<VersionReport>,
     /// Latency of every response.
     pub latency: LatencySummary,
     /// The `--expect` verdict, when expectations were given.
@@ -224,26 +294,6 @@ pub struct UnitReport {
     /// The chance of what was seen if each request were routed on its own.
     pub chance_if_per_request: f64,
     pub explanation: String,
-}
-
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct HttpVersionReport {
-    pub version: String,
-    pub responses: u64,
-    /// Connections whose first answer came from this version.
-    pub connections: u64,
-    /// Share of the classified answers.
-    pub share: f64,
-    /// Share of the units of randomisation (answers, or connections).
-    pub unit_share: f64,
-    /// Interval of `unit_share` at 99 %.
-    pub interval: Interval,
-    /// 5xx answers.
-    pub errors: u64,
-    pub error_rate: f64,
-    /// Requests lost (reset, timeout) on a connection this version had answered on last.
-    pub lost: u64,
-    pub latency: LatencySummary,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]

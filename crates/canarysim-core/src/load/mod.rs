@@ -303,17 +303,24 @@ impl Workload {
     }
 }
 
-/// What the clients saw from one version (role + image tag).
+/// What the clients saw from one version (role + image tag): one type for the simulated,
+/// live and real-gateway loads, which the reports and the verdicts read.
 #[derive(Debug, Clone)]
 pub struct ArmStats {
+    /// Stable or canary where the load's world is known; [`Role::Other`] at a real gateway,
+    /// whose answers carry only a version.
     pub role: Role,
-    /// Image tag, e.g. `yellow`.
+    /// Image tag, e.g. `yellow` (at a real gateway: what the classifier read).
     pub version: String,
     /// Responses from this version's pods (any status).
     pub responses: u64,
     /// 5xx answers from this version's pods.
     pub errors: u64,
-    /// Connections whose destination was chosen to be this version (per-connection split).
+    /// Requests that failed (reset, timeout) on a connection this version had answered on
+    /// last: lost by this version as far as the client can tell (real loads only).
+    pub lost: u64,
+    /// Connections whose destination was chosen to be this version (per-connection split),
+    /// or, at a real gateway, whose first classified answer came from it.
     pub connections: u64,
     /// Shadow requests mirrored to this version (not part of the split).
     pub mirrored: u64,
@@ -335,10 +342,36 @@ impl ArmStats {
             version,
             responses: 0,
             errors: 0,
+            lost: 0,
             connections: 0,
             mirrored: 0,
             latency: LatencyRecorder::new(),
             bins: Vec::new(),
+        }
+    }
+
+    /// Adds what `other` counted (the same version, seen by another worker or pod).
+    pub fn merge(&mut self, other: &ArmStats) {
+        self.responses += other.responses;
+        self.errors += other.errors;
+        self.lost += other.lost;
+        self.connections += other.connections;
+        self.mirrored += other.mirrored;
+        self.latency.merge(&other.latency);
+        if self.bins.len() < other.bins.len() {
+            self.bins.resize(other.bins.len(), 0);
+        }
+        for (mine, theirs) in self.bins.iter_mut().zip(&other.bins) {
+            *mine += theirs;
+        }
+    }
+
+    /// This version's draws in the unit of randomisation: its answers, or the connections
+    /// that chose it.
+    pub fn draws(&self, unit: SplitUnit) -> u64 {
+        match unit {
+            SplitUnit::Request => self.responses,
+            SplitUnit::Connection => self.connections,
         }
     }
 
@@ -388,6 +421,48 @@ impl ArmStats {
         }
         self.bins.clear();
     }
+}
+
+/// The split verdict on `arms` (of `answered` answers, drawn in `unit`) against `expected`
+/// shares (name, fraction): a name's draws are those of the arms `names` says it names; the
+/// versions no name lists form one remaining arm, `(rest)`. Simulated, live and real-gateway
+/// loads are judged by this one reading. Returns the arms' names and expected shares in the
+/// verdict's order.
+pub fn judge_split(
+    arms: &[ArmStats],
+    unit: SplitUnit,
+    answered: u64,
+    expected: &[(String, f64)],
+    names: impl Fn(&ArmStats, &str) -> bool,
+    within: f64,
+    confidence: f64,
+) -> (Vec<(String, f64)>, crate::verify::SplitVerdict) {
+    let effective_n: u64 = arms.iter().map(|a| a.draws(unit)).sum();
+    let mut listed_names = Vec::new();
+    let mut draws = Vec::new();
+    let mut requests = Vec::new();
+    let mut shares = Vec::new();
+    for (name, share) in expected {
+        let (k, n) = arms
+            .iter()
+            .filter(|a| names(a, name))
+            .fold((0, 0), |(k, n), a| (k + a.draws(unit), n + a.responses));
+        listed_names.push(name.clone());
+        draws.push(k);
+        requests.push(n);
+        shares.push(*share);
+    }
+    let listed: u64 = draws.iter().sum();
+    let listed_share: f64 = shares.iter().sum();
+    if listed < effective_n || listed_share < 1.0 - 1e-9 {
+        listed_names.push("(rest)".to_string());
+        draws.push(effective_n.saturating_sub(listed));
+        requests.push(answered.saturating_sub(requests.iter().sum()));
+        shares.push((1.0 - listed_share).max(0.0));
+    }
+    let verdict =
+        crate::verify::split_verdict(&draws, unit, &requests, &shares, within, confidence);
+    (listed_names.into_iter().zip(shares).collect(), verdict)
 }
 
 /// What one pod answered.

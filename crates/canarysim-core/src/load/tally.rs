@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use super::ArmStats;
+use crate::endpoints::Role;
 use crate::verify::{LatencyRecorder, SplitUnit};
 
 /// How one request ended.
@@ -105,23 +107,6 @@ impl Classes {
     }
 }
 
-/// What one version answered.
-#[derive(Debug, Clone, Default)]
-pub struct VersionTally {
-    pub version: String,
-    /// Responses classified as this version (any status).
-    pub responses: u64,
-    /// Of which 5xx.
-    pub errors: u64,
-    /// Requests that failed (reset, timeout) on a connection this version had answered on,
-    /// last: lost by this version as far as the client can tell.
-    pub lost: u64,
-    /// Connections whose first classified answer came from this version.
-    pub connections: u64,
-    /// Latency of its responses, microseconds, from the intended send time.
-    pub latency: LatencyRecorder,
-}
-
 /// One client connection while it lives.
 #[derive(Debug, Clone, Default)]
 pub struct Connection {
@@ -136,7 +121,9 @@ pub struct Connection {
 pub struct Tally {
     pub sent: u64,
     pub classes: Classes,
-    pub versions: Vec<VersionTally>,
+    /// Per version as the classifier named them; every role is [`Role::Other`] (a real
+    /// gateway's answers carry no role).
+    pub versions: Vec<ArmStats>,
     /// Responses no classifier could assign a version.
     pub unclassified: u64,
     /// Those responses by status.
@@ -157,10 +144,8 @@ impl Tally {
         match self.versions.iter().position(|v| v.version == version) {
             Some(i) => i,
             None => {
-                self.versions.push(VersionTally {
-                    version: version.to_string(),
-                    ..VersionTally::default()
-                });
+                self.versions
+                    .push(ArmStats::new(Role::Other, version.to_string()));
                 self.versions.len() - 1
             }
         }
@@ -245,12 +230,7 @@ impl Tally {
         self.body_bytes += o.body_bytes;
         for v in o.versions {
             let i = self.version_index(&v.version);
-            let mine = &mut self.versions[i];
-            mine.responses += v.responses;
-            mine.errors += v.errors;
-            mine.lost += v.lost;
-            mine.connections += v.connections;
-            mine.latency.merge(&v.latency);
+            self.versions[i].merge(&v);
         }
         for (k, (n, same)) in o.multi {
             let slot = self.multi.entry(k).or_default();

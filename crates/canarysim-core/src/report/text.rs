@@ -509,7 +509,7 @@ pub fn http_load(r: &crate::outcome::HttpLoadReport) -> String {
                 interval,
                 v.connections.to_string(),
                 v.errors.to_string(),
-                v.lost.to_string(),
+                v.lost.unwrap_or(0).to_string(),
             ]
         })
         .collect();

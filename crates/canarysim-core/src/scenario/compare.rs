@@ -192,8 +192,12 @@ fn observed(load: &LoadReport, version: &str, set_weight: i32) -> Observed {
         [one] => one.interval,
         _ => {
             let k = (share * load.effective_n as f64).round() as u64;
-            crate::verify::proportion_interval(k, load.effective_n, super::split::REPORT_CONFIDENCE)
-                .interval
+            crate::verify::proportion_interval(
+                k,
+                load.effective_n,
+                crate::outcome::REPORT_CONFIDENCE,
+            )
+            .interval
         }
     };
     Observed {

@@ -7,23 +7,9 @@ use crate::load::{LoadResult, SplitUnit};
 pub use crate::outcome::{LoadReport, RoleShare, VersionReport};
 use crate::verify::{self, Outcome, SplitVerdict};
 
-/// Confidence of the intervals shown in a load report.
-pub const REPORT_CONFIDENCE: f64 = 0.99;
-
 /// Effective sample size: answered requests, or connections when each connection chose.
 pub fn effective_n(r: &LoadResult) -> u64 {
-    r.arms
-        .iter()
-        .map(|a| draws(r.unit, a.responses, a.connections))
-        .sum()
-}
-
-/// The count in the unit of randomisation.
-fn draws(unit: SplitUnit, responses: u64, connections: u64) -> u64 {
-    match unit {
-        SplitUnit::Request => responses,
-        SplitUnit::Connection => connections,
-    }
+    r.arms.iter().map(|a| a.draws(r.unit)).sum()
 }
 
 pub fn load_report(r: &LoadResult) -> LoadReport {
@@ -32,18 +18,6 @@ pub fn load_report(r: &LoadResult) -> LoadReport {
         .arms
         .iter()
         .map(|a| {
-            let share = if r.answered == 0 {
-                0.0
-            } else {
-                a.responses as f64 / r.answered as f64
-            };
-            // On the unit of randomisation: a keep-alive connection is one draw.
-            let k = draws(r.unit, a.responses, a.connections);
-            let unit_share = if n_eff == 0 {
-                0.0
-            } else {
-                k as f64 / n_eff as f64
-            };
             let (pod_answers, pod_errors) = r
                 .pods
                 .iter()
@@ -52,17 +26,7 @@ pub fn load_report(r: &LoadResult) -> LoadReport {
             VersionReport {
                 pod_answers,
                 pod_errors,
-                role: a.role.as_str().to_string(),
-                version: a.version.clone(),
-                responses: a.responses,
-                connections: a.connections,
-                share,
-                unit_share,
-                interval: verify::proportion_interval(k, n_eff, REPORT_CONFIDENCE).interval,
-                errors: a.errors,
-                error_rate: verify::error_rate(a.errors, a.responses).0,
-                mirrored: a.mirrored,
-                latency: a.latency.summary(),
+                ..VersionReport::of(a, r.unit, r.answered, n_eff)
             }
         })
         .collect();
@@ -74,7 +38,7 @@ pub fn load_report(r: &LoadResult) -> LoadReport {
                 r.arms
                     .iter()
                     .filter(|a| a.role == *role)
-                    .map(|a| draws(r.unit, a.responses, a.connections))
+                    .map(|a| a.draws(r.unit))
                     .sum::<u64>()
             })
             .collect();
@@ -143,31 +107,17 @@ fn accepted_outcomes(e: &ExpectSplit) -> Vec<Outcome> {
 pub fn expect_split(r: &LoadResult, e: &ExpectSplit) -> (bool, String, SplitVerdict) {
     let within = e.within.map(|p| p.0).unwrap_or(1.0);
     let confidence = e.confidence.map(|p| p.0 / 100.0).unwrap_or(0.99);
-    let mut draws_per_arm = Vec::new();
-    let mut requests = Vec::new();
-    let mut shares = Vec::new();
-    let mut names = Vec::new();
-    for (key, share) in &e.shares {
-        let (responses, connections) = r.count(key);
-        draws_per_arm.push(draws(r.unit, responses, connections));
-        requests.push(responses);
-        shares.push(share.0 / 100.0);
-        names.push(key.clone());
-    }
-    let n_eff = effective_n(r);
-    let listed: u64 = draws_per_arm.iter().sum();
-    let listed_share: f64 = shares.iter().sum();
-    if listed < n_eff || listed_share < 1.0 - 1e-9 {
-        draws_per_arm.push(n_eff.saturating_sub(listed));
-        requests.push(r.answered.saturating_sub(requests.iter().sum()));
-        shares.push((1.0 - listed_share).max(0.0));
-        names.push("(rest)".to_string());
-    }
-    let verdict = verify::split_verdict(
-        &draws_per_arm,
+    let expected: Vec<(String, f64)> = e
+        .shares
+        .iter()
+        .map(|(key, share)| (key.clone(), share.0 / 100.0))
+        .collect();
+    let (names, verdict) = crate::load::judge_split(
+        &r.arms,
         r.unit,
-        &requests,
-        &shares,
+        r.answered,
+        &expected,
+        |arm, key| arm.matches(key),
         within,
         confidence,
     );
@@ -180,7 +130,7 @@ pub fn expect_split(r: &LoadResult, e: &ExpectSplit) -> (bool, String, SplitVerd
         SplitUnit::Request => String::new(),
         SplitUnit::Connection => " of connections".to_string(),
     };
-    for (name, arm) in names.iter().zip(&verdict.arms) {
+    for ((name, _), arm) in names.iter().zip(&verdict.arms) {
         let requests = match r.unit {
             SplitUnit::Request => String::new(),
             SplitUnit::Connection => {
