@@ -4,16 +4,16 @@
 
 use canarysim::clock::SimTime;
 use canarysim::controller::rollout::{self, Settings};
+use canarysim::demo;
 use canarysim::model::Kind;
 use canarysim::model::rollout::{RolloutSpec, RolloutStatus};
-use canarysim::seed;
 use criterion::{Criterion, Throughput, black_box, criterion_group, criterion_main};
 use std::time::Duration;
 
 const NS: &str = "my-demo";
 
 fn reconcile(c: &mut Criterion) {
-    let world = seed::paused_at_20(1);
+    let world = demo::paused_at_20(1);
     let mut api = world.api.clone();
     api.set_keep_log(false);
     let now = world.now();
@@ -46,7 +46,7 @@ fn reconcile(c: &mut Criterion) {
     g.sample_size(20);
     g.bench_function("seed 004, deploy to promoted (5m of virtual time)", |b| {
         b.iter(|| {
-            let mut w = seed::paused_at_20(1);
+            let mut w = demo::paused_at_20(1);
             w.promote(NS, "rollouts-demo", false).unwrap();
             w.advance(Duration::from_secs(600)).unwrap();
             black_box(w.now() > SimTime::ZERO)

@@ -5,21 +5,21 @@
 //!
 //! Target: ≥ 50 million requests/s and ≥ 30 % of the bare loop.
 
+use canarysim::demo;
 use canarysim::kubeproxy::ProxyMode;
 use canarysim::load::{Amount, Backends, OriginChoice, Workload};
 use canarysim::mesh::LbPolicy;
 use canarysim::random::stream;
-use canarysim::seed;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
 use rand::RngCore;
 use std::hint::black_box;
 use std::time::Duration;
 
-const NS: &str = seed::NAMESPACE;
+const NS: &str = demo::NAMESPACE;
 const REQUESTS: u64 = 1_000_000;
 
 fn data_plane(c: &mut Criterion) {
-    let world = seed::paused_at_20(1);
+    let world = demo::paused_at_20(1);
     let mut g = c.benchmark_group("requests");
     g.throughput(Throughput::Elements(REQUESTS));
     g.bench_function(

@@ -13,7 +13,7 @@ use crate::model::{Manifest, yaml};
 use crate::report;
 use crate::scenario::{self, Disk, Files, RunReport};
 
-pub use crate::seed::{DEFAULT_SCENARIO, EMBEDDED};
+pub use crate::demo::{DEFAULT_SCENARIO, EMBEDDED};
 
 /// `canarysim --version`: the package version and the commit it was built from
 /// (`build.rs`; `unknown` when built outside a git checkout).
@@ -641,7 +641,7 @@ fn fraction(flag: &str, s: &str) -> Result<f64, String> {
 /// the verdict asked for. Nothing is sent.
 pub struct PlannedLoad {
     pub load: crate::load::http::HttpLoad,
-    pub expectations: Option<crate::gateway::Expectations>,
+    pub expectations: Option<crate::real_load::Expectations>,
 }
 
 /// Reads and checks `canarysim load`'s flags (Err: the message for exit code 2).
@@ -653,14 +653,14 @@ pub fn plan_load(a: &LoadArgs) -> Result<PlannedLoad, String> {
         let shares = a
             .expect
             .iter()
-            .map(|e| crate::gateway::parse_expect(e))
+            .map(|e| crate::real_load::parse_expect(e))
             .collect::<Result<Vec<_>, _>>()?;
         let within: f64 = match a.within.trim().trim_end_matches('%').parse() {
             Ok(w) if (0.0..=100.0).contains(&w) => w,
             _ => return Err(format!("--within {:?}: expected points, e.g. 1", a.within)),
         };
         let confidence = fraction("--confidence", &a.confidence)?;
-        Some(crate::gateway::Expectations {
+        Some(crate::real_load::Expectations {
             shares,
             within,
             confidence,
@@ -705,7 +705,7 @@ fn load_command(a: &LoadArgs) -> (u8, String, String) {
         UnitArg::Request => crate::verify::SplitUnit::Request,
         UnitArg::Connection => crate::verify::SplitUnit::Connection,
     });
-    let report = crate::gateway::judge(&a.url, &load, &outcome, expectations.as_ref(), forced);
+    let report = crate::real_load::judge(&a.url, &load, &outcome, expectations.as_ref(), forced);
     let out = match a.format {
         Format::Text => report::text::http_load(&report),
         Format::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
@@ -727,7 +727,7 @@ fn plan_command(
     format: Format,
 ) -> (u8, String, String) {
     let bad = |e: String| (2, String::new(), format!("{e}\n"));
-    let share = match crate::gateway::parse_expect(&format!("share={share}")) {
+    let share = match crate::real_load::parse_expect(&format!("share={share}")) {
         Ok((_, s)) => s,
         Err(_) => return bad(format!("{share:?}: expected a share, e.g. 20%")),
     };

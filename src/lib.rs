@@ -13,13 +13,13 @@
 //!
 //! The core (re-exported): [`model`], [`apiserver`], [`controller`], [`sim`], [`endpoints`],
 //! [`mesh`], [`kubeproxy`], [`load`], [`analysis`], [`verify`], [`scenario`], [`outcome`],
-//! [`rollout_info`], [`lint`], [`report`], [`seed`], [`random`], [`clock`], [`go`]; see
+//! [`rollout_info`], [`lint`], [`report`], [`demo`], [`random`], [`clock`], [`go`]; see
 //! `canarysim_core` for what each holds. The edge:
 //!
 //! * [`load::http`] — the real HTTP client of `canarysim load` (tokio + hyper, TLS), reading
 //!   bodies as streams; classification and accounting are the core's.
 //! * [`apiserver::http`] — the API server on a socket (`canarysim serve --api`), for kubectl.
-//! * [`gateway`] — `canarysim load`'s verdict on a real gateway: the unit of randomisation
+//! * [`real_load`] — `canarysim load`'s verdict on a real gateway: the unit of randomisation
 //!   measured from the connections, the split judged by `verify`.
 //! * [`pod_server`] — a real pod on loopback (`canarysim backend`).
 //! * [`live`] — the world on real loopback sockets: a pod server per ready pod and a hyper
@@ -31,8 +31,8 @@
 //!   on a terminal; [`style`] — colour on a terminal (`--color`, `NO_COLOR`).
 
 pub use canarysim_core::{
-    analysis, clock, controller, endpoints, go, kubeproxy, lint, mesh, model, outcome, random,
-    report, rollout_info, scenario, seed, sim, verify,
+    analysis, clock, controller, demo, endpoints, go, kubeproxy, lint, mesh, model, outcome,
+    random, report, rollout_info, scenario, sim, verify,
 };
 
 /// The core's workloads and accounting, and the real HTTP client on top of them.
@@ -49,10 +49,10 @@ pub mod apiserver {
 }
 
 pub mod cli;
-pub mod gateway;
 pub mod live;
 pub mod pod_server;
 pub mod progress;
+pub mod real_load;
 pub mod serving;
 pub mod style;
 pub mod testing;

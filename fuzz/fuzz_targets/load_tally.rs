@@ -138,7 +138,7 @@ fuzz_target!(|input: Input| {
             SplitUnit::Connection
         }
     });
-    let report = canarysim::gateway::judge(
+    let report = canarysim::real_load::judge(
         &args.url,
         &planned.load,
         &outcome,

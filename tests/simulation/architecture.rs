@@ -29,7 +29,7 @@ fn edge_src(root: &Path) -> PathBuf {
 /// The edge's modules; the core may name none of them.
 const EDGE: [&str; 11] = [
     "cli",
-    "gateway",
+    "real_load",
     "live",
     "load::http",
     "apiserver::http",
@@ -239,17 +239,17 @@ const CORE_RULES: &[(&str, &str, &str)] = &[
 const EDGE_RULES: &[(&str, &str, &str)] = &[
     (
         "load::http",
-        "gateway",
-        "the load generator decides nothing; the verdict is gateway's",
+        "real_load",
+        "the load generator decides nothing; the verdict is real_load's",
     ),
     ("load::http", "sim", "the real load generator has no World"),
     (
-        "gateway",
+        "real_load",
         "scenario",
         "a real gateway's verdict needs no scenario",
     ),
     (
-        "gateway",
+        "real_load",
         "report",
         "the verdict is data; report renders it",
     ),
@@ -467,4 +467,104 @@ fn only_test_modules_are_skipped() {
     let code = "use crate::a::X;\n#[cfg(test)]\nmod tests {\n    use crate::b::Y;\n}\nfn f() { crate::c::z(); }\n#[cfg(test)]\nmod more;\n    #[cfg(test)]\n    fn g() { crate::d::w(); }\n";
     let names: Vec<String> = references(&non_test_code(code)).into_iter().collect();
     assert_eq!(names, ["a", "c", "d"]);
+}
+
+/// The modules `lib.rs`'s "## Layout" section names (`[`name`]` links, their first path
+/// segment).
+fn layout_names(lib: &str) -> BTreeSet<String> {
+    let section: String = lib
+        .lines()
+        .skip_while(|l| !l.starts_with("//! ## Layout"))
+        .take_while(|l| l.starts_with("//!"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    section
+        .split("[`")
+        .skip(1)
+        .filter_map(|s| s.split('`').next())
+        .map(|name| name.split("::").next().unwrap_or(name).to_string())
+        .collect()
+}
+
+/// The top-level modules `lib.rs` declares (`pub mod x;`, `pub mod x {`) or re-exports from
+/// the core (`pub use canarysim_core::{…}`).
+fn declared_modules(lib: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in lib.lines().filter(|l| !l.starts_with("//")) {
+        if let Some(rest) = line.strip_prefix("pub mod ") {
+            out.insert(rest.trim_end_matches([';', '{', ' ']).to_string());
+        }
+    }
+    if let Some(at) = lib.find("pub use canarysim_core::{") {
+        let list = &lib[at + "pub use canarysim_core::{".len()..];
+        let list = &list[..list.find('}').unwrap_or(list.len())];
+        out.extend(
+            list.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from),
+        );
+    }
+    out
+}
+
+/// The modules on disk under `src`: `x.rs` and `x/` (lib.rs and main.rs aside).
+fn modules_on_disk(src: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(src)
+        .unwrap()
+        .filter_map(|e| {
+            let path = e.unwrap().path();
+            let name = path.file_name()?.to_str()?.to_string();
+            match name.strip_suffix(".rs") {
+                Some("lib" | "main") => None,
+                Some(stem) => Some(stem.to_string()),
+                None => path.is_dir().then_some(name),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn each_lib_rs_layout_names_exactly_its_modules_and_they_are_on_disk() {
+    let root = repository();
+    let core_lib = std::fs::read_to_string(core_src(&root).join("lib.rs")).unwrap();
+    let core_declared = declared_modules(&core_lib);
+    assert_eq!(
+        layout_names(&core_lib),
+        core_declared,
+        "core lib.rs: layout vs modules"
+    );
+    assert_eq!(
+        modules_on_disk(&core_src(&root)),
+        core_declared,
+        "core: modules declared vs on disk"
+    );
+    let edge_lib = std::fs::read_to_string(edge_src(&root).join("lib.rs")).unwrap();
+    let edge_declared = declared_modules(&edge_lib);
+    assert_eq!(
+        layout_names(&edge_lib),
+        edge_declared,
+        "src/lib.rs: layout vs modules"
+    );
+    // The edge's own modules are on disk (`load/` and `apiserver/` hold its additions to
+    // the core's modules of those names); every core module is reachable at its own path.
+    let edge_disk = modules_on_disk(&edge_src(&root));
+    assert!(
+        edge_disk.is_subset(&edge_declared),
+        "src/ holds modules lib.rs does not declare: {:?}",
+        edge_disk.difference(&edge_declared).collect::<Vec<_>>()
+    );
+    assert!(
+        core_declared.is_subset(&edge_declared),
+        "core modules the edge does not re-export: {:?}",
+        core_declared.difference(&edge_declared).collect::<Vec<_>>()
+    );
+    let neither: Vec<_> = edge_declared
+        .iter()
+        .filter(|m| !edge_disk.contains(*m) && !core_declared.contains(*m))
+        .collect();
+    assert!(
+        neither.is_empty(),
+        "declared, but neither on disk nor in the core: {neither:?}"
+    );
 }

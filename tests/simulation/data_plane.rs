@@ -1,13 +1,13 @@
 //! The data plane and the verdict, through the same load path scenarios use: does the
 //! observed split match the set weight, and what happens without a mesh?
 
+use canarysim::demo;
 use canarysim::endpoints::Role;
 use canarysim::kubeproxy::ProxyMode;
 use canarysim::load::{self, Amount, Backends, LoadResult, OriginChoice, SplitUnit, Workload};
 use canarysim::mesh::LbPolicy;
 use canarysim::model::Kind;
 use canarysim::model::yaml::load_str;
-use canarysim::seed;
 use canarysim::sim::{ClusterConfig, World};
 use canarysim::verify;
 use std::time::Duration;
@@ -18,7 +18,7 @@ const NS: &str = "my-demo";
 
 /// Seed 004 paused at step 1/9 (VirtualService 80/20), long enough for the push to land.
 fn paused_at_20() -> World {
-    seed::paused_at_20(1)
+    demo::paused_at_20(1)
 }
 
 fn gateway_load(requests: u64) -> Workload {
@@ -84,8 +84,8 @@ fn the_95_percent_interval_covers_the_true_weight_within_binomial_noise_over_100
 
 #[test]
 fn a_weight_change_reaches_the_router_one_push_delay_after_it_is_written() {
-    let mut w = seed::deployed(1);
-    w.apply(&seed::manifests(&[seed::UPDATE])).unwrap();
+    let mut w = demo::deployed(1);
+    w.apply(&demo::manifests(&[demo::UPDATE])).unwrap();
     // Stop at the instant the controller writes weight 20 (the canary pod turns ready).
     let end = w.now().after(Duration::from_secs(60));
     let vs_weight = |w: &World| {

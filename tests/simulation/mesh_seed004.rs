@@ -19,7 +19,7 @@ const GATEWAY: &str = "my-demo/rollouts-demo-gateway";
 const HOST: &str = "rollouts-demo.local";
 
 fn manifests(files: &[&str]) -> Vec<Manifest> {
-    canarysim::seed::manifests(files)
+    canarysim::demo::manifests(files)
 }
 
 fn phase(world: &World) -> String {
@@ -218,7 +218,7 @@ fn callers_inside_the_mesh_and_without_a_sidecar_bypass_the_gateway_split() {
 #[test]
 fn the_route_table_from_a_plain_object_set_routes_as_from_the_store() {
     use canarysim::model::{Kind, ObjectSet, Objects};
-    let world = canarysim::seed::paused_at_20(1);
+    let world = canarysim::demo::paused_at_20(1);
     let kinds = [
         Kind::Service,
         Kind::Pod,

@@ -11,12 +11,12 @@ const NS: &str = "my-demo";
 const RO: &str = "rollouts-demo";
 
 fn manifests(files: &[&str]) -> Vec<canarysim::model::Manifest> {
-    canarysim::seed::manifests(files)
+    canarysim::demo::manifests(files)
 }
 
 /// The first deploy, a minute after it was applied.
 fn deployed() -> World {
-    let mut world = canarysim::seed::deployed(1);
+    let mut world = canarysim::demo::deployed(1);
     world.advance(Duration::from_secs(30)).unwrap();
     world
 }

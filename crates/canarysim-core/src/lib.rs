@@ -36,7 +36,7 @@
 //! * [`rollout_info`] — the `kubectl argo rollouts get rollout` view of a Rollout.
 //! * [`lint`] — static checks of manifests (Argo's validation, references, routes).
 //! * [`report`] — renderings (text, JSON).
-//! * [`seed`] — the bundled seed 004 cluster (embedded), for the default run, tests and
+//! * [`demo`] — the bundled seed 004 cluster (embedded), for the default run, tests and
 //!   benchmarks.
 //! * [`random`] — named seeded random streams; [`clock`] — virtual time; [`go`] — Go's
 //!   formatting and parsing where Argo's messages carry Go's output.
@@ -45,6 +45,7 @@ pub mod analysis;
 pub mod apiserver;
 pub mod clock;
 pub mod controller;
+pub mod demo;
 pub mod endpoints;
 pub mod go;
 pub mod kubeproxy;
@@ -57,6 +58,5 @@ pub mod random;
 pub mod report;
 pub mod rollout_info;
 pub mod scenario;
-pub mod seed;
 pub mod sim;
 pub mod verify;

@@ -1407,8 +1407,8 @@ mod tests {
     /// The seed's update, stopped right as the weight is written, so that a load spans a
     /// table push.
     fn paused_world() -> World {
-        let mut w = crate::seed::deployed(1);
-        w.apply(&crate::seed::manifests(&[crate::seed::UPDATE]))
+        let mut w = crate::demo::deployed(1);
+        w.apply(&crate::demo::manifests(&[crate::demo::UPDATE]))
             .unwrap();
         w.advance(Duration::from_secs(5)).unwrap();
         w
