@@ -9,7 +9,43 @@
 use serde::Serialize;
 use statrs::distribution::{Binomial, DiscreteCDF};
 
-use super::{Band, Interval, proportion_interval, requests_needed};
+use super::{Band, Interval, ceil_u64, proportion_interval, two_sided_z, upper_z, valid_prob};
+
+/// Requests needed to estimate a share `p` to within `±margin` (a fraction, e.g.
+/// `0.01` for one point) at the two-sided `confidence`.
+///
+/// Normal approximation `n = z²·p(1−p)/margin²`, rounded up. Pass `p = 0.5` when the
+/// share is unknown (worst case); a `p` outside `(0, 1)` or NaN is also treated as
+/// 0.5. `margin <= 0` or `confidence >= 1` → `u64::MAX` (impossible).
+///
+/// Requests here means *independent units*: if the split is made per connection,
+/// read the answer as connections.
+pub fn requests_needed(p: f64, margin: f64, confidence: f64) -> u64 {
+    let p = if valid_prob(p) { p } else { 0.5 };
+    if margin.is_nan() || margin <= 0.0 {
+        return u64::MAX;
+    }
+    let z = two_sided_z(confidence);
+    ceil_u64(z * z * p * (1.0 - p) / (margin * margin))
+}
+
+/// Fixed sample size of the one-sample binomial test of `p0` against `p1`:
+/// `n = ((z_{1−α/2}·sqrt(p0(1−p0)) + z_{1−β}·sqrt(p1(1−p1))) / (p1 − p0))²`, rounded up.
+///
+/// `alpha` is **two-sided** (as in [`TwoSidedSprt`](super::TwoSidedSprt), which this should be compared
+/// with); for a one-sided test at level `α` (as in a single [`Sprt`](super::Sprt)) pass `2α`.
+/// `beta` is the type II error at `p1`. Returns `u64::MAX` when `p0 == p1` or an
+/// input is outside its range (`p` in `[0, 1]`, `alpha`, `beta` in `(0, 1)`).
+pub fn fixed_sample_size_for_test(p0: f64, p1: f64, alpha: f64, beta: f64) -> u64 {
+    let in_unit = |p: f64| (0.0..=1.0).contains(&p);
+    if !in_unit(p0) || !in_unit(p1) || p0 == p1 || !valid_prob(alpha) || !valid_prob(beta) {
+        return u64::MAX;
+    }
+    let z_a = upper_z(alpha / 2.0);
+    let z_b = upper_z(beta);
+    let root = (z_a * (p0 * (1.0 - p0)).sqrt() + z_b * (p1 * (1.0 - p1)).sqrt()) / (p1 - p0);
+    ceil_u64(root * root)
+}
 
 /// The chance of each outcome of a two-arm verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
