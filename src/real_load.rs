@@ -43,6 +43,8 @@ pub fn parse_expect(s: &str) -> Result<(String, f64), String> {
     Ok((value.to_string(), fraction))
 }
 
+// Long: the report's figures, the verdict and the unit's explanation, in the order the report holds
+// them.
 /// The report of a finished real load, with the verdict when expectations were given.
 pub fn judge(
     url: &str,

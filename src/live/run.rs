@@ -63,12 +63,63 @@ pub fn real_load(
     pacer.rebase(started, 1.0);
     // The data plane the simulation would send this load through, told to the router.
     let path = crate::load::data_path(&*world, w);
-    let origin = match &path {
+    let load = http_load_for(world, live, w, &path)?;
+    let (router_before, pods_before) = (live.router_counts(), live.received());
+    // The load runs on threads of its own; this thread keeps the world on the wall clock
+    // (pods turning ready, tables taking effect) until it is done.
+    let sending = std::thread::spawn(move || crate::load::http::run(&load, &|_| {}));
+    // The world catches up with the wall clock, its real side following each instant.
+    let mut catch_up = |world: &mut World| -> Result<(), String> {
+        let target = pacer.virtual_now();
+        if target > world.now() {
+            world
+                .advance_until(target, |w| {
+                    live.sync(w);
+                    false
+                })
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    };
+    while !sending.is_finished() {
+        catch_up(world)?;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let outcome = sending
+        .join()
+        .map_err(|_| "the live load failed".to_string())?
+        .map_err(|e| e.to_string())?;
+    catch_up(world)?;
+    pacer.rebase(world.now(), scale);
+    let router = live.router_counts().since(&router_before);
+    let mut received = live.received();
+    for (pod, (n, errors)) in &mut received {
+        let (n0, e0) = pods_before.get(pod).copied().unwrap_or_default();
+        *n -= n0;
+        *errors -= e0;
+    }
+    let seen = Seen {
+        outcome: &outcome,
+        router: &router,
+        received: &received,
+    };
+    Ok(result(world, &seen, started, w, &path))
+}
+
+/// The real load that carries workload `w` through the router as the simulation would
+/// send it along `path`: where it enters, who the caller is, which port and classifier.
+fn http_load_for(
+    world: &World,
+    live: &Live,
+    w: &Workload,
+    path: &DataPath,
+) -> Result<HttpLoad, String> {
+    let origin = match path {
         DataPath::Gateway(g) => format!("gateway {g}"),
         DataPath::Mesh => "mesh".to_string(),
         DataPath::KubeProxy => "plain".to_string(),
     };
-    let labels: Vec<String> = crate::load::caller_labels(&*world, &path, w)
+    let labels: Vec<String> = crate::load::caller_labels(world, path, w)
         .into_iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
@@ -90,7 +141,7 @@ pub fn real_load(
     };
     // HTTP goes to the router's HTTP port; TLS and TCP to the listener standing for the
     // gateway's port, which routes each connection by what it shows (SNI) and passes it on.
-    let port = match (w.protocol, &path) {
+    let port = match (w.protocol, path) {
         (Protocol::Http, _) => live.address().port(),
         (_, DataPath::Gateway(g)) => live
             .l4_address(g, w.port)
@@ -103,7 +154,7 @@ pub fn real_load(
             );
         }
     };
-    let load = HttpLoad {
+    Ok(HttpLoad {
         target: Target {
             tls: w.protocol == Protocol::Tls,
             host: "127.0.0.1".into(),
@@ -149,47 +200,7 @@ pub fn real_load(
             Some(rule) => pods_named_by(world, &rule.key),
             None => Vec::new(),
         },
-    };
-    let (router_before, pods_before) = (live.router_counts(), live.received());
-    // The load runs on threads of its own; this thread keeps the world on the wall clock
-    // (pods turning ready, tables taking effect) until it is done.
-    let sending = std::thread::spawn(move || crate::load::http::run(&load, &|_| {}));
-    // The world catches up with the wall clock, its real side following each instant.
-    let mut catch_up = |world: &mut World| -> Result<(), String> {
-        let target = pacer.virtual_now();
-        if target > world.now() {
-            world
-                .advance_until(target, |w| {
-                    live.sync(w);
-                    false
-                })
-                .map_err(|e| e.to_string())?;
-        }
-        Ok(())
-    };
-    while !sending.is_finished() {
-        catch_up(world)?;
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let outcome = sending
-        .join()
-        .map_err(|_| "the live load failed".to_string())?
-        .map_err(|e| e.to_string())?;
-    catch_up(world)?;
-    pacer.rebase(world.now(), scale);
-    let router = live.router_counts().since(&router_before);
-    let mut received = live.received();
-    for (pod, (n, errors)) in &mut received {
-        let (n0, e0) = pods_before.get(pod).copied().unwrap_or_default();
-        *n -= n0;
-        *errors -= e0;
-    }
-    let seen = Seen {
-        outcome: &outcome,
-        router: &router,
-        received: &received,
-    };
-    Ok(result(world, &seen, started, w, &path))
+    })
 }
 
 /// What a live load saw: the client's tally, the router's counters and the pods' own counts.

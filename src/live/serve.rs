@@ -139,6 +139,8 @@ fn run_until_quiet(world: &mut World, out: &Out) -> Result<(), crate::sim::SimEr
     Ok(())
 }
 
+// Long: the serve loop in its order: the router's address, the steps on the wall clock, the
+// shutdown on stop.
 /// Serves until `stop` is set (the CLI sets it on Ctrl-C or SIGTERM), writing what happens
 /// to `out`: the router's address first, then each step as it completes.
 pub fn serve<'p>(

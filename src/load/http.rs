@@ -407,6 +407,8 @@ impl Shared {
     }
 }
 
+// Long: the runtimes, workers and watch set up, run and joined; they share the dialer and the stop
+// state.
 /// Runs the load on runtimes of its own, one single-threaded runtime per core (so a
 /// connection's task and the worker that sends on it share a thread and wake each other
 /// without crossing cores); `progress` is called about ten times a second.

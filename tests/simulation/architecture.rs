@@ -568,3 +568,107 @@ fn each_lib_rs_layout_names_exactly_its_modules_and_they_are_on_disk() {
         "declared, but neither on disk nor in the core: {neither:?}"
     );
 }
+
+/// The functions of `text` (non-test code: up to a column-0 `#[cfg(test)]`) longer than
+/// `limit` lines with no `// Long: why` line above their docs and attributes.
+fn long_functions_without_reason(text: &str, limit: usize) -> Vec<(usize, String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .iter()
+        .position(|l| l.starts_with("#[cfg(test)]"))
+        .unwrap_or(lines.len());
+    let mut out = Vec::new();
+    for i in 0..end {
+        let line = lines[i];
+        let trimmed = line.trim_start();
+        let indent = &line[..line.len() - trimmed.len()];
+        let signature = [
+            "fn ",
+            "pub fn ",
+            "pub(crate) fn ",
+            "pub(super) fn ",
+            "async fn ",
+        ]
+        .iter()
+        .any(|p| trimmed.starts_with(p));
+        if !signature {
+            continue;
+        }
+        // A declaration without a body, or a one-line body.
+        let Some(open) = (i..end).find(|&k| {
+            let l = lines[k].trim_end();
+            l.ends_with('{') || l.ends_with(';') || l.ends_with('}')
+        }) else {
+            continue;
+        };
+        if !lines[open].trim_end().ends_with('{') {
+            continue;
+        }
+        let close = format!("{indent}}}");
+        let Some(last) = (open + 1..end).find(|&k| lines[k] == close) else {
+            continue;
+        };
+        let length = last - i + 1;
+        if length <= limit {
+            continue;
+        }
+        let mut k = i;
+        while k > 0 && {
+            let above = lines[k - 1].trim_start();
+            above.starts_with("///") || above.starts_with("#[") || above.starts_with("// ")
+        } {
+            k -= 1;
+            if lines[k].trim_start().starts_with("// Long: ") {
+                break;
+            }
+        }
+        if !lines[k].trim_start().starts_with("// Long: ") {
+            let name = trimmed
+                .split("fn ")
+                .nth(1)
+                .and_then(|s| s.split(['(', '<']).next())
+                .unwrap_or("")
+                .to_string();
+            out.push((i + 1, name, length));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_runs_past_120_lines_without_a_reason() {
+    let root = repository();
+    let mut long = Vec::new();
+    for dir in [core_src(&root), edge_src(&root)] {
+        for (file, text) in rust_files(&dir) {
+            if file.file_name().is_some_and(|n| n == "tests.rs") {
+                continue;
+            }
+            for (line, name, length) in long_functions_without_reason(&text, 120) {
+                let file = dir.join(&file);
+                let file = file.strip_prefix(&root).unwrap().display();
+                long.push(format!("{file}:{line} {name} ({length} lines)"));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over 120 lines with no `// Long: why` above them (split them, or say why \
+         one piece reads better):\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_length_check_sees_a_long_function_and_its_reason() {
+    let body = "    x();\n".repeat(130);
+    let long = format!("/// Docs.\nfn big() {{\n{body}}}\n");
+    assert_eq!(
+        long_functions_without_reason(&long, 120),
+        vec![(2, "big".to_string(), 132)]
+    );
+    let excused = format!("// Long: one match over the cases.\n{long}");
+    assert!(long_functions_without_reason(&excused, 120).is_empty());
+    let short = "fn small() {\n    x();\n}\n";
+    assert!(long_functions_without_reason(short, 120).is_empty());
+}

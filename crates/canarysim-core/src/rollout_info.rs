@@ -16,6 +16,8 @@ use crate::controller::rollout::{
 use crate::model::rollout::{RolloutSpec, RolloutStatus};
 use crate::model::{Kind, Object};
 
+// Long: `kubectl argo rollouts get rollout`'s view field by field, in the order the plugin builds
+// it.
 /// The view of rollout `ns/name` at `now`.
 pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<RolloutView, ApiError> {
     let rollout = api.get(Kind::Rollout, ns, name)?;

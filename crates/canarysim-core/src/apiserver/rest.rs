@@ -269,6 +269,8 @@ pub fn parse(request: &Request) -> Call {
     }
 }
 
+// Long: one match over the API's URL shapes (discovery, collections, objects, subresources,
+// watches), in the order the Kubernetes API server routes them.
 fn parse_inner(request: &Request) -> Result<Call, Reply> {
     let segments: Vec<&str> = request
         .path

@@ -230,6 +230,8 @@ impl<'w> LoadRun<'w> {
         self
     }
 
+    // Long: the simulated load's hot loop over one epoch; split, its per-request state would travel
+    // through many arguments.
     /// Sends the requests of one epoch (until the cluster's next change by itself, or the
     /// load's end) through the data plane in force now.
     pub fn epoch(
@@ -734,6 +736,7 @@ fn deterministic_loop(
     }
 }
 
+// Long: the fast path's hot loop, kept beside the state it updates per request.
 /// The common case in a tight loop: HTTP through the mesh, closed loop, round robin, no
 /// mirror. It draws exactly as [`one_request_timed`] does (one draw for a split of two or
 /// more, one for a non-deterministic answer), so a seed gives the same result either way.
@@ -1078,6 +1081,8 @@ fn one_request_timed(
     latency
 }
 
+// Long: Envoy's router for one request (fault, then the retry loop with its timeout), in Envoy's
+// order.
 /// One HTTP request through an in-mesh route: the weighted pick of a cluster, then the
 /// route's policy (fault, retries to other hosts, timeout) around the attempts. Pods count
 /// every attempt (the pods' view); the version's arm counts the client's final answer.

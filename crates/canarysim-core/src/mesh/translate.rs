@@ -393,6 +393,8 @@ impl<'a> Builder<'a> {
             .position(|l| l.gateway.as_ref().is_some_and(|g| g.is(reference, ns)))
     }
 
+    // Long: istiod's translation of one VirtualService (http, tls and tcp routes) in one pass over
+    // its fields.
     fn virtual_service(&mut self, vs: &Object) {
         let key = vs.key();
         let ns = vs.namespace().to_string();

@@ -131,6 +131,8 @@ pub fn summary(reports: &[RunReport], invalid_files: &[String]) -> String {
     out
 }
 
+// Long: the summary top to bottom, one block per section it shows; every block only reads the
+// report.
 /// A load step in a few lines: where the requests went, each version's share with its
 /// interval, errors and latency, and the fit to the configured split. Lines fit
 /// [`DETAIL_WIDTH`], the run report's width less its indentation of a step's detail.
@@ -410,6 +412,8 @@ pub fn compare(r: &crate::outcome::CompareReport) -> String {
     out
 }
 
+// Long: the report top to bottom, one block per section it shows; every block only reads the
+// report.
 /// `canarysim load`: what was sent and how each request ended, the unit of randomisation as
 /// measured (prominent: it changes what the shares mean), the shares with their intervals,
 /// errors and latency per version (two tables: one would not fit [`WIDTH`]), and the

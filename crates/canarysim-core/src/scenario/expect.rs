@@ -156,6 +156,7 @@ fn check_rollout(
     }
 }
 
+// Long: one check per AnalysisRun field a step may expect, each a few lines.
 /// An AnalysisRun of the rollout: its phase, message, a metric's counts and last value,
 /// and when it completed.
 fn check_analysis(

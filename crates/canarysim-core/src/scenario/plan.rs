@@ -304,6 +304,8 @@ pub fn load(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
     Ok(plan)
 }
 
+// Long: the scenario's sections checked in file order against one parsed file and source map, each
+// a few lines.
 /// Reads the scenario at `path` into a [`Plan`]: syntax, keys, durations, manifest files and
 /// rollout names are checked; references between the manifests are not (`canarysim lint`
 /// reports those as diagnostics).
@@ -546,6 +548,7 @@ pub fn load_runnable(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioErr
     Ok(plan)
 }
 
+// Long: one arm per command step, as the scenario format lists them.
 /// A command step (set_image, promote, abort, retry, pause, undo, restart, status,
 /// fail_pods, wait): the rollout it names must exist by then.
 fn plan_command(

@@ -516,6 +516,7 @@ impl<'p> Runner<'p> {
         result.map_err(|e| e.to_string())
     }
 
+    // Long: one arm per step kind, as the scenario format lists them.
     fn execute(&mut self, step: &PlannedStep) -> (bool, String) {
         let ns = self.plan.namespace.clone();
         let result: Result<String, String> = match &step.kind {

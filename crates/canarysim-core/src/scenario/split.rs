@@ -121,33 +121,7 @@ pub fn expect_split(r: &LoadResult, e: &ExpectSplit) -> (bool, String, SplitVerd
         within,
         confidence,
     );
-    let mut lines = vec![format!(
-        "{}: {}",
-        verdict.outcome.heading(),
-        verdict.explanation
-    )];
-    let of_unit = match r.unit {
-        SplitUnit::Request => String::new(),
-        SplitUnit::Connection => " of connections".to_string(),
-    };
-    for ((name, _), arm) in names.iter().zip(&verdict.arms) {
-        let requests = match r.unit {
-            SplitUnit::Request => String::new(),
-            SplitUnit::Connection => {
-                format!(" ({:.2} % of requests)", arm.request_share * 100.0)
-            }
-        };
-        lines.push(format!(
-            "{name}: observed {:.2} %{of_unit}{requests}, {:.1} % interval [{:.2}, {:.2}] %, expected {:.2} ± {within} %: {}",
-            arm.observed_share * 100.0,
-            verdict.per_arm_confidence * 100.0,
-            arm.interval.lo * 100.0,
-            arm.interval.hi * 100.0,
-            arm.expected_share * 100.0,
-            arm.relation()
-        ));
-    }
-    lines.push(format!("goodness of fit: p = {:.4}", verdict.gof.p_value));
+    let mut lines = verdict_lines(r.unit, &names, &verdict, within);
     let accepted = accepted_outcomes(e);
     let mut passed = accepted.contains(&verdict.outcome);
     if accepted != [Outcome::Pass] {
@@ -187,27 +161,7 @@ pub fn expect_split(r: &LoadResult, e: &ExpectSplit) -> (bool, String, SplitVerd
             verdict.effective_n.to_string(),
         );
     }
-    for (key, rate) in &e.errors {
-        let (responses, errors) = r
-            .arms
-            .iter()
-            .filter(|a| a.matches(key))
-            .fold((0, 0), |(n, k), a| (n + a.responses, k + a.errors));
-        let ci = verify::proportion_interval(errors, responses, confidence);
-        let (lo, hi) = (rate.0 - within, rate.0 + within);
-        let ok = responses > 0
-            && ci.interval.lo * 100.0 >= lo - 1e-9
-            && ci.interval.hi * 100.0 <= hi + 1e-9;
-        passed &= ok;
-        lines.push(format!(
-            "{key} errors: {errors} of {responses} ({:.2} %), interval [{:.2}, {:.2}] %, expected {} ± {within} %: {}",
-            ci.estimate * 100.0,
-            ci.interval.lo * 100.0,
-            ci.interval.hi * 100.0,
-            rate.0,
-            if ok { "inside" } else { "NOT inside" }
-        ));
-    }
+    passed &= error_rates_hold(r, e, within, confidence, &mut lines);
     if let Some(want) = e.decided {
         let want = match want {
             super::format::Decided::Matches => "matches",
@@ -253,4 +207,76 @@ pub fn expect_split(r: &LoadResult, e: &ExpectSplit) -> (bool, String, SplitVerd
         }
     }
     (passed, lines.join("\n"), verdict)
+}
+
+/// The verdict in lines: its heading and explanation, each arm's observed share against
+/// its expected one, and the goodness of fit.
+fn verdict_lines(
+    unit: SplitUnit,
+    names: &[(String, f64)],
+    verdict: &SplitVerdict,
+    within: f64,
+) -> Vec<String> {
+    let mut lines = vec![format!(
+        "{}: {}",
+        verdict.outcome.heading(),
+        verdict.explanation
+    )];
+    let of_unit = match unit {
+        SplitUnit::Request => String::new(),
+        SplitUnit::Connection => " of connections".to_string(),
+    };
+    for ((name, _), arm) in names.iter().zip(&verdict.arms) {
+        let requests = match unit {
+            SplitUnit::Request => String::new(),
+            SplitUnit::Connection => {
+                format!(" ({:.2} % of requests)", arm.request_share * 100.0)
+            }
+        };
+        lines.push(format!(
+            "{name}: observed {:.2} %{of_unit}{requests}, {:.1} % interval [{:.2}, {:.2}] %, expected {:.2} ± {within} %: {}",
+            arm.observed_share * 100.0,
+            verdict.per_arm_confidence * 100.0,
+            arm.interval.lo * 100.0,
+            arm.interval.hi * 100.0,
+            arm.expected_share * 100.0,
+            arm.relation()
+        ));
+    }
+    lines.push(format!("goodness of fit: p = {:.4}", verdict.gof.p_value));
+    lines
+}
+
+/// `errors:` expectations: each version's error rate interval inside its expected rate ±
+/// `within`; a line per version, true when all hold.
+fn error_rates_hold(
+    r: &LoadResult,
+    e: &ExpectSplit,
+    within: f64,
+    confidence: f64,
+    lines: &mut Vec<String>,
+) -> bool {
+    let mut passed = true;
+    for (key, rate) in &e.errors {
+        let (responses, errors) = r
+            .arms
+            .iter()
+            .filter(|a| a.matches(key))
+            .fold((0, 0), |(n, k), a| (n + a.responses, k + a.errors));
+        let ci = verify::proportion_interval(errors, responses, confidence);
+        let (lo, hi) = (rate.0 - within, rate.0 + within);
+        let ok = responses > 0
+            && ci.interval.lo * 100.0 >= lo - 1e-9
+            && ci.interval.hi * 100.0 <= hi + 1e-9;
+        passed &= ok;
+        lines.push(format!(
+            "{key} errors: {errors} of {responses} ({:.2} %), interval [{:.2}, {:.2}] %, expected {} ± {within} %: {}",
+            ci.estimate * 100.0,
+            ci.interval.lo * 100.0,
+            ci.interval.hi * 100.0,
+            rate.0,
+            if ok { "inside" } else { "NOT inside" }
+        ));
+    }
+    passed
 }

@@ -121,6 +121,7 @@ pub struct SplitVerdict {
     pub explanation: String,
 }
 
+// Long: the three outcomes and their explanation from one set of per-arm intervals and bands.
 /// Checks an observed split against the set weights.
 ///
 /// * `draws`: per arm, the count in the unit of randomisation: requests for

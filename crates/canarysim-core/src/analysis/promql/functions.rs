@@ -26,6 +26,7 @@ use super::{Labels, QueryError};
 /// The label holding a classic histogram bucket's upper bound.
 const BUCKET_LABEL: &str = "le";
 
+// Long: one arm per PromQL function, as Prometheus' own function table; each arm is short.
 /// Evaluates `call` at `ts`.
 pub(super) fn call(ev: &mut Evaluator, call: &Call, ts: i64) -> Result<Value, QueryError> {
     let name = call.func.name;

@@ -5,6 +5,8 @@
 use super::*;
 
 impl Reconciler<'_> {
+    // Long: Argo's `rolloutCanary` (canary.go) in upstream's order; split, the order that decides
+    // which write wins would be spread over several functions.
     pub(super) fn canary(
         &mut self,
         spec: &RolloutSpec,

@@ -4,6 +4,8 @@
 use super::*;
 
 impl Reconciler<'_> {
+    // Long: Argo's `syncRolloutStatusCanary` in its order: counts, conditions, phase and message,
+    // then one status write.
     /// Recomputes counts, phase, message and conditions; writes the status if it changed.
     pub(super) fn write_status(&mut self) -> Result<(), ApiError> {
         let n = self.summary.replicas;

@@ -565,6 +565,8 @@ fn plugin_count(tr: &TrafficRouting) -> usize {
     }
 }
 
+// Long: Argo's `ValidateRolloutStrategyCanary`, check by check in its order, so that the first
+// error reported is Argo's.
 /// `ValidateRolloutStrategyCanary`.
 fn validate_canary(errs: &mut Vec<FieldError>, c: &CanaryStrategy, canary_json: &Value) {
     // Upstream passes spec.strategy, not spec.strategy.canary, as the parent path.
@@ -697,6 +699,8 @@ fn validate_canary(errs: &mut Vec<FieldError>, c: &CanaryStrategy, canary_json: 
     );
 }
 
+// Long: the per-step half of `ValidateRolloutStrategyCanary`, each step kind's checks in upstream's
+// order.
 fn validate_step(
     errs: &mut Vec<FieldError>,
     c: &CanaryStrategy,
