@@ -693,7 +693,7 @@ fn load_command(a: &LoadArgs) -> (u8, String, String) {
     let progress = crate::progress::LoadProgress::new(
         a.quiet || a.format == Format::Json,
         a.requests,
-        load.duration,
+        load.extent.duration(),
     );
     let outcome = crate::load::http::run(&load, &|s| progress.update(s));
     progress.finish();
@@ -778,15 +778,7 @@ fn http_load(a: &LoadArgs) -> Result<crate::load::http::HttpLoad, String> {
             humantime::parse_duration(d).map_err(|e| format!("-z/--duration {d:?}: {e} (e.g. 10s)"))
         })
         .transpose()?;
-    if a.requests.is_none() && duration.is_none() {
-        return Err(
-            "canarysim load needs -n/--requests N or -z/--duration D (it never runs unbounded)"
-                .into(),
-        );
-    }
-    if a.requests == Some(0) || duration.is_some_and(|d| d.is_zero()) {
-        return Err("-n and -z must be above 0".into());
-    }
+    let extent = crate::load::http::Extent::new(a.requests, duration)?;
     if let Some(d) = duration.filter(|d| *d > MAX_REAL_LOAD) {
         return Err(format!(
             "-z/--duration {}: a load runs at most 24h",
@@ -857,8 +849,7 @@ fn http_load(a: &LoadArgs) -> Result<crate::load::http::HttpLoad, String> {
     };
     Ok(HttpLoad {
         target,
-        requests: a.requests,
-        duration,
+        extent,
         connections: a.connections,
         rate: a.rate,
         http2: a.http2,

@@ -74,7 +74,7 @@ pub fn judge(
     let sequential = load
         .stop
         .as_ref()
-        .map(|_| outcome.sequential(load.requests));
+        .map(|_| outcome.sequential(load.extent.requests()));
     let verdict = expect.map(|e| {
         // A real gateway's answers carry a version only: a name is the version read.
         let (names, split) = crate::load::judge_split(

@@ -75,13 +75,13 @@ fuzz_target!(|input: Args| {
     };
     let load = planned.load;
     let now = Instant::now();
-    if let Some(d) = load.duration {
+    if let Some(d) = load.extent.duration() {
         assert!(now.checked_add(d).is_some(), "deadline overflows: {d:?}");
     }
     assert!(now.checked_add(load.timeout).is_some(), "timeout overflows");
     if let Some(rate) = load.rate {
         // The open loop's last intended send, as its schedule computes it.
-        let last = match (load.requests, load.duration) {
+        let last = match (load.extent.requests(), load.extent.duration()) {
             (_, Some(d)) => d.as_secs_f64(),
             (Some(n), None) => n as f64 / rate,
             (None, None) => unreachable!("a load without -n or -z was accepted"),

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use super::{Live, LiveError, Pacer};
 use crate::endpoints::Role;
-use crate::load::http::{HttpLoad, Target};
+use crate::load::http::{Extent, HttpLoad, Target};
 use crate::load::{Amount, ArmStats, Arrival, DataPath, LoadResult, PodStats, Workload};
 use crate::mesh::Protocol;
 use crate::scenario::{Plan, RunReport, Runner};
@@ -161,8 +161,7 @@ fn http_load_for(
             port,
             path: w.path.clone(),
         },
-        requests,
-        duration,
+        extent: Extent::new(requests, duration)?,
         connections: w.connections.max(1),
         rate: match w.arrival {
             Arrival::Closed => None,

@@ -111,14 +111,45 @@ impl std::str::FromStr for Target {
     }
 }
 
+/// How much a real load sends: a number of requests, a duration, or requests cut at a
+/// duration; never neither, so that no load runs unbounded ([`Extent::new`] is the one
+/// place that says so).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    requests: Option<u64>,
+    duration: Option<Duration>,
+}
+
+impl Extent {
+    pub fn new(requests: Option<u64>, duration: Option<Duration>) -> Result<Self, String> {
+        if requests.is_none() && duration.is_none() {
+            return Err(
+                "canarysim load needs -n/--requests N or -z/--duration D (it never runs unbounded)"
+                    .into(),
+            );
+        }
+        if requests == Some(0) || duration.is_some_and(|d| d.is_zero()) {
+            return Err("-n and -z must be above 0".into());
+        }
+        Ok(Extent { requests, duration })
+    }
+
+    /// At most this many requests (None: until the duration ends).
+    pub fn requests(self) -> Option<u64> {
+        self.requests
+    }
+
+    /// At most this long (None: until the requests are sent).
+    pub fn duration(self) -> Option<Duration> {
+        self.duration
+    }
+}
+
 /// One real load, resolved from the command line.
 #[derive(Debug, Clone)]
 pub struct HttpLoad {
     pub target: Target,
-    /// At most this many requests (None: until the duration ends).
-    pub requests: Option<u64>,
-    /// At most this long (None: until the requests are sent).
-    pub duration: Option<Duration>,
+    pub extent: Extent,
     pub connections: u32,
     /// Open loop: requests per second over all connections.
     pub rate: Option<f64>,
@@ -399,9 +430,9 @@ impl Shared {
         let live = self.live.lock().unwrap_or_else(|p| p.into_inner());
         Snapshot {
             done: live.done,
-            planned: load.requests,
+            planned: load.extent.requests(),
             elapsed: self.start.elapsed(),
-            duration: load.duration,
+            duration: load.extent.duration(),
             versions: live.versions.clone(),
         }
     }
@@ -413,11 +444,6 @@ impl Shared {
 /// connection's task and the worker that sends on it share a thread and wake each other
 /// without crossing cores); `progress` is called about ten times a second.
 pub fn run(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome, HttpLoadError> {
-    if load.requests.is_none() && load.duration.is_none() {
-        return Err(HttpLoadError::Setup(
-            "a load needs -n/--requests or -z/--duration (it never runs unbounded)".into(),
-        ));
-    }
     let runtime = || {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -441,10 +467,10 @@ pub fn run(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome,
         .as_ref()
         .map_or("undecided", |w| w.per_request.undecided());
     let start = Instant::now();
-    let deadline = load.duration.map(|d| start + d);
+    let deadline = load.extent.duration().map(|d| start + d);
     let shared = Arc::new(Shared {
         next: AtomicU64::new(0),
-        limit: load.requests.unwrap_or(u64::MAX),
+        limit: load.extent.requests().unwrap_or(u64::MAX),
         start,
         deadline,
         cut_at: deadline.filter(|_| load.cut_in_flight),

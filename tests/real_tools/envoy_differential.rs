@@ -20,7 +20,7 @@ use crate::support;
 use support::envoy::start_envoy;
 
 use canarysim::live::Live;
-use canarysim::load::http::{HttpLoad, HttpOutcome, Target};
+use canarysim::load::http::{Extent, HttpLoad, HttpOutcome, Target};
 use canarysim::mesh::envoy::{EnvoyOptions, bootstrap};
 use canarysim::scenario::plan::StepKind;
 use canarysim::scenario::{self, Runner};
@@ -36,8 +36,7 @@ fn send(port: u16, shape: &Shape) -> BTreeMap<String, u64> {
             port,
             path: shape.path.clone(),
         },
-        requests: Some(shape.requests),
-        duration: Some(Duration::from_secs(120)),
+        extent: Extent::new(Some(shape.requests), Some(Duration::from_secs(120))).unwrap(),
         // Pods answer after 1 ms (the scenarios' default): many connections keep it short.
         connections: 32,
         rate: None,
@@ -390,8 +389,7 @@ fn connection_load(port: u16, shape: &Shape) -> HttpLoad {
             port,
             path: shape.path.clone(),
         },
-        requests: Some(shape.requests),
-        duration: Some(Duration::from_secs(300)),
+        extent: Extent::new(Some(shape.requests), Some(Duration::from_secs(300))).unwrap(),
         connections: 16,
         rate: None,
         http2: false,
