@@ -244,6 +244,10 @@ fn bad_arguments_are_exit_2_with_what_was_expected() {
             vec!["http://127.0.0.1:9/"],
             "-n/--requests N or -z/--duration D",
         ),
+        (
+            vec!["http://127.0.0.1:9/", "-n", "0"],
+            "-n and -z must be above 0",
+        ),
         (vec!["ftp://x/", "-n", "1"], "http:// or https://"),
         (
             vec!["http://127.0.0.1:9/", "-n", "1", "-H", "nocolon"],
