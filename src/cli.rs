@@ -779,6 +779,9 @@ fn http_load(a: &LoadArgs) -> Result<crate::load::http::HttpLoad, String> {
         })
         .transpose()?;
     let extent = crate::load::http::Extent::new(a.requests, duration)?;
+    if a.requests == Some(0) || duration.is_some_and(|d| d.is_zero()) {
+        return Err("-n and -z must be above 0".into());
+    }
     if let Some(d) = duration.filter(|d| *d > MAX_REAL_LOAD) {
         return Err(format!(
             "-z/--duration {}: a load runs at most 24h",

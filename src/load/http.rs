@@ -113,7 +113,8 @@ impl std::str::FromStr for Target {
 
 /// How much a real load sends: a number of requests, a duration, or requests cut at a
 /// duration; never neither, so that no load runs unbounded ([`Extent::new`] is the one
-/// place that says so).
+/// place that says so). Zero is an extent (a live scenario's `load: {requests: 0}` sends
+/// nothing); the command line refuses it for `-n` and `-z` itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Extent {
     requests: Option<u64>,
@@ -127,9 +128,6 @@ impl Extent {
                 "canarysim load needs -n/--requests N or -z/--duration D (it never runs unbounded)"
                     .into(),
             );
-        }
-        if requests == Some(0) || duration.is_some_and(|d| d.is_zero()) {
-            return Err("-n and -z must be above 0".into());
         }
         Ok(Extent { requests, duration })
     }
@@ -1172,6 +1170,17 @@ impl rustls::client::danger::ServerCertVerifier for AcceptAnyCertificate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_extent_is_never_unbounded_and_zero_is_one() {
+        assert!(Extent::new(None, None).is_err());
+        // Live mode's `load: {requests: 0}` (capped by its longest load) sends nothing.
+        let zero = Extent::new(Some(0), Some(Duration::from_secs(600))).unwrap();
+        assert_eq!(
+            (zero.requests(), zero.duration()),
+            (Some(0), Some(Duration::from_secs(600)))
+        );
+    }
 
     #[test]
     fn connect_to_reads_curls_form() {
