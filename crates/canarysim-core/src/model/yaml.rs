@@ -255,10 +255,7 @@ fn documents(
             .cloned()
             .unwrap_or_else(|| SourceMap::synthetic(file));
         let value = if merge_keys {
-            with_merge_keys(doc, &map).map_err(|e| match e {
-                MergeError::Yaml(e) => yaml_error(file, &e),
-                MergeError::Invalid(e) => e,
-            })?
+            with_merge_keys(file, doc, &map)?
         } else {
             Value::deserialize(doc).map_err(|e| yaml_error(file, &e))?
         };
@@ -270,27 +267,18 @@ fn documents(
     Ok(out)
 }
 
-enum MergeError {
-    Yaml(serde_yaml::Error),
-    Invalid(LoadError),
-}
-
 /// One document with its `<<` keys merged into their mappings (keys written beside a `<<`
 /// win over the merged ones, as in go-yaml).
-fn with_merge_keys(doc: serde_yaml::Deserializer, map: &SourceMap) -> Result<Value, MergeError> {
-    let mut yaml = serde_yaml::Value::deserialize(doc).map_err(MergeError::Yaml)?;
-    yaml.apply_merge().map_err(|e| {
-        MergeError::Invalid(LoadError::invalid(
-            map.locate(""),
-            format!("a `<<` merge key: {e}"),
-        ))
-    })?;
-    serde_json::to_value(yaml).map_err(|e| {
-        MergeError::Invalid(LoadError::invalid(
-            map.locate(""),
-            format!("after merging `<<` keys: {e}"),
-        ))
-    })
+fn with_merge_keys(
+    file: &str,
+    doc: serde_yaml::Deserializer,
+    map: &SourceMap,
+) -> Result<Value, LoadError> {
+    let mut yaml = serde_yaml::Value::deserialize(doc).map_err(|e| yaml_error(file, &e))?;
+    yaml.apply_merge()
+        .map_err(|e| LoadError::invalid(map.locate(""), format!("a `<<` merge key: {e}")))?;
+    serde_json::to_value(yaml)
+        .map_err(|e| LoadError::invalid(map.locate(""), format!("after merging `<<` keys: {e}")))
 }
 
 /// Parses multi-document YAML into Kubernetes objects. Every document must be a mapping with
