@@ -340,10 +340,7 @@ async fn handle(
         respond(Reply::failure(
             413,
             "RequestEntityTooLarge",
-            format!(
-                "the request body is larger than {} bytes, or was cut off",
-                rest::MAX_BODY
-            ),
+            format!("Request entity too large: limit is {}", rest::MAX_BODY),
         ))
     };
     // A declared length over the limit is refused before any of the body is read.

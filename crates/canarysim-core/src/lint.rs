@@ -325,6 +325,9 @@ fn check_istio_references<'a>(
             out.push(diag(m, &pointer, Severity::Error, check, e));
         }
         if let Some(vs) = vs {
+            if managed.is_some() {
+                check_repeated_route_names(vs, out);
+            }
             managed_vs.push(vs);
         }
     }
@@ -341,6 +344,44 @@ fn check_istio_references<'a>(
                 ),
             ));
         }
+    }
+}
+
+/// With `managedRoutes`, Argo's `orderRoutes` rebuilds `spec.http` by name on every write,
+/// taking every route of a name once for each route of that name: N routes sharing a name
+/// (or N unnamed ones) become N² on each write, until the API server refuses the object.
+fn check_repeated_route_names(vs: &Manifest, out: &mut Vec<Diagnostic>) {
+    let Some(routes) = vs.object.value["spec"]["http"].as_array() else {
+        return;
+    };
+    let name_of = |r: &Value| {
+        r.get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let (mut seen, mut warned) = (BTreeSet::new(), BTreeSet::new());
+    for (i, route) in routes.iter().enumerate() {
+        let name = name_of(route);
+        if seen.insert(name.clone()) || !warned.insert(name.clone()) {
+            continue;
+        }
+        let count = routes.iter().filter(|r| name_of(r) == name).count();
+        let who = if name.is_empty() {
+            format!("{count} http routes have no name")
+        } else {
+            format!("{count} http routes are named \"{name}\"")
+        };
+        out.push(diag(
+            vs,
+            &format!("/spec/http/{i}"),
+            Severity::Warning,
+            Check::Routes,
+            format!(
+                "{who}; with managedRoutes, Argo Rollouts re-orders the routes by name on every write and repeats each of them once per route of that name ({count} become {}), so the VirtualService grows with every weight change until the API server refuses it (etcdserver: request is too large). Give each route its own name",
+                count * count
+            ),
+        ));
     }
 }
 

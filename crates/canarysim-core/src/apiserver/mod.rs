@@ -58,7 +58,17 @@ pub enum ApiError {
         webhook: &'static str,
         message: String,
     },
+    /// 413: the object is over etcd's request limit ([`MAX_OBJECT_BYTES`]).
+    #[error("etcdserver: request is too large")]
+    TooLarge,
 }
+
+/// etcd's default `--max-request-bytes` (1.5 MiB): a larger object is refused with
+/// "etcdserver: request is too large", which the API server answers with 413. Measured as
+/// compact JSON (custom resources are stored so; built-in kinds as protobuf, a little smaller).
+/// Without it a controller that grows an object on every write (Argo's `orderRoutes` repeats
+/// N routes of one name N times) would grow it here until memory ran out.
+pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
 
 impl crate::model::Objects for ApiServer {
     fn objects(&self, kind: Kind) -> Vec<&Object> {
@@ -91,6 +101,25 @@ fn admit(kind: Kind, object: &Value, rules: IstioWeightRules) -> Result<(), ApiE
     })
 }
 
+/// Whether `object` as compact JSON is at most [`MAX_OBJECT_BYTES`]; the count stops at the
+/// limit, so a huge object costs no more than a legal one.
+fn fits_in_etcd(object: &Value) -> bool {
+    struct Counter(usize);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            if self.0 > MAX_OBJECT_BYTES {
+                return Err(std::io::ErrorKind::FileTooLarge.into());
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    serde_json::to_writer(&mut Counter(0), object).is_ok()
+}
+
 impl ApiError {
     /// The HTTP status code Kubernetes answers with.
     pub fn code(&self) -> u16 {
@@ -100,6 +129,7 @@ impl ApiError {
             ApiError::Invalid { .. } => 422,
             // The API server's default for a webhook denial that carries no code.
             ApiError::Denied { .. } => 403,
+            ApiError::TooLarge => 413,
         }
     }
 
@@ -425,6 +455,7 @@ impl ApiServer {
         meta.insert("uid".into(), Value::String(uid));
         meta.insert("generation".into(), Value::from(1));
         meta.insert("creationTimestamp".into(), Value::String(now));
+        self.check_size(&mut object)?;
         Ok(self.store(key, object, EventType::Added))
     }
 
@@ -487,6 +518,7 @@ impl ApiServer {
             next.metadata_mut()
                 .insert("generation".into(), Value::from(generation));
         }
+        self.check_size(&mut next)?;
         let key = self.store(key, next, EventType::Modified);
         Ok(self.objects[&key].object().clone())
     }
@@ -630,6 +662,19 @@ impl ApiServer {
             .events
             .partition_point(|e| e.resource_version <= since);
         &self.log.events[start..]
+    }
+
+    /// etcd's limit on `object` as it will be stored: with the resourceVersion it will get.
+    fn check_size(&self, object: &mut Object) -> Result<(), ApiError> {
+        object.metadata_mut().insert(
+            "resourceVersion".into(),
+            Value::String((self.resource_version + 1).to_string()),
+        );
+        if fits_in_etcd(&object.value) {
+            Ok(())
+        } else {
+            Err(ApiError::TooLarge)
+        }
     }
 
     fn store(&mut self, key: ObjectKey, mut object: Object, event_type: EventType) -> ObjectKey {
@@ -814,6 +859,32 @@ mod tests {
         // The newest event stays, however large.
         api.compact_log(10_000, 1);
         assert_eq!(api.events_since(0).len(), 1);
+    }
+
+    #[test]
+    fn an_object_over_etcds_limit_is_refused_as_kubernetes_refuses_it() {
+        let mut api = ApiServer::new();
+        let mut object = vs("big");
+        let created = api.create(object.clone()).unwrap();
+        // Grown to just under the limit, then one byte past it, by create, update and patch.
+        let size = |o: &Object| serde_json::to_vec(&o.value).unwrap().len();
+        let room = MAX_OBJECT_BYTES - size(&created) - r#","blob":"""#.len();
+        object.value["spec"]["blob"] = json!("x".repeat(room));
+        assert_eq!(size(&api.update(object.clone()).unwrap()), MAX_OBJECT_BYTES);
+        object.value["spec"]["blob"] = json!("x".repeat(room + 1));
+        let err = api.update(object.clone()).unwrap_err();
+        assert_eq!(err.to_string(), "etcdserver: request is too large");
+        assert_eq!(err.code(), 413);
+        let patch = Patch::Merge(json!({"spec": {"blob": "x".repeat(room + 1)}}));
+        let err = api
+            .patch(Kind::VirtualService, "demo", "big", &patch)
+            .unwrap_err();
+        assert!(matches!(err, ApiError::TooLarge), "{err}");
+        object.metadata_mut().insert("name".into(), json!("bigger"));
+        assert!(matches!(api.create(object), Err(ApiError::TooLarge)));
+        // The refused writes left the stored object as it was.
+        let stored = api.get(Kind::VirtualService, "demo", "big").unwrap();
+        assert_eq!(stored.value["spec"]["blob"].as_str().unwrap().len(), room);
     }
 
     #[test]

@@ -75,6 +75,7 @@ impl Reply {
             ApiError::Conflict { .. } => "Conflict",
             ApiError::Invalid { .. } => "Invalid",
             ApiError::Denied { .. } => "",
+            ApiError::TooLarge => "RequestEntityTooLarge",
         };
         let mut reply = Reply::failure(e.code(), reason, e.to_string());
         let name = match e {
@@ -82,7 +83,7 @@ impl Reply {
             | ApiError::AlreadyExists { name, .. }
             | ApiError::Conflict { name, .. }
             | ApiError::Invalid { name, .. } => Some(name),
-            ApiError::Denied { .. } => None,
+            ApiError::Denied { .. } | ApiError::TooLarge => None,
         };
         if let Some(name) = name {
             reply.body["details"] = json!({
@@ -533,10 +534,7 @@ fn json_body(body: &[u8]) -> Result<Value, Reply> {
         return Err(Reply::failure(
             413,
             "RequestEntityTooLarge",
-            format!(
-                "the request body is {} bytes; the limit is {MAX_BODY}",
-                body.len()
-            ),
+            format!("Request entity too large: limit is {MAX_BODY}"),
         ));
     }
     serde_json::from_slice(body)

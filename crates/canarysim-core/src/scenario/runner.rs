@@ -14,8 +14,8 @@ use super::split;
 use crate::clock::SimTime;
 use crate::controller::replicaset::PodLifecycle;
 use crate::load::{self, LoadResult};
-use crate::model::Kind;
 use crate::model::support::Warning;
+use crate::model::{Kind, ObjectKey};
 use crate::outcome::LoadReport;
 pub use crate::outcome::{RunReport, StepReport, Violation};
 use crate::rollout_info::{self, RolloutView};
@@ -625,9 +625,12 @@ impl<'p> Runner<'p> {
                         crate::model::duration::format(self.world.now().since(start))
                     )),
                     Ok(false) => Err(format!(
-                        "timed out after {}: rollout is {}",
+                        "timed out after {}: rollout is {}{}",
                         crate::model::duration::format(*timeout),
-                        self.phase_of(rollout.as_deref())
+                        self.phase_of(rollout.as_deref()),
+                        self.last_error_of(rollout.as_deref())
+                            .map(|e| format!("; the controller's last error: {e}"))
+                            .unwrap_or_default()
                     )),
                     Err(e) => Err(e),
                 }
@@ -863,6 +866,18 @@ impl<'p> Runner<'p> {
             .ok()
             .and_then(|r| r.status()["phase"].as_str().map(str::to_string))
             .unwrap_or_else(|| "unknown".into())
+    }
+
+    /// The error the rollout's last reconcile returned, if it returned one: why a wait did not
+    /// end (a write the API server refused, a route not found).
+    fn last_error_of(&self, rollout: Option<&str>) -> Option<&str> {
+        let name = rollout
+            .map(str::to_string)
+            .or_else(|| self.rollout_names().into_iter().next())?;
+        self.world
+            .errors
+            .get(&ObjectKey::new(Kind::Rollout, &self.plan.namespace, &name))
+            .map(String::as_str)
     }
 
     /// Views of rollouts that are paused at a step not shown before.
