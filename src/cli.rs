@@ -854,7 +854,11 @@ fn http_load(a: &LoadArgs) -> Result<crate::load::http::HttpLoad, String> {
         target,
         extent,
         connections: a.connections,
-        rate: a.rate,
+        arrival: a
+            .rate
+            .map_or(crate::load::Arrival::Closed, crate::load::Arrival::Constant),
+        // `load` sends evenly spaced at a rate: the stream is never drawn from.
+        arrivals: crate::random::stream(0, "load/arrivals"),
         http2: a.http2,
         keepalive: !a.disable_keepalive,
         method,

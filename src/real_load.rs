@@ -153,7 +153,7 @@ pub fn judge(
         protocol: outcome.protocol.to_string(),
         connections: load.connections,
         keepalive: load.keepalive,
-        rate: load.rate,
+        rate: load.arrival.rate(),
         classify: load.classifier.to_string(),
         elapsed_seconds: secs,
         throughput: if secs > 0.0 {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::{Live, LiveError, Pacer};
 use crate::endpoints::Role;
 use crate::load::http::{Extent, HttpLoad, Target};
-use crate::load::{Amount, ArmStats, Arrival, DataPath, LoadResult, PodStats, Workload};
+use crate::load::{Amount, ArmStats, DataPath, LoadResult, PodStats, Streams, Workload};
 use crate::mesh::Protocol;
 use crate::scenario::{Plan, RunReport, Runner};
 use crate::sim::World;
@@ -39,7 +39,9 @@ pub fn run_live(plan: &Plan, seed: Option<u64>, time_scale: f64) -> Result<RunRe
     let loading = live.clone();
     runner.load_with(
         &format!("live (time scale {time_scale})"),
-        move |world, workload| real_load(world, &mut loading.borrow_mut(), &pacer, workload),
+        move |world, workload, streams| {
+            real_load(world, &mut loading.borrow_mut(), &pacer, workload, streams)
+        },
     );
     while runner.step().is_some() {}
     Ok(runner.finish())
@@ -53,6 +55,7 @@ pub fn real_load(
     live: &mut Live,
     pacer: &Pacer,
     w: &Workload,
+    streams: &mut Streams,
 ) -> Result<LoadResult, String> {
     world.settle().map_err(|e| e.to_string())?;
     live.sync(world);
@@ -63,7 +66,7 @@ pub fn real_load(
     pacer.rebase(started, 1.0);
     // The data plane the simulation would send this load through, told to the router.
     let path = crate::load::data_path(&*world, w);
-    let load = http_load_for(world, live, w, &path)?;
+    let load = http_load_for(world, live, w, &path, &streams.arrivals)?;
     let (router_before, pods_before) = (live.router_counts(), live.received());
     // The load runs on threads of its own; this thread keeps the world on the wall clock
     // (pods turning ready, tables taking effect) until it is done.
@@ -113,6 +116,7 @@ fn http_load_for(
     live: &Live,
     w: &Workload,
     path: &DataPath,
+    arrivals: &rand_pcg::Pcg64Mcg,
 ) -> Result<HttpLoad, String> {
     let origin = match path {
         DataPath::Gateway(g) => format!("gateway {g}"),
@@ -163,10 +167,8 @@ fn http_load_for(
         },
         extent: Extent::new(requests, duration)?,
         connections: w.connections.max(1),
-        rate: match w.arrival {
-            Arrival::Closed => None,
-            Arrival::Constant(r) | Arrival::Poisson(r) => Some(r),
-        },
+        arrival: w.arrival,
+        arrivals: arrivals.clone(),
         http2: w.http2,
         // HTTP/2 multiplexes over its connections, keep-alive or not (as simulated).
         keepalive: w.keepalive || w.http2,

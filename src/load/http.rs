@@ -19,7 +19,8 @@ use tokio::time::Instant;
 use super::body::{self, BODY_PREFIX};
 use super::classify::Classifier;
 use super::tally::{Connection, Ending, OnConnection, Tally};
-use super::{SequentialTest, SplitUnit, StopRule};
+use super::{Arrival, SequentialTest, SplitUnit, StopRule, exponential_gap};
+use rand_pcg::Pcg64Mcg;
 
 /// How long `canarysim load` waits for the first connection before it calls the target
 /// unreachable.
@@ -149,8 +150,12 @@ pub struct HttpLoad {
     pub target: Target,
     pub extent: Extent,
     pub connections: u32,
-    /// Open loop: requests per second over all connections.
-    pub rate: Option<f64>,
+    /// Closed loop, or open at a rate (requests per second over all connections), evenly
+    /// spaced or as a Poisson process.
+    pub arrival: Arrival,
+    /// The stream a Poisson process's gaps are drawn from (a live run passes its simulated
+    /// load's own, so both send at the same instants).
+    pub arrivals: Pcg64Mcg,
     pub http2: bool,
     pub keepalive: bool,
     pub method: hyper::Method,
@@ -267,9 +272,42 @@ struct Shared {
     deadline: Option<Instant>,
     /// The deadline, when requests in flight are cut there ([`HttpLoad::cut_in_flight`]).
     cut_at: Option<Instant>,
-    rate: Option<f64>,
+    schedule: Schedule,
     stop: AtomicBool,
     live: Mutex<Live>,
+}
+
+/// When requests are meant to start.
+enum Schedule {
+    /// Each as soon as a connection is free.
+    Closed,
+    /// Request i at i / rate.
+    Even(f64),
+    /// At the sums of exponential gaps: the next request's number and offset (µs), under a
+    /// lock so that request i always gets the i-th arrival.
+    Poisson(Mutex<PoissonClock>),
+}
+
+struct PoissonClock {
+    next: u64,
+    at_us: f64,
+    mean_gap_us: f64,
+    draws: Pcg64Mcg,
+}
+
+impl Schedule {
+    fn new(arrival: Arrival, draws: &Pcg64Mcg) -> Schedule {
+        match arrival {
+            Arrival::Closed => Schedule::Closed,
+            Arrival::Constant(rate) => Schedule::Even(rate),
+            Arrival::Poisson(rate) => Schedule::Poisson(Mutex::new(PoissonClock {
+                next: 0,
+                at_us: 0.0,
+                mean_gap_us: 1e6 / rate,
+                draws: draws.clone(),
+            })),
+        }
+    }
 }
 
 /// A worker's answers not yet reported to [`Shared`] (reported in batches, so that the
@@ -389,13 +427,31 @@ impl Shared {
         if self.stop.load(Ordering::Relaxed) {
             return None;
         }
-        let i = self.next.fetch_add(1, Ordering::Relaxed);
-        if i >= self.limit {
-            return None;
-        }
-        let intended = match self.rate {
-            Some(rate) => self.start + Duration::from_secs_f64(i as f64 / rate),
-            None => Instant::now(),
+        let intended = match &self.schedule {
+            Schedule::Poisson(clock) => {
+                let mut clock = clock.lock().unwrap_or_else(|p| p.into_inner());
+                if clock.next >= self.limit {
+                    return None;
+                }
+                clock.next += 1;
+                let at_us = clock.at_us;
+                let mean = clock.mean_gap_us;
+                clock.at_us += exponential_gap(&mut clock.draws, mean);
+                self.start + Duration::from_secs_f64(at_us / 1e6)
+            }
+            Schedule::Even(rate) => {
+                let i = self.next.fetch_add(1, Ordering::Relaxed);
+                if i >= self.limit {
+                    return None;
+                }
+                self.start + Duration::from_secs_f64(i as f64 / rate)
+            }
+            Schedule::Closed => {
+                if self.next.fetch_add(1, Ordering::Relaxed) >= self.limit {
+                    return None;
+                }
+                Instant::now()
+            }
         };
         match self.deadline {
             Some(d) if intended >= d => None,
@@ -472,7 +528,7 @@ pub fn run(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome,
         start,
         deadline,
         cut_at: deadline.filter(|_| load.cut_in_flight),
-        rate: load.rate,
+        schedule: Schedule::new(load.arrival, &load.arrivals),
         stop: AtomicBool::new(false),
         live: Mutex::new(Live {
             watch,
@@ -1180,6 +1236,48 @@ mod tests {
             (zero.requests(), zero.duration()),
             (Some(0), Some(Duration::from_secs(600)))
         );
+    }
+
+    /// The send offsets (seconds after the start) a schedule gives, claim by claim.
+    fn offsets(arrival: Arrival, limit: u64) -> Vec<f64> {
+        let shared = Shared {
+            next: AtomicU64::new(0),
+            limit,
+            start: Instant::now(),
+            deadline: None,
+            cut_at: None,
+            schedule: Schedule::new(arrival, &crate::random::stream(3, "load/0/arrivals")),
+            stop: AtomicBool::new(false),
+            live: Mutex::default(),
+        };
+        std::iter::from_fn(|| shared.claim())
+            .map(|t| (t - shared.start).as_secs_f64())
+            .collect()
+    }
+
+    #[test]
+    fn an_open_loop_sends_evenly_or_at_a_poisson_processs_instants() {
+        let gaps = |at: &[f64]| at.windows(2).map(|w| w[1] - w[0]).collect::<Vec<_>>();
+        let even = offsets(Arrival::Constant(1000.0), 20_001);
+        assert_eq!(even.len(), 20_001);
+        assert!(gaps(&even).iter().all(|g| (g - 1e-3).abs() < 1e-9));
+
+        let at = offsets(Arrival::Poisson(1000.0), 20_001);
+        assert_eq!((at.len(), at[0]), (20_001, 0.0));
+        let gaps = gaps(&at);
+        let n = gaps.len() as f64;
+        let mean = gaps.iter().sum::<f64>() / n;
+        let sd = (gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / n).sqrt();
+        // Exponential gaps: the mean is the standard deviation, and P(gap > mean) = 1/e.
+        // 20,000 gaps put each within ±3 % (over four standard errors) of 1 ms.
+        assert!((mean / 1e-3 - 1.0).abs() < 0.03, "mean gap {mean}");
+        assert!((sd / mean - 1.0).abs() < 0.03, "sd {sd} against mean {mean}");
+        let longer = gaps.iter().filter(|&&g| g > 1e-3).count() as f64 / n;
+        assert!((longer - (-1.0f64).exp()).abs() < 0.015, "{longer}");
+        // The gaps are the simulated load's: the same stream, the same draws.
+        let mut draws = crate::random::stream(3, "load/0/arrivals");
+        let first = exponential_gap(&mut draws, 1000.0) / 1e6;
+        assert!((gaps[0] - first).abs() < 1e-9, "{} vs {first}", gaps[0]);
     }
 
     #[test]

@@ -608,8 +608,8 @@ fn start_live(
         std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
     );
     let loading = live.clone();
-    runner.load_with("live (tui)", move |world, workload| {
-        crate::live::real_load(world, &mut loading.borrow_mut(), &pacer, workload)
+    runner.load_with("live (tui)", move |world, workload, streams| {
+        crate::live::real_load(world, &mut loading.borrow_mut(), &pacer, workload, streams)
     });
     Ok((live, address))
 }

@@ -611,7 +611,7 @@ fn the_background_warning_points_at_the_background_key() {
     let file = support::write_temp("hostile.yaml", &text);
     let plan = canarysim::scenario::load(&file, &canarysim::scenario::Disk).unwrap();
     let mut runner = canarysim::scenario::Runner::new(&plan, None);
-    runner.load_with("live", |_, _| Err("no sockets in this test".into()));
+    runner.load_with("live", |_, _, _| Err("no sockets in this test".into()));
     let warning = runner
         .finish()
         .warnings

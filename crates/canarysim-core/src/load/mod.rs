@@ -109,6 +109,24 @@ pub enum Arrival {
     Poisson(f64),
 }
 
+impl Arrival {
+    /// The open loop's rate (per second); None for a closed loop.
+    pub fn rate(self) -> Option<f64> {
+        match self {
+            Arrival::Closed => None,
+            Arrival::Constant(rate) | Arrival::Poisson(rate) => Some(rate),
+        }
+    }
+}
+
+/// A Poisson process's next gap, exponential with mean `mean`, from one draw of `rng`. The
+/// simulated and the real load draw their gaps here, from the same stream
+/// ([`Streams::arrivals`]), so a live run sends at the instants the simulation would.
+pub fn exponential_gap(rng: &mut impl rand::RngCore, mean: f64) -> f64 {
+    let u = ((rng.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+    -mean * u.ln()
+}
+
 /// Where requests come from (SCENARIOS.md `origin`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OriginChoice {

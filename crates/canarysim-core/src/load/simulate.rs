@@ -948,12 +948,7 @@ fn run_epoch(
                     free_at[conn % free_at.len()] = start + service;
                 }
                 let gap = match w.arrival {
-                    Arrival::Poisson(_) => {
-                        // Exponential gap from one uniform draw.
-                        let u =
-                            ((rng.arrivals.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
-                        -mean_gap * u.ln()
-                    }
+                    Arrival::Poisson(_) => super::exponential_gap(&mut rng.arrivals, mean_gap),
                     _ => mean_gap,
                 };
                 *next_arrival_us = arrival + gap.max(1.0) as u64;

@@ -66,7 +66,9 @@ type InstantHook<'p> = Box<dyn FnMut(&mut World) + 'p>;
 /// See [`Runner::on_wait`].
 type WaitHook<'p> = Box<dyn FnMut(&mut World) -> bool + 'p>;
 /// See [`Runner::load_with`].
-type LoadHook<'p> = Box<dyn FnMut(&mut World, &load::Workload) -> Result<LoadResult, String> + 'p>;
+type LoadHook<'p> = Box<
+    dyn FnMut(&mut World, &load::Workload, &mut load::Streams) -> Result<LoadResult, String> + 'p,
+>;
 
 impl<'p> Runner<'p> {
     pub fn new(plan: &'p Plan, seed: Option<u64>) -> Self {
@@ -135,11 +137,13 @@ impl<'p> Runner<'p> {
     }
 
     /// Sends every load step through `load` (which may move the world's clock while the
-    /// requests flow) instead of the simulated data plane; the report names `mode`.
+    /// requests flow) instead of the simulated data plane; the report names `mode`. It gets
+    /// the random streams the simulated load would have drawn from (a Poisson arrival's gaps).
     pub fn load_with(
         &mut self,
         mode: &str,
-        load: impl FnMut(&mut World, &load::Workload) -> Result<LoadResult, String> + 'p,
+        load: impl FnMut(&mut World, &load::Workload, &mut load::Streams) -> Result<LoadResult, String>
+        + 'p,
     ) {
         self.mode = Some(mode.to_string());
         self.load_with = Some(Box::new(load));
@@ -685,7 +689,7 @@ impl<'p> Runner<'p> {
         let mut rng = load::Streams::new(self.seed, &format!("load/{index}"));
         self.check_route_section(w)?;
         let result = match self.load_with.as_mut() {
-            Some(live) => live(&mut self.world, w)?,
+            Some(live) => live(&mut self.world, w, &mut rng)?,
             None => {
                 self.check_request_budget(w)?;
                 self.world
