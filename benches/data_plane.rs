@@ -7,7 +7,7 @@
 
 use canarysim::demo;
 use canarysim::kubeproxy::ProxyMode;
-use canarysim::load::{Amount, Backends, OriginChoice, Workload};
+use canarysim::load::{Amount, Backends, OriginChoice, Traffic, Workload};
 use canarysim::mesh::LbPolicy;
 use canarysim::random::stream;
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
@@ -47,14 +47,17 @@ fn data_plane(c: &mut Criterion) {
         let workload = Workload {
             amount: Amount::Requests(REQUESTS),
             namespace: NS.into(),
-            host: if origin == OriginChoice::Plain {
-                "rollouts-demo-stable"
-            } else {
-                "rollouts-demo.local"
-            }
-            .into(),
+            traffic: Traffic {
+                host: if origin == OriginChoice::Plain {
+                    "rollouts-demo-stable"
+                } else {
+                    "rollouts-demo.local"
+                }
+                .into(),
+                keepalive,
+                ..Traffic::default()
+            },
             origin,
-            keepalive,
             ..Workload::default()
         };
         g.bench_function(name, |b| {

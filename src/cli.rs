@@ -671,7 +671,7 @@ pub fn plan_load(a: &LoadArgs) -> Result<PlannedLoad, String> {
             return Err("--until-decided needs an --expect to test".into());
         };
         let (key, share) = e.shares[0].clone();
-        load.stop = Some(crate::load::StopRule {
+        load.traffic.stop = Some(crate::load::StopRule {
             key,
             share,
             test: crate::load::StopTest::Verdict {
@@ -769,8 +769,8 @@ const MAX_RATE: f64 = 1_000_000_000.0;
 
 /// The load the flags describe (without its stop rule).
 fn http_load(a: &LoadArgs) -> Result<crate::load::http::HttpLoad, String> {
-    use crate::load::http::{ConnectTo, HttpLoad, Target};
-    let target: Target = a.url.parse()?;
+    use crate::load::http::{ConnectTo, HttpLoad};
+    let (target, path) = crate::load::http::parse_url(&a.url)?;
     let duration = a
         .duration
         .as_deref()
@@ -823,6 +823,7 @@ fn http_load(a: &LoadArgs) -> Result<crate::load::http::HttpLoad, String> {
         .method
         .parse()
         .map_err(|_| format!("-m/--method {:?}: not an HTTP method", a.method))?;
+    let method = method.as_str().to_string();
     let mut headers = Vec::new();
     for h in &a.headers {
         let (name, value) = h
@@ -853,26 +854,29 @@ fn http_load(a: &LoadArgs) -> Result<crate::load::http::HttpLoad, String> {
     Ok(HttpLoad {
         target,
         extent,
-        connections: a.connections,
-        arrival: a
-            .rate
-            .map_or(crate::load::Arrival::Closed, crate::load::Arrival::Constant),
+        traffic: crate::load::Traffic {
+            arrival: a
+                .rate
+                .map_or(crate::load::Arrival::Closed, crate::load::Arrival::Constant),
+            connections: a.connections,
+            keepalive: !a.disable_keepalive,
+            http2: a.http2,
+            method,
+            host: a.host.clone().unwrap_or_default(),
+            path,
+            headers,
+            sni: a.sni.clone(),
+            stop: None,
+        },
         // `load` sends evenly spaced at a rate: the stream is never drawn from.
         arrivals: crate::random::stream(0, "load/arrivals"),
-        http2: a.http2,
-        keepalive: !a.disable_keepalive,
-        method,
-        headers,
-        host: a.host.clone(),
         timeout,
         // `-z` bounds the load: at its end what is in flight is cut and counted apart.
         cut_in_flight: true,
         insecure: a.insecure,
         cacert: a.cacert.clone(),
-        sni: a.sni.clone(),
         connect_to,
         classifier,
-        stop: None,
         stop_counts: Vec::new(),
     })
 }

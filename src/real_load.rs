@@ -72,6 +72,7 @@ pub fn judge(
             .then(a.version.cmp(&b.version))
     });
     let sequential = load
+        .traffic
         .stop
         .as_ref()
         .map(|_| outcome.sequential(load.extent.requests()));
@@ -151,9 +152,9 @@ pub fn judge(
         url: url.to_string(),
         address: outcome.address.clone(),
         protocol: outcome.protocol.to_string(),
-        connections: load.connections,
-        keepalive: load.keepalive,
-        rate: load.arrival.rate(),
+        connections: load.traffic.connections,
+        keepalive: load.traffic.keepalive,
+        rate: load.traffic.arrival.rate(),
         classify: load.classifier.to_string(),
         elapsed_seconds: secs,
         throughput: if secs > 0.0 {
@@ -191,10 +192,10 @@ fn inconclusive_advice(load: &HttpLoad, e: &Expectations, split: &verify::SplitV
     if let (SplitUnit::Request, Some(total)) = (split.unit, split.units_to_decide) {
         advice.push(format!("-n {total}"));
     }
-    if split.unit == SplitUnit::Connection && load.keepalive {
+    if split.unit == SplitUnit::Connection && load.traffic.keepalive {
         advice.push(format!(
             "--disable-keepalive makes every request a connection, so a draw, of its own (or raise -c from {})",
-            load.connections
+            load.traffic.connections
         ));
     }
     if let Some((_, share)) = e.shares.first() {

@@ -79,7 +79,7 @@ fuzz_target!(|input: Args| {
         assert!(now.checked_add(d).is_some(), "deadline overflows: {d:?}");
     }
     assert!(now.checked_add(load.timeout).is_some(), "timeout overflows");
-    if let Some(rate) = load.rate {
+    if let Some(rate) = load.traffic.arrival.rate() {
         // The open loop's last intended send, as its schedule computes it.
         let last = match (load.extent.requests(), load.extent.duration()) {
             (_, Some(d)) => d.as_secs_f64(),

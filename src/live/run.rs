@@ -127,7 +127,10 @@ fn http_load_for(
         .into_iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    let mut headers = w.headers.clone();
+    // The simulated load's own traffic, with what the router needs to know of its caller
+    // (what the simulation knows of it without asking).
+    let mut traffic = w.traffic.clone();
+    let headers = &mut traffic.headers;
     headers.push((super::router::ORIGIN_HEADER.to_string(), origin));
     headers.push((
         super::router::SOURCE_NAMESPACE_HEADER.to_string(),
@@ -158,33 +161,31 @@ fn http_load_for(
             );
         }
     };
+    traffic.connections = traffic.connections.max(1);
+    // HTTP/2 multiplexes over its connections, keep-alive or not (as simulated).
+    traffic.keepalive |= traffic.http2;
+    // The router listens on 127.0.0.1; TLS still names the host the routes are for.
+    traffic.sni = traffic.sni.or_else(|| Some(traffic.host.clone()));
+    // Answers are classified by pod: the pods the rule's key names count for it.
+    let stop_counts = match &traffic.stop {
+        Some(rule) => pods_named_by(world, &rule.key),
+        None => Vec::new(),
+    };
     Ok(HttpLoad {
         target: Target {
             tls: w.protocol == Protocol::Tls,
             host: "127.0.0.1".into(),
             port,
-            path: w.path.clone(),
         },
         extent: Extent::new(requests, duration)?,
-        connections: w.connections.max(1),
-        arrival: w.arrival,
+        traffic,
         arrivals: arrivals.clone(),
-        http2: w.http2,
-        // HTTP/2 multiplexes over its connections, keep-alive or not (as simulated).
-        keepalive: w.keepalive || w.http2,
-        method: w
-            .method
-            .parse()
-            .map_err(|_| format!("method {:?}", w.method))?,
-        headers,
-        host: Some(w.host.clone()),
         timeout: Duration::from_secs(10),
         // The router and pods count what they served: a request is let finish.
         cut_in_flight: false,
         // The pods' certificate is self-signed; the split, not the identity, is on trial.
         insecure: true,
         cacert: None,
-        sni: w.sni.clone().or_else(|| Some(w.host.clone())),
         connect_to: Vec::new(),
         // Over HTTP the router names the pod each answer came from, its own 504s after a
         // try included; a TLS or TCP connection passes through, and the pod names itself.
@@ -195,12 +196,7 @@ fn http_load_for(
             }
             .into(),
         ),
-        stop: w.stop.clone(),
-        // Answers are classified by pod: the pods the rule's key names count for it.
-        stop_counts: match &w.stop {
-            Some(rule) => pods_named_by(world, &rule.key),
-            None => Vec::new(),
-        },
+        stop_counts,
     })
 }
 
@@ -325,7 +321,7 @@ fn result(
             "{through}, live router at {} (real sockets)",
             outcome.address
         ),
-        sequential: w.stop.as_ref().map(|_| {
+        sequential: w.traffic.stop.as_ref().map(|_| {
             outcome.sequential(match w.amount {
                 Amount::Requests(n) => Some(n),
                 Amount::Duration(_) => None,

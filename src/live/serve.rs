@@ -280,7 +280,7 @@ fn announce(plan: &Plan, live: &Live, out: &Out) {
         .steps
         .iter()
         .find_map(|s| match &s.kind {
-            crate::scenario::plan::StepKind::Load(w) => Some(w.host.clone()),
+            crate::scenario::plan::StepKind::Load(w) => Some(w.traffic.host.clone()),
             _ => None,
         })
         .unwrap_or_default();

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::body::{self, BODY_PREFIX};
 use super::classify::Classifier;
 use super::tally::{Connection, Ending, OnConnection, Tally};
-use super::{Arrival, SequentialTest, SplitUnit, StopRule, exponential_gap};
+use super::{Arrival, SequentialTest, SplitUnit, StopRule, Traffic, exponential_gap};
 use rand_pcg::Pcg64Mcg;
 
 /// How long `canarysim load` waits for the first connection before it calls the target
@@ -73,43 +73,40 @@ impl std::str::FromStr for ConnectTo {
     }
 }
 
-/// The target, read from the URL.
+/// Where connections go: scheme, host and port.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub tls: bool,
     pub host: String,
     pub port: u16,
-    /// Path and query.
-    pub path: String,
 }
 
-impl std::str::FromStr for Target {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Target, String> {
-        let uri: hyper::Uri = s
-            .parse()
-            .map_err(|e| format!("URL {s:?}: {e}; expected e.g. http://127.0.0.1:8080/"))?;
-        let tls = match uri.scheme_str() {
-            Some("http") => false,
-            Some("https") => true,
-            _ => return Err(format!("URL {s:?}: expected an http:// or https:// URL")),
-        };
-        let host = uri
-            .host()
-            .ok_or_else(|| format!("URL {s:?}: no host"))?
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string();
-        Ok(Target {
-            tls,
-            port: uri.port_u16().unwrap_or(if tls { 443 } else { 80 }),
-            host,
-            path: uri
-                .path_and_query()
-                .map_or("/".to_string(), |p| p.as_str().to_string()),
-        })
-    }
+/// An `http://` or `https://` URL: where connections go, and the path and query each
+/// request asks for.
+pub fn parse_url(s: &str) -> Result<(Target, String), String> {
+    let uri: hyper::Uri = s
+        .parse()
+        .map_err(|e| format!("URL {s:?}: {e}; expected e.g. http://127.0.0.1:8080/"))?;
+    let tls = match uri.scheme_str() {
+        Some("http") => false,
+        Some("https") => true,
+        _ => return Err(format!("URL {s:?}: expected an http:// or https:// URL")),
+    };
+    let host = uri
+        .host()
+        .ok_or_else(|| format!("URL {s:?}: no host"))?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let target = Target {
+        tls,
+        port: uri.port_u16().unwrap_or(if tls { 443 } else { 80 }),
+        host,
+    };
+    let path = uri
+        .path_and_query()
+        .map_or("/".to_string(), |p| p.as_str().to_string());
+    Ok((target, path))
 }
 
 /// How much a real load sends: a number of requests, a duration, or requests cut at a
@@ -144,24 +141,16 @@ impl Extent {
     }
 }
 
-/// One real load, resolved from the command line.
+/// One real load: the traffic (as a simulated load describes it) sent to a target over
+/// real sockets, and what only real sockets need (TLS, timeouts, how answers are classified).
 #[derive(Debug, Clone)]
 pub struct HttpLoad {
     pub target: Target,
     pub extent: Extent,
-    pub connections: u32,
-    /// Closed loop, or open at a rate (requests per second over all connections), evenly
-    /// spaced or as a Poisson process.
-    pub arrival: Arrival,
+    pub traffic: Traffic,
     /// The stream a Poisson process's gaps are drawn from (a live run passes its simulated
     /// load's own, so both send at the same instants).
     pub arrivals: Pcg64Mcg,
-    pub http2: bool,
-    pub keepalive: bool,
-    pub method: hyper::Method,
-    pub headers: Vec<(String, String)>,
-    /// The Host header (default: the URL's host and port).
-    pub host: Option<String>,
     /// Per request, connecting and the whole body included.
     pub timeout: Duration,
     /// At the end of `duration`, requests still in flight are cut there (class
@@ -172,13 +161,8 @@ pub struct HttpLoad {
     pub insecure: bool,
     /// PEM file of the CAs to trust (default: the system's).
     pub cacert: Option<std::path::PathBuf>,
-    pub sni: Option<String>,
     pub connect_to: Vec<ConnectTo>,
     pub classifier: Classifier,
-    /// Stop as soon as the sequential test on one version's share decides (on the unit in
-    /// force: each connection's first answer until a connection shows two versions, each
-    /// answer after).
-    pub stop: Option<StopRule>,
     /// The classified values that count as the stop rule's version (empty: its key itself;
     /// live mode lists the pods of a role).
     pub stop_counts: Vec<String>,
@@ -437,14 +421,14 @@ impl Shared {
                 let at_us = clock.at_us;
                 let mean = clock.mean_gap_us;
                 clock.at_us += exponential_gap(&mut clock.draws, mean);
-                self.start + Duration::from_secs_f64(at_us / 1e6)
+                self.after_start(at_us / 1e6)?
             }
             Schedule::Even(rate) => {
                 let i = self.next.fetch_add(1, Ordering::Relaxed);
                 if i >= self.limit {
                     return None;
                 }
-                self.start + Duration::from_secs_f64(i as f64 / rate)
+                self.after_start(i as f64 / rate)?
             }
             Schedule::Closed => {
                 if self.next.fetch_add(1, Ordering::Relaxed) >= self.limit {
@@ -457,6 +441,14 @@ impl Shared {
             Some(d) if intended >= d => None,
             _ => Some(intended),
         }
+    }
+
+    /// The instant `seconds` after the start; None past what a clock can hold (a scenario's
+    /// rate of 1e-300 per second: no request of it is ever due).
+    fn after_start(&self, seconds: f64) -> Option<Instant> {
+        Duration::try_from_secs_f64(seconds)
+            .ok()
+            .and_then(|d| self.start.checked_add(d))
     }
 
     /// Adds a worker's answers since its last report (see [`Pending`]): the progress counts,
@@ -505,7 +497,7 @@ pub fn run(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome,
             .map_err(|e| HttpLoadError::Setup(format!("cannot start the runtime: {e}")))
     };
     let dialer = Arc::new(Dialer::new(load)?);
-    let watch = match &load.stop {
+    let watch = match &load.traffic.stop {
         Some(rule) => Some(Watch::new(
             rule,
             if load.stop_counts.is_empty() {
@@ -513,7 +505,7 @@ pub fn run(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome,
             } else {
                 load.stop_counts.clone()
             },
-            load.keepalive,
+            load.traffic.keepalive,
         )?),
         None => None,
     };
@@ -528,14 +520,14 @@ pub fn run(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome,
         start,
         deadline,
         cut_at: deadline.filter(|_| load.cut_in_flight),
-        schedule: Schedule::new(load.arrival, &load.arrivals),
+        schedule: Schedule::new(load.traffic.arrival, &load.arrivals),
         stop: AtomicBool::new(false),
         live: Mutex::new(Live {
             watch,
             ..Live::default()
         }),
     });
-    let connections = load.connections.max(1) as usize;
+    let connections = load.traffic.connections.max(1) as usize;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(connections);
@@ -744,7 +736,7 @@ async fn send_one(
         Ok(Ok((status, version, closing))) => (
             Ending::Status(status),
             version,
-            load.keepalive && !closing,
+            load.traffic.keepalive && !closing,
             Sent::Answered,
         ),
         Ok(Err(e)) => {
@@ -962,6 +954,7 @@ struct Dialer {
         rustls::pki_types::ServerName<'static>,
     )>,
     http2: bool,
+    method: hyper::Method,
     authority: String,
     scheme: &'static str,
 }
@@ -975,7 +968,7 @@ impl Dialer {
             .find(|c| (c.host.is_empty() || c.host == t.host) && c.port.is_none_or(|p| p == t.port))
             .map_or((t.host.clone(), t.port), |c| (c.to_host.clone(), c.to_port));
         let tls = if t.tls {
-            let name = load.sni.clone().unwrap_or_else(|| t.host.clone());
+            let name = load.traffic.sni.clone().unwrap_or_else(|| t.host.clone());
             let server_name = rustls::pki_types::ServerName::try_from(name.clone())
                 .map_err(|e| HttpLoadError::Setup(format!("server name {name:?}: {e}")))?;
             Some((
@@ -986,6 +979,8 @@ impl Dialer {
             None
         };
         let default_port = if t.tls { 443 } else { 80 };
+        let method = hyper::Method::from_bytes(load.traffic.method.as_bytes())
+            .map_err(|_| HttpLoadError::Setup(format!("method {:?}", load.traffic.method)))?;
         let host = if t.host.contains(':') {
             format!("[{}]", t.host)
         } else {
@@ -994,14 +989,15 @@ impl Dialer {
         Ok(Dialer {
             address,
             tls,
-            http2: load.http2,
-            authority: load.host.clone().unwrap_or_else(|| {
-                if t.port == default_port {
-                    host
-                } else {
-                    format!("{host}:{}", t.port)
-                }
-            }),
+            http2: load.traffic.http2,
+            method,
+            authority: if !load.traffic.host.is_empty() {
+                load.traffic.host.clone()
+            } else if t.port == default_port {
+                host
+            } else {
+                format!("{host}:{}", t.port)
+            },
             scheme: if t.tls { "https" } else { "http" },
         })
     }
@@ -1102,22 +1098,22 @@ impl Dialer {
     }
 
     fn request(&self, load: &HttpLoad, h2: bool) -> hyper::Request<Full<Bytes>> {
-        let mut b = hyper::Request::builder().method(load.method.clone());
+        let mut b = hyper::Request::builder().method(self.method.clone());
         if h2 {
             // HTTP/2 carries the authority in the URI (:authority), not a Host header.
             b = b.uri(format!(
                 "{}://{}{}",
-                self.scheme, self.authority, load.target.path
+                self.scheme, self.authority, load.traffic.path
             ));
         } else {
             b = b
-                .uri(load.target.path.as_str())
+                .uri(load.traffic.path.as_str())
                 .header(hyper::header::HOST, self.authority.as_str());
-            if !load.keepalive {
+            if !load.traffic.keepalive {
                 b = b.header(hyper::header::CONNECTION, "close");
             }
         }
-        for (k, v) in &load.headers {
+        for (k, v) in &load.traffic.headers {
             b = b.header(k.as_str(), v.as_str());
         }
         b.body(Full::new(Bytes::new()))
@@ -1165,7 +1161,7 @@ fn tls_config(load: &HttpLoad) -> Result<rustls::ClientConfig, HttpLoadError> {
         }
         builder.with_root_certificates(roots).with_no_client_auth()
     };
-    config.alpn_protocols = if load.http2 {
+    config.alpn_protocols = if load.traffic.http2 {
         vec![b"h2".to_vec()]
     } else {
         vec![b"http/1.1".to_vec()]
@@ -1271,9 +1267,15 @@ mod tests {
         // Exponential gaps: the mean is the standard deviation, and P(gap > mean) = 1/e.
         // 20,000 gaps put each within ±3 % (over four standard errors) of 1 ms.
         assert!((mean / 1e-3 - 1.0).abs() < 0.03, "mean gap {mean}");
-        assert!((sd / mean - 1.0).abs() < 0.03, "sd {sd} against mean {mean}");
+        assert!(
+            (sd / mean - 1.0).abs() < 0.03,
+            "sd {sd} against mean {mean}"
+        );
         let longer = gaps.iter().filter(|&&g| g > 1e-3).count() as f64 / n;
         assert!((longer - (-1.0f64).exp()).abs() < 0.015, "{longer}");
+        // A rate so low that its second request falls past any clock sends the first only.
+        assert_eq!(offsets(Arrival::Constant(1e-300), 5), [0.0]);
+        assert_eq!(offsets(Arrival::Poisson(1e-300), 5), [0.0]);
         // The gaps are the simulated load's: the same stream, the same draws.
         let mut draws = crate::random::stream(3, "load/0/arrivals");
         let first = exponential_gap(&mut draws, 1000.0) / 1e6;
@@ -1303,26 +1305,20 @@ mod tests {
 
     #[test]
     fn a_target_is_an_http_or_https_url() {
-        let t: Target = "https://demo.local/color?x=1".parse().unwrap();
+        let (t, path) = parse_url("https://demo.local/color?x=1").unwrap();
         assert_eq!(
-            t,
-            Target {
-                tls: true,
-                host: "demo.local".into(),
-                port: 443,
-                path: "/color?x=1".into()
-            }
+            (t, path.as_str()),
+            (
+                Target {
+                    tls: true,
+                    host: "demo.local".into(),
+                    port: 443,
+                },
+                "/color?x=1"
+            )
         );
-        let t: Target = "http://[::1]:8080".parse().unwrap();
-        assert_eq!(
-            (t.host.as_str(), t.port, t.path.as_str()),
-            ("::1", 8080, "/")
-        );
-        assert!(
-            "ftp://x/"
-                .parse::<Target>()
-                .unwrap_err()
-                .contains("http://")
-        );
+        let (t, path) = parse_url("http://[::1]:8080").unwrap();
+        assert_eq!((t.host.as_str(), t.port, path.as_str()), ("::1", 8080, "/"));
+        assert!(parse_url("ftp://x/").unwrap_err().contains("http://"));
     }
 }

@@ -20,6 +20,7 @@ use crate::support;
 use support::envoy::start_envoy;
 
 use canarysim::live::Live;
+use canarysim::load::Traffic;
 use canarysim::load::http::{Extent, HttpLoad, HttpOutcome, Target};
 use canarysim::mesh::envoy::{EnvoyOptions, bootstrap};
 use canarysim::scenario::plan::StepKind;
@@ -34,26 +35,23 @@ fn send(port: u16, shape: &Shape) -> BTreeMap<String, u64> {
             tls: false,
             host: "127.0.0.1".into(),
             port,
-            path: shape.path.clone(),
         },
         extent: Extent::new(Some(shape.requests), Some(Duration::from_secs(120))).unwrap(),
-        // Pods answer after 1 ms (the scenarios' default): many connections keep it short.
-        connections: 32,
-        arrival: canarysim::load::Arrival::Closed,
+        traffic: Traffic {
+            // Pods answer after 1 ms (the scenarios' default): many connections keep it short.
+            connections: 32,
+            host: shape.host.clone(),
+            path: shape.path.clone(),
+            headers: shape.headers.clone(),
+            ..Traffic::default()
+        },
         arrivals: canarysim::random::stream(0, "arrivals"),
-        http2: false,
-        keepalive: true,
-        method: hyper::Method::GET,
-        headers: shape.headers.clone(),
-        host: Some(shape.host.clone()),
         timeout: Duration::from_secs(10),
         cut_in_flight: true,
         insecure: false,
         cacert: None,
-        sni: None,
         connect_to: Vec::new(),
         classifier: canarysim::load::classify::Classifier::Header("x-version".into()),
-        stop: None,
         stop_counts: Vec::new(),
     };
     let outcome: HttpOutcome = canarysim::load::http::run(&load, &|_| {}).unwrap();
@@ -170,13 +168,13 @@ fn each_gateway_load(
         if let StepKind::Load(w) = &step.kind {
             let world = &runner.world;
             let table = world.mesh.table_at(world.now()).expect("a table in force");
-            let through_gateway = table.gateway_for(&w.host, &w.namespace).is_some();
+            let through_gateway = table.gateway_for(&w.traffic.host, &w.namespace).is_some();
             if through_gateway && w.protocol == canarysim::mesh::Protocol::Http {
                 let shapes = [
                     Shape {
-                        host: w.host.clone(),
-                        path: w.path.clone(),
-                        headers: w.headers.clone(),
+                        host: w.traffic.host.clone(),
+                        path: w.traffic.path.clone(),
+                        headers: w.traffic.headers.clone(),
                         requests: REQUESTS,
                     },
                     unknown_host(),
@@ -358,7 +356,7 @@ fn send_connections(port: u16, tls: bool, sni: &str, requests: u64) -> BTreeMap<
     };
     let mut load = connection_load(port, &shape);
     load.target.tls = tls;
-    load.sni = Some(sni.to_string());
+    load.traffic.sni = Some(sni.to_string());
     let mut counts = BTreeMap::new();
     let outcome: HttpOutcome = match canarysim::load::http::run(&load, &|_| {}) {
         Ok(outcome) => outcome,
@@ -388,25 +386,22 @@ fn connection_load(port: u16, shape: &Shape) -> HttpLoad {
             tls: false,
             host: "127.0.0.1".into(),
             port,
-            path: shape.path.clone(),
         },
         extent: Extent::new(Some(shape.requests), Some(Duration::from_secs(300))).unwrap(),
-        connections: 16,
-        arrival: canarysim::load::Arrival::Closed,
+        traffic: Traffic {
+            connections: 16,
+            keepalive: false,
+            host: shape.host.clone(),
+            path: shape.path.clone(),
+            ..Traffic::default()
+        },
         arrivals: canarysim::random::stream(0, "arrivals"),
-        http2: false,
-        keepalive: false,
-        method: hyper::Method::GET,
-        headers: Vec::new(),
-        host: Some(shape.host.clone()),
         timeout: Duration::from_secs(10),
         cut_in_flight: true,
         insecure: true,
         cacert: None,
-        sni: None,
         connect_to: Vec::new(),
         classifier: canarysim::load::classify::Classifier::Header("x-version".into()),
-        stop: None,
         stop_counts: Vec::new(),
     }
 }
@@ -471,7 +466,7 @@ fn tls_and_tcp_routes_choose_alike() {
             .expect("our L4 listener")
             .port();
         let theirs = envoy.listeners[&format!("{gateway} {}", w.port)];
-        let sni = w.sni.clone().unwrap_or_default();
+        let sni = w.traffic.sni.clone().unwrap_or_default();
         let case = format!(
             "tls-and-tcp-routes.yaml step {} ({:?})",
             step.index, w.protocol

@@ -4,7 +4,7 @@
 
 use canarysim::analysis::promql::{self, QueryValue};
 use canarysim::kubeproxy::ProxyMode;
-use canarysim::load::{Amount, Arrival, BackendModel, Backends, Streams, Workload};
+use canarysim::load::{Amount, Arrival, BackendModel, Backends, Streams, Traffic, Workload};
 use canarysim::mesh::LbPolicy;
 use canarysim::model::Manifest;
 use canarysim::sim::{ClusterConfig, World};
@@ -65,9 +65,12 @@ fn a_load_through_the_gateway_shows_in_istios_metrics() {
     );
     let workload = Workload {
         amount: Amount::Duration(Duration::from_secs(300)),
-        arrival: Arrival::Constant(100.0),
         namespace: NS.into(),
-        host: "rollouts-demo.local".into(),
+        traffic: Traffic {
+            arrival: Arrival::Constant(100.0),
+            host: "rollouts-demo.local".into(),
+            ..Traffic::default()
+        },
         ..Workload::default()
     };
     let mut streams = Streams::new(7, "metrics-test");
@@ -140,9 +143,12 @@ fn a_scrape_windows_success_rate_varies_as_a_binomial_count() {
         );
         let workload = Workload {
             amount: Amount::Duration(Duration::from_secs(60)),
-            arrival: Arrival::Constant(100.0),
             namespace: NS.into(),
-            host: "rollouts-demo.local".into(),
+            traffic: Traffic {
+                arrival: Arrival::Constant(100.0),
+                host: "rollouts-demo.local".into(),
+                ..Traffic::default()
+            },
             ..Workload::default()
         };
         let mut streams = Streams::new(seed, "window-test");

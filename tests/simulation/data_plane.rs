@@ -4,7 +4,9 @@
 use canarysim::demo;
 use canarysim::endpoints::Role;
 use canarysim::kubeproxy::ProxyMode;
-use canarysim::load::{self, Amount, Backends, LoadResult, OriginChoice, SplitUnit, Workload};
+use canarysim::load::{
+    self, Amount, Backends, LoadResult, OriginChoice, SplitUnit, Traffic, Workload,
+};
 use canarysim::mesh::LbPolicy;
 use canarysim::model::Kind;
 use canarysim::model::yaml::load_str;
@@ -25,7 +27,10 @@ fn gateway_load(requests: u64) -> Workload {
     Workload {
         amount: Amount::Requests(requests),
         namespace: NS.into(),
-        host: "rollouts-demo.local".into(),
+        traffic: Traffic {
+            host: "rollouts-demo.local".into(),
+            ..Traffic::default()
+        },
         ..Workload::default()
     }
 }
@@ -161,11 +166,14 @@ spec:
 fn plain_load(requests: u64, keepalive: bool) -> Workload {
     Workload {
         amount: Amount::Requests(requests),
-        connections: 20,
-        keepalive,
+        traffic: Traffic {
+            connections: 20,
+            keepalive,
+            host: "rollouts-demo".into(),
+            ..Traffic::default()
+        },
         origin: OriginChoice::Plain,
         namespace: NS.into(),
-        host: "rollouts-demo".into(),
         ..Workload::default()
     }
 }
@@ -261,10 +269,8 @@ fn per_connection_intervals_cover_the_weight_when_connections_carry_unequal_requ
         "blue".into(),
         load::BackendModel::new(Duration::from_millis(1), Duration::ZERO, 0.0),
     );
-    let workload = Workload {
-        connections: 200,
-        ..plain_load(4_000, true)
-    };
+    let mut workload = plain_load(4_000, true);
+    workload.traffic.connections = 200;
     let seeds = 400u64;
     let (mut covered, mut rejected, mut request_share_sum) = (0, 0, 0.0);
     for seed in 0..seeds {

@@ -139,28 +139,55 @@ pub enum OriginChoice {
     Plain,
 }
 
-/// One load step, resolved.
+/// What a load sends and how, simulated or over real sockets: its pace, its connections and
+/// each request. A scenario's load step and `canarysim load`'s command line both resolve to
+/// one; a live run sends its simulated load's own.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Workload {
-    pub amount: Amount,
+pub struct Traffic {
     pub arrival: Arrival,
     pub connections: u32,
     pub keepalive: bool,
     pub http2: bool,
+    pub method: String,
+    /// The Host header, which routes match (empty, for a real load: the target's).
+    pub host: String,
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    /// The TLS server name (None: the host).
+    pub sni: Option<String>,
+    /// Stop as soon as a sequential test decides (the amount is then the most to send).
+    pub stop: Option<StopRule>,
+}
+
+impl Default for Traffic {
+    fn default() -> Self {
+        Traffic {
+            arrival: Arrival::Closed,
+            connections: 16,
+            keepalive: true,
+            http2: false,
+            method: "GET".into(),
+            host: String::new(),
+            path: "/".into(),
+            headers: Vec::new(),
+            sni: None,
+            stop: None,
+        }
+    }
+}
+
+/// One load step, resolved: its traffic, how much of it, and where in the cluster it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    pub amount: Amount,
+    pub traffic: Traffic,
     pub origin: OriginChoice,
     pub protocol: Protocol,
     /// The callers' namespace (short host names resolve in it).
     pub namespace: String,
-    pub host: String,
     pub port: u32,
-    pub path: String,
-    pub method: String,
-    pub headers: Vec<(String, String)>,
-    pub sni: Option<String>,
     /// The calling pod's labels, for `sourceLabels` matches (in the mesh).
     pub source_labels: Vec<(String, String)>,
-    /// Stop as soon as a sequential test decides (the amount is then the most to send).
-    pub stop: Option<StopRule>,
 }
 
 /// A sequential test on one version's share; the load stops when it decides.
@@ -259,21 +286,12 @@ impl Default for Workload {
     fn default() -> Self {
         Workload {
             amount: Amount::Requests(1000),
-            arrival: Arrival::Closed,
-            connections: 16,
-            keepalive: true,
-            http2: false,
+            traffic: Traffic::default(),
             origin: OriginChoice::Auto,
             protocol: Protocol::Http,
             namespace: "default".into(),
-            host: String::new(),
             port: 80,
-            path: "/".into(),
-            method: "GET".into(),
-            headers: Vec::new(),
-            sni: None,
             source_labels: Vec::new(),
-            stop: None,
         }
     }
 }
@@ -287,9 +305,9 @@ impl Workload {
     /// Requests in flight at once: one per connection, or `H2_STREAMS` per connection for
     /// a closed loop over HTTP/2.
     pub(crate) fn workers(&self) -> u32 {
-        match (self.arrival, self.http2) {
-            (Arrival::Closed, true) => self.connections.max(1) * simulate::H2_STREAMS,
-            _ => self.connections.max(1),
+        match (self.traffic.arrival, self.traffic.http2) {
+            (Arrival::Closed, true) => self.traffic.connections.max(1) * simulate::H2_STREAMS,
+            _ => self.traffic.connections.max(1),
         }
     }
 
@@ -309,7 +327,7 @@ impl Workload {
     /// About how many requests this workload sends in `time` (saturating): rate × time for
     /// an open loop; for a closed loop, the requests in flight × time / the mean answer.
     pub fn requests_in(&self, time: Duration, mean_answer_us: u64) -> u64 {
-        match self.arrival {
+        match self.traffic.arrival {
             Arrival::Constant(rate) | Arrival::Poisson(rate) => {
                 (rate * time.as_secs_f64()).ceil() as u64
             }

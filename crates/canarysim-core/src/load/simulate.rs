@@ -184,12 +184,12 @@ impl<'w> LoadRun<'w> {
             _ => SplitUnit::Request,
         };
         let state = Driver {
-            conns: vec![Conn::default(); workload.connections.max(1) as usize],
+            conns: vec![Conn::default(); workload.traffic.connections.max(1) as usize],
             ..Driver::default()
         };
         let workers = workload.workers() as usize;
         let streams_per_conn = (workers / state.conns.len()).max(1);
-        let sprt = match (&workload.stop, unit) {
+        let sprt = match (&workload.traffic.stop, unit) {
             (Some(rule), SplitUnit::Request) => Some((
                 rule.start()
                     .map_err(|e| LoadError::SequentialTest(e.to_string()))?,
@@ -210,7 +210,7 @@ impl<'w> LoadRun<'w> {
             end_us: end.since(started).as_micros() as u64,
             limit,
             unit,
-            reuse: workload.keepalive || workload.http2,
+            reuse: workload.traffic.keepalive || workload.traffic.http2,
             state,
             free_at: vec![0u64; workers],
             streams_per_conn,
@@ -255,6 +255,7 @@ impl<'w> LoadRun<'w> {
         let per_connection = self.unit == SplitUnit::Connection;
         // The request every worker sends (its shape does not change during the load).
         let headers: Vec<(&str, &str)> = workload
+            .traffic
             .headers
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
@@ -273,12 +274,12 @@ impl<'w> LoadRun<'w> {
             },
             protocol: workload.protocol,
             namespace: &workload.namespace,
-            host: &workload.host,
+            host: &workload.traffic.host,
             port: workload.port,
-            path: &workload.path,
-            method: &workload.method,
+            path: &workload.traffic.path,
+            method: &workload.traffic.method,
             headers: &headers,
-            sni: workload.sni.as_deref(),
+            sni: workload.traffic.sni.as_deref(),
         };
         // The data plane in force for this epoch.
         let proxy;
@@ -290,7 +291,7 @@ impl<'w> LoadRun<'w> {
                 ep_info = endpoint_facts(cluster, self.backends, &mut self.state.arms, |i| {
                     proxy.endpoint(crate::endpoints::EndpointId(i))
                 });
-                service = proxy.resolve(&workload.host, &workload.namespace);
+                service = proxy.resolve(&workload.traffic.host, &workload.namespace);
             }
             Path::Gateway(_) | Path::Mesh => {
                 proxy = ServiceProxy::default();
@@ -324,7 +325,7 @@ impl<'w> LoadRun<'w> {
             sprt: self.sprt.as_mut(),
             decided: &mut self.decided,
             headers: &headers,
-            path: &workload.path,
+            path: &workload.traffic.path,
         };
         let sent_before = self.state.result_sent;
         let opened_before = self.state.connections_opened;
@@ -391,7 +392,7 @@ impl<'w> LoadRun<'w> {
             ));
         }
         // The load ends when its last answer arrives (closed loop) or at its duration.
-        let last_us = match workload.arrival {
+        let last_us = match workload.traffic.arrival {
             Arrival::Closed => self.free_at.iter().copied().max().unwrap_or(0),
             _ => self.next_arrival_us,
         };
@@ -411,7 +412,7 @@ impl<'w> LoadRun<'w> {
         destinations: Vec<crate::load::TrafficDestination>,
         ep: &EpochEndpoints,
     ) -> crate::load::EpochTraffic {
-        let last_us = match self.workload.arrival {
+        let last_us = match self.workload.traffic.arrival {
             Arrival::Closed => self.free_at.iter().copied().max().unwrap_or(0),
             _ => self.next_arrival_us,
         };
@@ -455,7 +456,7 @@ impl<'w> LoadRun<'w> {
     pub fn finish(self, now: SimTime) -> LoadResult {
         let per_connection = self.unit == SplitUnit::Connection;
         let state = self.state;
-        let sequential = self.workload.stop.as_ref().map(|_| {
+        let sequential = self.workload.traffic.stop.as_ref().map(|_| {
             sequential_outcome(
                 self.workload,
                 self.decided.as_ref(),
@@ -539,7 +540,7 @@ fn sequential_outcome(
         ),
         (Some((decision, after)), false) => (decision.clone(), *after),
         (None, false) => (
-            match workload.stop.as_ref().map(|r| r.test) {
+            match workload.traffic.stop.as_ref().map(|r| r.test) {
                 Some(super::StopTest::Verdict { .. }) => "inconclusive",
                 _ => "undecided",
             }
@@ -757,8 +758,8 @@ fn fast_mesh_epoch(
         return false;
     };
     if ctx.unit_per_connection
-        || w.stop.is_some()
-        || w.arrival != Arrival::Closed
+        || w.traffic.stop.is_some()
+        || w.traffic.arrival != Arrival::Closed
         || !choice.mirrors.is_empty()
         || ctx.lb != LbPolicy::RoundRobin
     {
@@ -896,7 +897,7 @@ fn run_epoch(
     {
         return;
     }
-    match w.arrival {
+    match w.traffic.arrival {
         Arrival::Closed => {
             // Connections take turns in short slices of virtual time; the sequential test
             // looks after each slice.
@@ -936,7 +937,7 @@ fn run_epoch(
                 // HTTP/1.1 serialises requests on a connection; the wait counts in the
                 // latency (measured from the intended start: no coordinated omission).
                 let arrival = *next_arrival_us;
-                let start = if w.http2 {
+                let start = if w.traffic.http2 {
                     arrival
                 } else {
                     free_at[conn % free_at.len()].max(arrival)
@@ -944,10 +945,10 @@ fn run_epoch(
                 d.now_us = start;
                 let service =
                     one_request_timed(d, ctx, &mut mesh, &route, conn, rng, start - arrival);
-                if !w.http2 {
+                if !w.traffic.http2 {
                     free_at[conn % free_at.len()] = start + service;
                 }
-                let gap = match w.arrival {
+                let gap = match w.traffic.arrival {
                     Arrival::Poisson(_) => super::exponential_gap(&mut rng.arrivals, mean_gap),
                     _ => mean_gap,
                 };
@@ -1376,14 +1377,15 @@ fn choose_path(world: &impl Cluster, w: &Workload) -> Path {
         OriginChoice::Mesh => Path::Mesh,
         OriginChoice::Gateway(Some(g)) => Path::Gateway(g.clone()),
         OriginChoice::Gateway(None) => {
-            match table.and_then(|t| t.gateway_for_load(&w.host, &w.namespace, w.protocol)) {
+            match table.and_then(|t| t.gateway_for_load(&w.traffic.host, &w.namespace, w.protocol))
+            {
                 Some(g) => Path::Gateway(g.to_string()),
                 None => Path::Mesh,
             }
         }
         OriginChoice::Auto => match table {
             Some(t) if t.has_virtual_services() => {
-                match t.gateway_for_load(&w.host, &w.namespace, w.protocol) {
+                match t.gateway_for_load(&w.traffic.host, &w.namespace, w.protocol) {
                     Some(g) => Path::Gateway(g.to_string()),
                     None => Path::Mesh,
                 }
@@ -1401,7 +1403,7 @@ fn ceil_micros(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::Amount;
+    use crate::load::{Amount, Traffic};
     use crate::sim::World;
 
     /// The seed's update, stopped right as the weight is written, so that a load spans a
@@ -1451,8 +1453,11 @@ mod tests {
             let w = Workload {
                 amount: Amount::Requests(50_000),
                 namespace: "my-demo".into(),
-                host: "rollouts-demo.local".into(),
-                keepalive,
+                traffic: Traffic {
+                    host: "rollouts-demo.local".into(),
+                    keepalive,
+                    ..Traffic::default()
+                },
                 ..Workload::default()
             };
             let run = |fast: bool| {
@@ -1516,8 +1521,11 @@ spec:
             let w = Workload {
                 amount: Amount::Requests(20_000),
                 namespace: "my-demo".into(),
-                host: "rollouts-demo.local".into(),
-                headers,
+                traffic: Traffic {
+                    host: "rollouts-demo.local".into(),
+                    headers,
+                    ..Traffic::default()
+                },
                 ..Workload::default()
             };
             let mut rng = Streams::new(5, "load");

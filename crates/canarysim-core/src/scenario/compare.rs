@@ -244,7 +244,7 @@ pub fn without_traffic_routing(plan: &Plan) -> Plan {
             StepKind::Load(w) => {
                 w.origin = OriginChoice::Plain;
                 if let Some((name, _)) = rollouts.first() {
-                    w.host = plain_service_name(name);
+                    w.traffic.host = plain_service_name(name);
                 }
             }
             _ => {}

@@ -383,7 +383,7 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
                     ),
                 ));
             }
-            if w.host.is_empty() {
+            if w.traffic.host.is_empty() {
                 return Err(ScenarioError::at(
                     at("/traffic/background"),
                     "background traffic needs a host: `traffic.host`",
@@ -883,7 +883,7 @@ fn plan_load(
                 "until_decided names exactly one version and its share, e.g. {canary: 20%, delta: 1%}",
             ));
         };
-        w.stop = Some(crate::load::StopRule {
+        w.traffic.stop = Some(crate::load::StopRule {
             key: key.clone(),
             share: share.0 / 100.0,
             test: crate::load::StopTest::Sprt {
@@ -893,7 +893,7 @@ fn plan_load(
             },
         });
     }
-    if w.host.is_empty() {
+    if w.traffic.host.is_empty() {
         return Err(ScenarioError::at(
             at(inner),
             "a load step needs a host: `host:` here or in `traffic:`",
@@ -929,16 +929,16 @@ fn check_load_bounds(
             at(&format!("/traffic/{name}"))
         }
     };
-    if w.connections == 0 || w.connections > MAX_CONNECTIONS {
+    if w.traffic.connections == 0 || w.traffic.connections > MAX_CONNECTIONS {
         return Err(ScenarioError::at(
             field("connections", l.connections.is_some()),
             format!(
                 "connections: {} is outside 1..={MAX_CONNECTIONS} (each connection is simulated on its own)",
-                w.connections
+                w.traffic.connections
             ),
         ));
     }
-    let rate = match w.arrival {
+    let rate = match w.traffic.arrival {
         Arrival::Closed => None,
         Arrival::Constant(r) | Arrival::Poisson(r) => Some(r),
     };
@@ -984,8 +984,8 @@ fn workload(
     t: &TrafficSpec,
     namespace: &str,
 ) -> crate::load::Workload {
-    use crate::load::{Arrival, OriginChoice, Workload};
-    let d = Workload::default();
+    use crate::load::{Arrival, OriginChoice, Traffic, Workload};
+    let d = Traffic::default();
     let origin = l.origin.or(t.origin).unwrap_or_default();
     let gateway = l.gateway.clone().or_else(|| t.gateway.clone());
     let source = l.source.as_ref().or(t.source.as_ref());
@@ -994,8 +994,7 @@ fn workload(
         headers.retain(|(h, _)| h != k);
         headers.push((k.clone(), v.clone()));
     }
-    Workload {
-        amount,
+    let traffic = Traffic {
         arrival: match l.rate {
             Some(r) if l.poisson => Arrival::Poisson(r),
             Some(r) => Arrival::Constant(r),
@@ -1004,6 +1003,24 @@ fn workload(
         connections: l.connections.or(t.connections).unwrap_or(d.connections),
         keepalive: l.keepalive.or(t.keepalive).unwrap_or(d.keepalive),
         http2: l.http2.or(t.http2).unwrap_or(d.http2),
+        method: l
+            .method
+            .clone()
+            .or_else(|| t.method.clone())
+            .unwrap_or(d.method),
+        host: l
+            .host
+            .clone()
+            .or_else(|| t.host.clone())
+            .unwrap_or_default(),
+        path: l.path.clone().or_else(|| t.path.clone()).unwrap_or(d.path),
+        headers,
+        sni: l.sni.clone().or_else(|| t.sni.clone()),
+        stop: None,
+    };
+    Workload {
+        amount,
+        traffic,
         origin: match origin {
             Origin::Auto => OriginChoice::Auto,
             Origin::Gateway => OriginChoice::Gateway(gateway),
@@ -1021,21 +1038,7 @@ fn workload(
         source_labels: source
             .map(|s| s.labels.clone().into_iter().collect())
             .unwrap_or_default(),
-        host: l
-            .host
-            .clone()
-            .or_else(|| t.host.clone())
-            .unwrap_or_default(),
         port: u32::from(l.port.or(t.port).unwrap_or(80)),
-        path: l.path.clone().or_else(|| t.path.clone()).unwrap_or(d.path),
-        method: l
-            .method
-            .clone()
-            .or_else(|| t.method.clone())
-            .unwrap_or(d.method),
-        headers,
-        sni: l.sni.clone().or_else(|| t.sni.clone()),
-        stop: None,
     }
 }
 

@@ -747,7 +747,7 @@ impl<'p> Runner<'p> {
             load::OriginChoice::Gateway(None) | load::OriginChoice::Auto
                 if table.has_virtual_services() || w.origin != load::OriginChoice::Auto =>
             {
-                table.gateway_for_load(&w.host, &w.namespace, w.protocol)
+                table.gateway_for_load(&w.traffic.host, &w.namespace, w.protocol)
             }
             _ => None,
         };
@@ -765,7 +765,7 @@ impl<'p> Runner<'p> {
             Protocol::Tls => &[Protocol::Tls, Protocol::Tcp],
             Protocol::Tcp => &[Protocol::Tcp],
         };
-        let at = |p: Protocol| table.virtual_services_at(gateway, &w.host, &w.namespace, p);
+        let at = |p: Protocol| table.virtual_services_at(gateway, &w.traffic.host, &w.namespace, p);
         if wanted.iter().any(|p| !at(*p).is_empty()) {
             return Ok(());
         }
@@ -793,11 +793,11 @@ impl<'p> Runner<'p> {
         let only = sections.join(" and ");
         let lacks = format!(
             "{vs} routes {} through gateway {gateway} with {only} routes only, no {protocol} route",
-            w.host
+            w.traffic.host
         );
         // `gateway_for` prefers HTTP routes; another gateway may have this protocol's.
         let elsewhere = table
-            .gateway_serving(&w.host, &w.namespace, w.protocol)
+            .gateway_serving(&w.traffic.host, &w.namespace, w.protocol)
             .map(|g| format!(", or send it through gateway {g} (`gateway: {g}`), which has one"))
             .unwrap_or_default();
         Err(match w.protocol {
@@ -844,7 +844,9 @@ impl<'p> Runner<'p> {
         end: SimTime,
     ) -> Result<(), String> {
         // Background traffic is an open loop (the plan asks for a rate).
-        let (load::Arrival::Constant(rate) | load::Arrival::Poisson(rate)) = traffic.arrival else {
+        let (load::Arrival::Constant(rate) | load::Arrival::Poisson(rate)) =
+            traffic.traffic.arrival
+        else {
             return Ok(());
         };
         let time = end.since(self.world.now());
