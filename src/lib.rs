@@ -17,7 +17,8 @@
 //! `canarysim_core` for what each holds. The edge:
 //!
 //! * [`load::http`] — the real HTTP client of `canarysim load` (tokio + hyper, TLS), reading
-//!   bodies as streams; classification and accounting are the core's.
+//!   bodies as streams; what it sends ([`load::Traffic`]), classification and accounting are
+//!   the core's.
 //! * [`apiserver::http`] — the API server on a socket (`canarysim serve --api`), for kubectl.
 //! * [`real_load`] — `canarysim load`'s verdict on a real gateway: the unit of randomisation
 //!   measured from the connections, the split judged by `verify`.

@@ -1,9 +1,12 @@
 //! Workloads and what they produce.
 //!
-//! A [`Workload`] says how clients send traffic: closed loop (each connection sends its next
-//! request when the previous answer arrives) or open loop (a constant or Poisson rate), over
-//! N connections, keep-alive or one request per connection, HTTP/1.1 or HTTP/2, with an
-//! origin (ingress gateway, in-mesh sidecar, or a plain pod without sidecar). Pods answer per
+//! A [`Traffic`] says how clients send: closed loop (each connection sends its next request
+//! when the previous answer arrives) or open loop (a constant or Poisson rate), over N
+//! connections, keep-alive or one request per connection, HTTP/1.1 or HTTP/2, and each
+//! request's method, host, path and headers. It is the one description of a load, simulated
+//! or real: a [`Workload`] is a Traffic with its amount and its origin in the cluster
+//! (ingress gateway, in-mesh sidecar, or a plain pod without sidecar), and the real client's
+//! `HttpLoad` a Traffic sent to a target over real sockets. Pods answer per
 //! the scenario's [`Backends`] model. Every answer is attributed to the pod that gave it, its
 //! role (stable/canary) and its version; the [`LoadResult`] holds the counts the verdict is
 //! computed from. The load generator decides nothing: `verify` judges.
