@@ -11,9 +11,10 @@
 //!
 //! ## Layout
 //!
-//! The core (re-exported): [`model`], [`apiserver`], [`controller`], [`sim`], [`endpoints`],
-//! [`mesh`], [`kubeproxy`], [`load`], [`analysis`], [`verify`], [`scenario`], [`outcome`],
-//! [`rollout_info`], [`lint`], [`report`], [`demo`], [`random`], [`clock`], [`go`]; see
+//! The core (re-exported): [`model`]; [`world`] ([`apiserver`], [`controller`], [`analysis`],
+//! [`sim`], [`clock`]); [`dataplane`] ([`endpoints`], [`mesh`], [`kubeproxy`]); [`load`];
+//! [`verdict`] ([`verify`], [`outcome`]); [`scenario`], [`rollout_info`], [`lint`],
+//! [`report`], [`demo`], [`random`], [`go`]; see
 //! `canarysim_core` for what each holds. The edge:
 //!
 //! * [`load::http`] — the real HTTP client of `canarysim load` (tokio + hyper, TLS), reading
@@ -32,8 +33,8 @@
 //!   on a terminal; [`style`] — colour on a terminal (`--color`, `NO_COLOR`).
 
 pub use canarysim_core::{
-    analysis, clock, controller, demo, endpoints, go, kubeproxy, lint, mesh, model, outcome,
-    random, report, rollout_info, scenario, sim, verify,
+    analysis, clock, controller, dataplane, demo, endpoints, go, kubeproxy, lint, mesh, model,
+    outcome, random, report, rollout_info, scenario, sim, verdict, verify, world,
 };
 
 /// The core's workloads and accounting, and the real HTTP client on top of them.

@@ -26,6 +26,10 @@ fn edge_src(root: &Path) -> PathBuf {
     root.join("src")
 }
 
+/// The core's layer folders: each groups modules that are nodes of their own (re-exported at
+/// the crate root, so `crate::mesh` and `crate::dataplane::mesh` are the same node).
+const LAYERS: [&str; 3] = ["world", "dataplane", "verdict"];
+
 /// The edge's modules; the core may name none of them.
 const EDGE: [&str; 11] = [
     "cli",
@@ -104,11 +108,15 @@ fn node_of(rel: &Path) -> Option<String> {
                 .to_string()
         })
         .collect();
+    let mut parts = parts.as_slice();
+    if parts.len() > 1 && LAYERS.contains(&parts[0].as_str()) && parts[1] != "mod" {
+        parts = &parts[1..];
+    }
     let top = parts.first()?.clone();
     if top == "lib" || top == "main" {
         return None;
     }
-    match parts.as_slice() {
+    match parts {
         [parent, file] if (parent == "load" && (file == "http" || file == "body")) => {
             Some("load::http".into())
         }
@@ -127,10 +135,15 @@ fn references(code: &str) -> BTreeSet<String> {
                 .chars()
                 .take_while(|c| c.is_ascii_lowercase() || *c == '_' || *c == ':')
                 .collect();
-            let mut segments = path.split("::").filter(|s| !s.is_empty());
-            let Some(first) = segments.next() else {
+            let mut segments = path.split("::").filter(|s| !s.is_empty()).peekable();
+            let Some(mut first) = segments.next() else {
                 continue;
             };
+            if LAYERS.contains(&first) {
+                if let Some(module) = segments.next() {
+                    first = module;
+                }
+            }
             let name = match (first, segments.next()) {
                 ("load" | "apiserver", Some("http")) => format!("{first}::http"),
                 _ => first.to_string(),
@@ -449,7 +462,7 @@ fn a_circle_through_the_edge_after_an_indented_cfg_test_is_caught() {
 fn the_controller_calling_the_real_http_client_is_caught() {
     let copy = copy_of_the_tree();
     append(
-        &core_src(copy.path()).join("controller/mod.rs"),
+        &core_src(copy.path()).join("world/controller/mod.rs"),
         "\npub fn fetch() { let _ = crate::load::http::run; }\n",
     );
     let found = violations(copy.path());
@@ -457,6 +470,24 @@ fn the_controller_calling_the_real_http_client_is_caught() {
         found
             .iter()
             .any(|v| v == "the core's controller names the edge's load::http"),
+        "{found:#?}"
+    );
+}
+
+/// A module in a layer folder is the same node by either path: the data plane naming the
+/// controller through `crate::world::controller` breaks the rule as `crate::controller` does.
+#[test]
+fn a_reference_through_a_layer_folder_is_the_modules_own() {
+    let copy = copy_of_the_tree();
+    append(
+        &core_src(copy.path()).join("dataplane/mesh/mod.rs"),
+        "
+pub fn reconcile() { let _ = crate::world::controller::reconcile; }
+",
+    );
+    let found = violations(copy.path());
+    assert!(
+        found.iter().any(|v| v.starts_with("mesh uses controller")),
         "{found:#?}"
     );
 }
@@ -486,8 +517,8 @@ fn layout_names(lib: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The top-level modules `lib.rs` declares (`pub mod x;`, `pub mod x {`) or re-exports from
-/// the core (`pub use canarysim_core::{…}`).
+/// The top-level modules `lib.rs` declares (`pub mod x;`, `pub mod x {`) or re-exports
+/// (`pub use canarysim_core::{…}`, and the core's `pub use world::{…}` for its layers).
 fn declared_modules(lib: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for line in lib.lines().filter(|l| !l.starts_with("//")) {
@@ -495,8 +526,11 @@ fn declared_modules(lib: &str) -> BTreeSet<String> {
             out.insert(rest.trim_end_matches([';', '{', ' ']).to_string());
         }
     }
-    if let Some(at) = lib.find("pub use canarysim_core::{") {
-        let list = &lib[at + "pub use canarysim_core::{".len()..];
+    for from in std::iter::once("canarysim_core").chain(LAYERS) {
+        let Some(at) = lib.find(&format!("pub use {from}::{{")) else {
+            continue;
+        };
+        let list = &lib[at + format!("pub use {from}::{{").len()..];
         let list = &list[..list.find('}').unwrap_or(list.len())];
         out.extend(
             list.split(',')
@@ -508,20 +542,30 @@ fn declared_modules(lib: &str) -> BTreeSet<String> {
     out
 }
 
-/// The modules on disk under `src`: `x.rs` and `x/` (lib.rs and main.rs aside).
+/// The modules on disk under `src`: `x.rs` and `x/` (lib.rs and main.rs aside), and those
+/// in a layer folder.
 fn modules_on_disk(src: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(src)
-        .unwrap()
-        .filter_map(|e| {
-            let path = e.unwrap().path();
-            let name = path.file_name()?.to_str()?.to_string();
-            match name.strip_suffix(".rs") {
-                Some("lib" | "main") => None,
-                Some(stem) => Some(stem.to_string()),
-                None => path.is_dir().then_some(name),
+    let mut out = BTreeSet::new();
+    for entry in std::fs::read_dir(src).unwrap() {
+        let path = entry.unwrap().path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        match name.strip_suffix(".rs") {
+            Some("lib" | "main" | "mod") => {}
+            Some(stem) => {
+                out.insert(stem.to_string());
             }
-        })
-        .collect()
+            None if path.is_dir() => {
+                out.insert(name.to_string());
+                if LAYERS.contains(&name) {
+                    out.extend(modules_on_disk(&path));
+                }
+            }
+            None => {}
+        }
+    }
+    out
 }
 
 #[test]

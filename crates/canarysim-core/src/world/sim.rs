@@ -635,7 +635,7 @@ mod tests {
         let mut world = World::new(ClusterConfig::default(), 1);
         let manifests = crate::model::yaml::load_str(
             "rollout.yaml",
-            include_str!("../../../scenarios/manifests/seed-004-rollout.yaml"),
+            include_str!("../../../../scenarios/manifests/seed-004-rollout.yaml"),
             "demo",
         )
         .unwrap();
