@@ -492,6 +492,28 @@ pub fn reconcile() { let _ = crate::world::controller::reconcile; }
     );
 }
 
+/// One module-file convention: a module with children is `x/mod.rs`, never `x.rs` beside
+/// an `x/` folder.
+#[test]
+fn a_module_with_children_is_a_folder_with_its_mod_rs() {
+    fn walk(dir: &Path, found: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                if path.with_extension("rs").is_file() {
+                    found.push(path.with_extension("rs").display().to_string());
+                }
+                walk(&path, found);
+            }
+        }
+    }
+    let root = repository();
+    let mut found = Vec::new();
+    walk(&core_src(&root), &mut found);
+    walk(&edge_src(&root), &mut found);
+    assert!(found.is_empty(), "move to <folder>/mod.rs: {found:#?}");
+}
+
 /// A test module at column 0 is skipped; code after it is read again.
 #[test]
 fn only_test_modules_are_skipped() {
