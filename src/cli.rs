@@ -695,7 +695,7 @@ fn load_command(a: &LoadArgs) -> (u8, String, String) {
         a.requests,
         load.extent.duration(),
     );
-    let outcome = crate::load::http::run(&load, &|s| progress.update(s));
+    let outcome = crate::load::http::send(&load, &|s| progress.update(s));
     progress.finish();
     let outcome = match outcome {
         Ok(o) => o,

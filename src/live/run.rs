@@ -70,7 +70,7 @@ pub fn real_load(
     let (router_before, pods_before) = (live.router_counts(), live.received());
     // The load runs on threads of its own; this thread keeps the world on the wall clock
     // (pods turning ready, tables taking effect) until it is done.
-    let sending = std::thread::spawn(move || crate::load::http::run(&load, &|_| {}));
+    let sending = std::thread::spawn(move || crate::load::http::send(&load, &|_| {}));
     // The world catches up with the wall clock, its real side following each instant.
     let mut catch_up = |world: &mut World| -> Result<(), String> {
         let target = pacer.virtual_now();

@@ -489,7 +489,7 @@ impl Shared {
 /// Runs the load on runtimes of its own, one single-threaded runtime per core (so a
 /// connection's task and the worker that sends on it share a thread and wake each other
 /// without crossing cores); `progress` is called about ten times a second.
-pub fn run(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome, HttpLoadError> {
+pub fn send(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome, HttpLoadError> {
     let runtime = || {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -64,5 +64,5 @@ pub fn run(
 ) -> std::io::Result<()> {
     let mut app = App::new(entries);
     app.live = live;
-    terminal::run(app, files)
+    terminal::run_until_quit(app, files)
 }

@@ -13,7 +13,7 @@ use super::state::App;
 use super::update::{Command, Key, Msg, update};
 
 /// Runs the TUI until the user quits; the terminal is restored however it ends.
-pub fn run(
+pub fn run_until_quit(
     mut app: App,
     files: &'static (dyn crate::scenario::Files + Sync),
 ) -> std::io::Result<()> {

@@ -54,7 +54,7 @@ fn send(port: u16, shape: &Shape) -> BTreeMap<String, u64> {
         classifier: canarysim::load::classify::Classifier::Header("x-version".into()),
         stop_counts: Vec::new(),
     };
-    let outcome: HttpOutcome = canarysim::load::http::run(&load, &|_| {}).unwrap();
+    let outcome: HttpOutcome = canarysim::load::http::send(&load, &|_| {}).unwrap();
     let t = &outcome.tally;
     let mut counts = BTreeMap::new();
     for v in &t.versions {
@@ -358,7 +358,7 @@ fn send_connections(port: u16, tls: bool, sni: &str, requests: u64) -> BTreeMap<
     load.target.tls = tls;
     load.traffic.sni = Some(sni.to_string());
     let mut counts = BTreeMap::new();
-    let outcome: HttpOutcome = match canarysim::load::http::run(&load, &|_| {}) {
+    let outcome: HttpOutcome = match canarysim::load::http::send(&load, &|_| {}) {
         Ok(outcome) => outcome,
         // The first connection was closed (the load's probe): so would every other be.
         Err(e) => {

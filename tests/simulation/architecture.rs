@@ -457,13 +457,13 @@ fn a_circle_through_the_edge_after_an_indented_cfg_test_is_caught() {
 }
 
 /// The call the old check missed: the controller reaching the real HTTP client through its
-/// parent module, `crate::load::http::run`.
+/// parent module, `crate::load::http::send`.
 #[test]
 fn the_controller_calling_the_real_http_client_is_caught() {
     let copy = copy_of_the_tree();
     append(
         &core_src(copy.path()).join("world/controller/mod.rs"),
-        "\npub fn fetch() { let _ = crate::load::http::run; }\n",
+        "\npub fn fetch() { let _ = crate::load::http::send; }\n",
     );
     let found = violations(copy.path());
     assert!(

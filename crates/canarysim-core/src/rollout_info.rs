@@ -148,7 +148,7 @@ pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<Rollo
         }
     }
     // AnalysisRuns under the revision they were created for, oldest first.
-    let runs = crate::controller::analysis::owned_runs(api, rollout);
+    let runs = crate::controller::rollout_analysis::owned_runs(api, rollout);
     for run in &runs {
         let rev = revision(run);
         let counts = |key: &str| -> i64 {

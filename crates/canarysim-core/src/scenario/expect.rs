@@ -170,7 +170,7 @@ fn check_analysis(
     let Ok(ro) = world.api.get(Kind::Rollout, ns, rollout) else {
         return;
     };
-    let runs = crate::controller::analysis::owned_runs(&world.api, ro);
+    let runs = crate::controller::rollout_analysis::owned_runs(&world.api, ro);
     if let Some(n) = e.runs {
         out.compare("analysis.runs", n.to_string(), runs.len().to_string());
     }

@@ -1,7 +1,7 @@
 //! Analysis: Argo's AnalysisRuns on the virtual clock, measured against a built-in
 //! Prometheus that the simulated traffic feeds (DESIGN.md: "a module of its own, fed by the
 //! load's counts"): the objects' types, the conditions, the providers and the metrics.
-//! The controllers act on them: `controller::analysis` (the rollout's runs and their
+//! The controllers act on them: `controller::rollout_analysis` (the rollout's runs and their
 //! effects) and `controller::analysis_run` (the measurements, Argo's analysis controller).
 
 pub mod condition;

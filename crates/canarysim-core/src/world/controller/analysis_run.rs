@@ -472,7 +472,7 @@ fn measure(metric: &Metric, index: usize, now: SimTime, providers: &Providers) -
         finished_at: Some(stamp),
         value: String::new(),
     };
-    match provider::run(providers, metric, index, now) {
+    match provider::measure(providers, metric, index, now) {
         Ok(provider::Outcome::Value(value)) => {
             m.value = value.recorded();
             match condition::evaluate(

@@ -7,12 +7,11 @@
 //! * [`validation`] — Argo's spec validation, pure;
 //! * [`hash`] — pod-template-hash;
 //! * [`replicaset`] — the ReplicaSet controller and kubelet;
-//! * [`analysis`] — the rollout's AnalysisRuns (create, terminate, their effects);
+//! * [`rollout_analysis`] — the rollout's AnalysisRuns (create, terminate, their effects);
 //! * [`analysis_run`] — the AnalysisRun controller: measurements, limits, phases;
 //! * [`actions`] — what `kubectl argo rollouts promote|abort|retry|…` sends.
 
 pub mod actions;
-pub mod analysis;
 pub mod analysis_run;
 pub mod ephemeral;
 pub mod hash;
@@ -20,4 +19,5 @@ pub mod istio;
 pub mod replicas;
 pub mod replicaset;
 pub mod rollout;
+pub mod rollout_analysis;
 pub mod validation;

@@ -107,9 +107,9 @@ impl Reconciler<'_> {
         }
 
         // Analysis: the runs this step and the background need, and what their phases mean.
-        let decision = analysis::reconcile(
+        let decision = rollout_analysis::reconcile(
             self.api,
-            &analysis::Context {
+            &rollout_analysis::Context {
                 rollout: &self.rollout,
                 canary,
                 status: &self.status,

@@ -21,11 +21,11 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::analysis;
 use super::hash::{self, GoJsonFlavor};
 use super::istio::{self, IstioContext, RemoveOutcome};
 use super::replicas::{self, ReplicaProgressThreshold, RsCounts, StepInfo};
 use super::replicaset::{HASH_LABEL, min_time};
+use super::rollout_analysis;
 use super::validation;
 use crate::apiserver::{ApiError, ApiServer, Patch};
 use crate::clock::SimTime;
@@ -643,7 +643,7 @@ pub fn missing_analysis_templates(
 
 /// Every analysis a canary names, with the field path Argo reports a missing template at:
 /// each `analysis` step, then the background analysis.
-pub fn analysis_refs(canary: &CanaryStrategy) -> Vec<(String, analysis::RolloutAnalysis)> {
+pub fn analysis_refs(canary: &CanaryStrategy) -> Vec<(String, rollout_analysis::RolloutAnalysis)> {
     let mut out = Vec::new();
     for (i, step) in canary.steps.iter().enumerate() {
         if let Some(a) = step

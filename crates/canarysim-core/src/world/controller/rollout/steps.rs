@@ -7,7 +7,7 @@ use super::*;
 impl Reconciler<'_> {
     /// Records the current runs and applies their effects: Failed or Error abort the
     /// rollout, Inconclusive pauses it (`InconclusiveAnalysisRun`).
-    pub(super) fn apply_analysis(&mut self, d: analysis::Decision) {
+    pub(super) fn apply_analysis(&mut self, d: rollout_analysis::Decision) {
         self.status.canary.current_step_analysis_run_status = d.step_run;
         self.status.canary.current_background_analysis_run_status = d.background_run;
         self.outcome.changed |= d.changed;
