@@ -7,7 +7,7 @@ use serde_json::Value;
 
 /// Why `strconv.Atoi` failed, with Go's wording.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AtoiError {
+pub(crate) enum AtoiError {
     #[error("strconv.Atoi: parsing {0:?}: invalid syntax")]
     Syntax(String),
     /// Out of range: the value Go returns with the error (clamped to i64).
@@ -27,7 +27,7 @@ impl AtoiError {
 }
 
 /// Go's `strconv.Atoi` on a 64-bit platform: an optional sign, then decimal digits only.
-pub fn atoi(s: &str) -> Result<i64, AtoiError> {
+pub(crate) fn atoi(s: &str) -> Result<i64, AtoiError> {
     let (neg, digits) = match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),
         Some(b'+') => (false, &s[1..]),
@@ -50,7 +50,7 @@ pub fn atoi(s: &str) -> Result<i64, AtoiError> {
 }
 
 /// Go's `strconv.Quote` (what `%q` prints).
-pub fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -120,7 +120,7 @@ fn write_go_json(v: &Value, out: &mut String) {
 }
 
 /// Go `encoding/json` string escaping with `SetEscapeHTML(true)` (the `json.Marshal` default).
-pub fn write_string(out: &mut String, s: &str) {
+pub(crate) fn write_string(out: &mut String, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push('"');
     for c in s.chars() {

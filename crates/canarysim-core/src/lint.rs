@@ -80,7 +80,7 @@ pub fn check(manifests: &[Manifest], istio: IstioWeightRules) -> Vec<Diagnostic>
 
 /// [`check`], with what canarysim supports of each field already reviewed (the scenario
 /// loader has the review in hand for its own use).
-pub fn check_reviewed(
+pub(crate) fn check_reviewed(
     manifests: &[Manifest],
     istio: IstioWeightRules,
     review: &crate::model::support::Review,

@@ -18,7 +18,7 @@ use crate::model::vocabulary::HASH_LABEL;
 use crate::model::{Kind, Object, ObjectKey};
 
 /// Kubernetes' cluster domain: Services are `<name>.<namespace>.svc.cluster.local`.
-pub const CLUSTER_DOMAIN_SUFFIX: &str = ".svc.cluster.local";
+pub(crate) const CLUSTER_DOMAIN_SUFFIX: &str = ".svc.cluster.local";
 
 /// Index of an endpoint in the [`Catalog`] it came from (and in the route table or service
 /// proxy built from that catalog).
@@ -277,7 +277,7 @@ impl RolloutHashes {
 
 /// `host:80` → `host`, `[::1]:80` → `[::1]` (a trailing `:digits` only; a bare IPv6
 /// address is left alone).
-pub fn strip_port(host: &str) -> &str {
+pub(crate) fn strip_port(host: &str) -> &str {
     // Fast path: a host with a port ends in a digit.
     if !host.ends_with(|c: char| c.is_ascii_digit()) {
         return host;
@@ -296,7 +296,7 @@ pub fn strip_port(host: &str) -> &str {
 
 /// Splits a Kubernetes service host into (name, namespace): `svc` (caller's namespace),
 /// `svc.ns`, `svc.ns.svc`, `svc.ns.svc.cluster.local`. None for anything else.
-pub fn split_service_host<'a>(
+pub(crate) fn split_service_host<'a>(
     host: &'a str,
     caller_namespace: &'a str,
 ) -> Option<(&'a str, &'a str)> {

@@ -302,7 +302,7 @@ impl Default for Workload {
 /// The most simulated requests one load step sends unless the user raises it
 /// (`canarysim run --request-budget`): seconds of simulation on one core (measured: 10
 /// million requests in 0.04 s on the fast path, in 0.37 s with retries, timeouts and faults).
-pub const DEFAULT_REQUEST_BUDGET: u64 = 100_000_000;
+pub(crate) const DEFAULT_REQUEST_BUDGET: u64 = 100_000_000;
 
 impl Workload {
     /// Requests in flight at once: one per connection, or `H2_STREAMS` per connection for
@@ -319,7 +319,7 @@ impl Workload {
     /// for. An open loop sends rate × time; a closed loop the requests in flight at once ×
     /// time / `mean_answer_us` (the quickest mean answer among the pods that may serve it;
     /// retries and timeouts are not foreseen).
-    pub fn estimated_requests(&self, mean_answer_us: u64) -> u64 {
+    pub(crate) fn estimated_requests(&self, mean_answer_us: u64) -> u64 {
         let fits = |time: Duration| self.requests_in(time, mean_answer_us);
         match self.amount {
             Amount::Requests(n) => n.min(fits(simulate::MAX_LOAD_TIME)),
@@ -329,7 +329,7 @@ impl Workload {
 
     /// About how many requests this workload sends in `time` (saturating): rate × time for
     /// an open loop; for a closed loop, the requests in flight × time / the mean answer.
-    pub fn requests_in(&self, time: Duration, mean_answer_us: u64) -> u64 {
+    pub(crate) fn requests_in(&self, time: Duration, mean_answer_us: u64) -> u64 {
         match self.traffic.arrival {
             Arrival::Constant(rate) | Arrival::Poisson(rate) => {
                 (rate * time.as_secs_f64()).ceil() as u64

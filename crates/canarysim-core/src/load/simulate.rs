@@ -28,10 +28,10 @@ use crate::mesh::{LbPolicy, Origin, Protocol, RequestMeta, RouteError};
 use crate::model::Kind;
 
 /// A load given as a request count stops after this much virtual time at the latest.
-pub const MAX_LOAD_TIME: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const MAX_LOAD_TIME: Duration = Duration::from_secs(24 * 3600);
 
 /// Closed-loop HTTP/2: concurrent streams per connection.
-pub const H2_STREAMS: u32 = 10;
+pub(crate) const H2_STREAMS: u32 = 10;
 
 /// Closed loop: connections take turns in slices of this much virtual time, so that a count
 /// of requests is spread over the connections as real concurrent clients spread it.

@@ -43,7 +43,7 @@ pub enum DurationError {
 
 /// Argo's pause duration at run time: `DurationSeconds()` as whole seconds (what the
 /// controller waits; validation has rejected negative and unparsable values).
-pub fn from_int_or_string(v: &IntOrString) -> Result<Duration, DurationError> {
+pub(crate) fn from_int_or_string(v: &IntOrString) -> Result<Duration, DurationError> {
     match pause_seconds(Some(v)) {
         s if s >= 0 => Ok(Duration::from_secs(s as u64)),
         _ => Err(DurationError::Pause(format!("{v:?}"))),
@@ -53,7 +53,7 @@ pub fn from_int_or_string(v: &IntOrString) -> Result<Duration, DurationError> {
 /// `RolloutPause.DurationSeconds()`: nil → 0; int → itself; string → an int32, else a Go
 /// duration truncated to whole seconds, else -1.
 /// Validation and the controller both use it, as Argo does: a pause of `1500ms` lasts 1 s.
-pub fn pause_seconds(duration: Option<&IntOrString>) -> i64 {
+pub(crate) fn pause_seconds(duration: Option<&IntOrString>) -> i64 {
     match duration {
         None => 0,
         // Go's IntVal is an int32; a wider number would not even decode there.

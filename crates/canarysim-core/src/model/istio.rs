@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use super::rollout::StringMatch;
 
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct VirtualServiceSpec {
+pub(crate) struct VirtualServiceSpec {
     #[serde(default)]
     pub hosts: Vec<String>,
     #[serde(default)]
@@ -24,7 +24,7 @@ pub struct VirtualServiceSpec {
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HttpRoute {
+pub(crate) struct HttpRoute {
     #[serde(default)]
     pub name: String,
     #[serde(default, rename = "match")]
@@ -39,7 +39,7 @@ pub struct HttpRoute {
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct HttpMirrorPolicy {
+pub(crate) struct HttpMirrorPolicy {
     #[serde(default)]
     pub destination: Destination,
     pub percentage: Option<Percent>,
@@ -139,7 +139,7 @@ pub struct L4MatchAttributes {
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DestinationRuleSpec {
+pub(crate) struct DestinationRuleSpec {
     #[serde(default)]
     pub host: String,
     #[serde(default)]
@@ -148,7 +148,7 @@ pub struct DestinationRuleSpec {
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct Subset {
+pub(crate) struct Subset {
     #[serde(default)]
     pub name: String,
     #[serde(default)]
@@ -164,7 +164,7 @@ pub struct GatewaySpec {
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct ServiceSpec {
+pub(crate) struct ServiceSpec {
     #[serde(default)]
     pub selector: BTreeMap<String, String>,
     #[serde(default)]

@@ -79,7 +79,7 @@ impl Kind {
     }
 
     /// apiVersions accepted for this kind.
-    pub fn accepts_api_version(self, api_version: &str) -> bool {
+    pub(crate) fn accepts_api_version(self, api_version: &str) -> bool {
         match self {
             Kind::Rollout
             | Kind::AnalysisTemplate
@@ -98,7 +98,7 @@ impl Kind {
     }
 
     /// The apiVersion canarysim writes for objects it creates.
-    pub fn default_api_version(self) -> &'static str {
+    pub(crate) fn default_api_version(self) -> &'static str {
         match self {
             Kind::Rollout
             | Kind::AnalysisTemplate
@@ -114,7 +114,7 @@ impl Kind {
     }
 
     /// Whether objects of this kind live in a namespace (ClusterAnalysisTemplates do not).
-    pub fn namespaced(self) -> bool {
+    pub(crate) fn namespaced(self) -> bool {
         self != Kind::ClusterAnalysisTemplate
     }
 
@@ -136,7 +136,7 @@ impl Kind {
     }
 
     /// `virtualservices.networking.istio.io`, `services`: the name Kubernetes uses in errors.
-    pub fn qualified_resource(self) -> String {
+    pub(crate) fn qualified_resource(self) -> String {
         if self.group().is_empty() {
             self.plural().to_string()
         } else {
@@ -198,7 +198,7 @@ impl Object {
     }
 
     /// `metadata`, created if missing.
-    pub fn metadata_mut(&mut self) -> &mut Map<String, Value> {
+    pub(crate) fn metadata_mut(&mut self) -> &mut Map<String, Value> {
         ensure_object(object_entry(&mut self.value, "metadata"))
     }
 
@@ -225,7 +225,7 @@ impl Object {
             .unwrap_or(0)
     }
 
-    pub fn creation_timestamp(&self) -> &str {
+    pub(crate) fn creation_timestamp(&self) -> &str {
         self.meta_str("creationTimestamp")
     }
 
@@ -282,7 +282,7 @@ impl Object {
 }
 
 /// Reads a `{string: string}` map, skipping non-string values.
-pub fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
+pub(crate) fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
     v.and_then(Value::as_object)
         .map(|m| {
             m.iter()
@@ -293,7 +293,7 @@ pub fn string_map(v: Option<&Value>) -> BTreeMap<String, String> {
 }
 
 /// Whether `labels` satisfies an equality selector (every selector pair present).
-pub fn selector_matches(
+pub(crate) fn selector_matches(
     selector: &BTreeMap<String, String>,
     labels: &BTreeMap<String, String>,
 ) -> bool {
@@ -302,14 +302,14 @@ pub fn selector_matches(
 
 /// `value[key]`, inserting `{}` when `value` is an object without that key. A non-object
 /// `value` is replaced by an object first.
-pub fn object_entry<'a>(value: &'a mut Value, key: &str) -> &'a mut Value {
+pub(crate) fn object_entry<'a>(value: &'a mut Value, key: &str) -> &'a mut Value {
     ensure_object(value)
         .entry(key.to_string())
         .or_insert_with(|| Value::Object(Map::new()))
 }
 
 /// Turns `value` into an object if it is not one, and returns the map.
-pub fn ensure_object(value: &mut Value) -> &mut Map<String, Value> {
+pub(crate) fn ensure_object(value: &mut Value) -> &mut Map<String, Value> {
     if !value.is_object() {
         *value = Value::Object(Map::new());
     }

@@ -39,7 +39,7 @@ pub struct RolloutSpec {
 
 impl RolloutSpec {
     /// `spec.replicas`, nil → 1.
-    pub fn desired_replicas(&self) -> i32 {
+    pub(crate) fn desired_replicas(&self) -> i32 {
         self.replicas.unwrap_or(1)
     }
 
@@ -207,7 +207,7 @@ pub struct StringMatch {
 impl StringMatch {
     /// As Go's `encoding/json` writes Argo's `StringMatch`: fields in the order exact,
     /// prefix, regex, empty ones omitted.
-    pub fn to_go_json(&self) -> Value {
+    pub(crate) fn to_go_json(&self) -> Value {
         let mut o = serde_json::Map::new();
         for (k, v) in [
             ("exact", &self.exact),
@@ -263,7 +263,7 @@ pub struct TrafficRouting {
 
 impl TrafficRouting {
     /// Names in `managedRoutes`, in precedence order.
-    pub fn managed_route_names(&self) -> Vec<String> {
+    pub(crate) fn managed_route_names(&self) -> Vec<String> {
         self.managed_routes
             .iter()
             .flatten()
@@ -288,7 +288,7 @@ pub struct IstioTrafficRouting {
 
 impl IstioTrafficRouting {
     /// `virtualService` or `virtualServices`, as one list (Argo's `MultipleVirtualServiceConfigured`).
-    pub fn virtual_service_list(&self) -> Vec<&IstioVirtualService> {
+    pub(crate) fn virtual_service_list(&self) -> Vec<&IstioVirtualService> {
         match (&self.virtual_service, &self.virtual_services) {
             (Some(vs), _) => vec![vs],
             (None, Some(list)) => list.iter().collect(),
@@ -297,7 +297,7 @@ impl IstioTrafficRouting {
     }
 
     /// The field path validation errors name.
-    pub fn virtual_service_field(&self) -> &'static str {
+    pub(crate) fn virtual_service_field(&self) -> &'static str {
         if self.virtual_services.is_some() && self.virtual_service.is_none() {
             "spec.strategy.canary.trafficRouting.istio.virtualServices.name"
         } else {

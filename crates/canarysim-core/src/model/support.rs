@@ -23,7 +23,7 @@ use super::yaml::{Location, Manifest};
 
 /// What canarysim does with one field.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Treatment {
+pub(crate) enum Treatment {
     /// Simulated; its sub-fields are decided one by one.
     Simulated,
     /// Simulated as a whole (hashed, copied, or interpreted entirely); sub-fields need no
@@ -184,7 +184,7 @@ fn parse_policy(text: &str) -> Result<Policy, String> {
 /// The treatment of a kind's field path (generic form), as the policy decides it: its own
 /// rule, else the nearest ancestor whose rule covers its subtree (`whole`, `inert`, `warn`,
 /// `reject`). None: undecided.
-pub fn treatment(kind: Kind, path: &str) -> Option<Treatment> {
+pub(crate) fn treatment(kind: Kind, path: &str) -> Option<Treatment> {
     treatment_in(&TABLE, kind, path)
 }
 
@@ -230,12 +230,12 @@ pub fn stray_rules() -> Vec<String> {
 }
 
 /// The most pods one workload may ask for: canarysim simulates every pod on its own.
-pub const MAX_REPLICAS: i64 = 100_000;
+pub(crate) const MAX_REPLICAS: i64 = 100_000;
 
 /// The most canary steps one Rollout may list. Every step change writes the Rollout's status,
 /// and each write costs the whole object, as a real controller's does: 1,000 steps run in
 /// about 3 s, 5,000 took over 30 s. Real strategies hold tens.
-pub const MAX_CANARY_STEPS: usize = 1_000;
+pub(crate) const MAX_CANARY_STEPS: usize = 1_000;
 
 /// Every field of `manifest` that is not simulated: warnings for fields kept but not acted
 /// on (and for unknown fields), rejections for fields canarysim refuses. A kind with a

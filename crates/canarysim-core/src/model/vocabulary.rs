@@ -29,7 +29,7 @@ pub fn pod_is_ready(pod: &Object) -> bool {
 }
 
 /// Ready and not being deleted (no `deletionTimestamp`): an endpoint.
-pub fn pod_is_serving(pod: &Object) -> bool {
+pub(crate) fn pod_is_serving(pod: &Object) -> bool {
     pod_is_ready(pod)
         && pod
             .metadata()
@@ -39,7 +39,11 @@ pub fn pod_is_serving(pod: &Object) -> bool {
 
 /// The latest `setWeight` among the steps up to and including `index` (the core of Argo's
 /// `GetCurrentSetWeight`), else 0; `weight` reads a step's setWeight.
-pub fn latest_set_weight<T>(steps: &[T], index: usize, weight: impl Fn(&T) -> Option<i32>) -> i32 {
+pub(crate) fn latest_set_weight<T>(
+    steps: &[T],
+    index: usize,
+    weight: impl Fn(&T) -> Option<i32>,
+) -> i32 {
     steps
         .iter()
         .take(index.saturating_add(1))

@@ -41,7 +41,7 @@ pub struct SourceMap {
 impl SourceMap {
     /// The location of the node at `pointer`, or of its nearest ancestor that has one (a
     /// field the user did not write is reported where its parent is).
-    pub fn locate(&self, pointer: &str) -> Location {
+    pub(crate) fn locate(&self, pointer: &str) -> Location {
         let mut p = pointer;
         loop {
             if let Some(&(line, column)) = self.nodes.get(p) {
@@ -75,7 +75,7 @@ impl SourceMap {
     }
 
     /// A source map for objects that come from no file (created by the simulation).
-    pub fn synthetic(name: &str) -> Self {
+    pub(crate) fn synthetic(name: &str) -> Self {
         SourceMap {
             file: name.to_string(),
             nodes: HashMap::new(),
@@ -91,7 +91,7 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    pub fn locate(&self, pointer: &str) -> Location {
+    pub(crate) fn locate(&self, pointer: &str) -> Location {
         self.source.locate(pointer)
     }
 }
@@ -119,19 +119,19 @@ impl LoadError {
 
 /// The largest scenario or manifest file canarysim reads (a chart's output is far smaller;
 /// `/dev/zero` or a runaway generator is not read until memory runs out).
-pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// How deep YAML may nest (mappings and sequences together). Deeper nesting is refused in
 /// one pass over the event stream before a recursive parser sees it: serde_yaml stops at
 /// 128 levels, and recursive walks of thousands of levels overflowed the stack.
-pub const MAX_DEPTH: usize = 100;
+pub(crate) const MAX_DEPTH: usize = 100;
 
 /// How many nodes (scalars, mappings, sequences) one file may hold; each costs a value and
 /// a source position, so this bounds the memory a file takes (about 300 MB at the bound).
-pub const MAX_NODES: usize = 1_000_000;
+pub(crate) const MAX_NODES: usize = 1_000_000;
 
 /// Reads a scenario or manifest file as text: at most [`MAX_FILE_BYTES`].
-pub fn read_text(path: &Path) -> std::io::Result<String> {
+pub(crate) fn read_text(path: &Path) -> std::io::Result<String> {
     use std::io::Read;
     let mut bytes = Vec::new();
     std::fs::File::open(path)?
@@ -357,7 +357,7 @@ pub fn load_str(
 
 /// [`load_str`] for YAML embedded in another file at a line and indentation offset: every
 /// position (errors and source maps) is reported in the outer file's coordinates.
-pub fn load_embedded(
+pub(crate) fn load_embedded(
     file: &str,
     text: &str,
     default_namespace: &str,
@@ -400,7 +400,7 @@ pub mod singleton_map {
     pub use serde_yaml::with::singleton_map_recursive::*;
 }
 
-pub fn yaml_error(file: &str, e: &serde_yaml::Error) -> LoadError {
+pub(crate) fn yaml_error(file: &str, e: &serde_yaml::Error) -> LoadError {
     let (line, column) = e
         .location()
         .map(|l| (l.line(), l.column()))
@@ -676,7 +676,7 @@ impl MarkedEventReceiver for MapBuilder {
 }
 
 /// JSON pointer escaping (RFC 6901).
-pub fn escape_pointer(segment: &str) -> String {
+pub(crate) fn escape_pointer(segment: &str) -> String {
     segment.replace('~', "~0").replace('/', "~1")
 }
 

@@ -76,7 +76,7 @@ pub fn replica_set_icon(status: &str) -> &'static str {
 /// Icon for a Pod status (`info.podIcon`). Note that the plugin shows
 /// `Pending` as progressing (`◌`), not waiting.
 /// The plugin's `analysisIcon`.
-pub fn analysis_icon(status: &str) -> &'static str {
+pub(crate) fn analysis_icon(status: &str) -> &'static str {
     match status {
         "Successful" => "✔",
         "Inconclusive" => "?",
@@ -129,7 +129,7 @@ pub fn render(view: &RolloutView, color: bool) -> String {
 /// Renders the exact bytes the plugin writes, including the tabwriter's
 /// trailing padding on rows whose last column is empty and the padding of
 /// empty header values such as a blank `Step:`.
-pub fn render_untrimmed(view: &RolloutView, color: bool) -> String {
+pub(crate) fn render_untrimmed(view: &RolloutView, color: bool) -> String {
     let c = Colorizer { enabled: color };
     let mut out = String::new();
 

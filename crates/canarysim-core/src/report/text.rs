@@ -136,7 +136,7 @@ pub fn summary(reports: &[RunReport], invalid_files: &[String]) -> String {
 /// A load step in a few lines: where the requests went, each version's share with its
 /// interval, errors and latency, and the fit to the configured split. Lines fit
 /// [`DETAIL_WIDTH`], the run report's width less its indentation of a step's detail.
-pub fn load_summary(r: &crate::outcome::LoadReport) -> String {
+pub(crate) fn load_summary(r: &crate::outcome::LoadReport) -> String {
     use crate::verify::SplitUnit;
     let mut out = String::new();
     let prose = |out: &mut String, line: String| push_wrapped(out, &line, DETAIL_WIDTH, "  ");
@@ -720,7 +720,7 @@ pub const WIDTH: usize = 100;
 const DETAIL_INDENT: &str = "        ";
 
 /// The width of a step's detail, which the run report indents by `DETAIL_INDENT`.
-pub const DETAIL_WIDTH: usize = WIDTH - DETAIL_INDENT.len();
+pub(crate) const DETAIL_WIDTH: usize = WIDTH - DETAIL_INDENT.len();
 
 /// A column's alignment: names to the left, figures to the right.
 #[derive(Clone, Copy)]

@@ -19,7 +19,7 @@ pub use crate::outcome::{CompareReport, CompareRow, Observed};
 use crate::rollout_info;
 
 /// Service the no-mesh run adds in front of each rollout's pods.
-pub fn plain_service_name(rollout: &str) -> String {
+pub(crate) fn plain_service_name(rollout: &str) -> String {
     format!("{rollout}-all")
 }
 
@@ -212,7 +212,7 @@ fn observed(load: &LoadReport, version: &str, set_weight: i32) -> Observed {
 
 /// The plan without a mesh: every Rollout loses `trafficRouting`, a plain Service selects
 /// each rollout's pods, and every load comes from pods without sidecars to that Service.
-pub fn without_traffic_routing(plan: &Plan) -> Plan {
+pub(crate) fn without_traffic_routing(plan: &Plan) -> Plan {
     let mut p = plan.clone();
     let mut rollouts = Vec::new();
     let strip = |m: &mut Manifest, rollouts: &mut Vec<(String, Value)>| {

@@ -42,7 +42,7 @@ pub fn kind_of(path: &Path) -> FileKind {
 
 /// A folder's YAML files (`*.yaml`, `*.yml`), sorted; with `recursive`, those of its
 /// subfolders too.
-pub fn yaml_files(dir: &Path, recursive: bool) -> std::io::Result<Vec<PathBuf>> {
+pub(crate) fn yaml_files(dir: &Path, recursive: bool) -> std::io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(d) = pending.pop() {

@@ -11,7 +11,7 @@ use crate::rollout_info;
 use crate::sim::World;
 
 /// The `$canary_hash`, `$stable_hash`, `$canary_rs`, `$stable_rs` values of a rollout.
-pub fn variables(world: &World, ns: &str, rollout: &str) -> BTreeMap<&'static str, String> {
+pub(crate) fn variables(world: &World, ns: &str, rollout: &str) -> BTreeMap<&'static str, String> {
     let status: RolloutStatus = world
         .api
         .get(Kind::Rollout, ns, rollout)
@@ -30,7 +30,7 @@ pub fn variables(world: &World, ns: &str, rollout: &str) -> BTreeMap<&'static st
 }
 
 /// Replaces every `$name` in `text`.
-pub fn expand(text: &str, vars: &BTreeMap<&'static str, String>) -> String {
+pub(crate) fn expand(text: &str, vars: &BTreeMap<&'static str, String>) -> String {
     let mut out = text.to_string();
     // Longest names first, so `$canary_rs` is not read as `$canary` + `_rs`.
     let mut names: Vec<_> = vars.keys().collect();
@@ -506,7 +506,7 @@ fn expand_value(v: &Value, vars: &BTreeMap<&'static str, String>) -> Value {
 /// SCENARIOS.md's partial match: a map matches when every key given matches; a list only
 /// when it has the same length and each element matches in order; `$absent` asserts that a
 /// key does not exist.
-pub fn partial_match(want: &Value, got: &Value, path: &str, diffs: &mut Vec<String>) {
+pub(crate) fn partial_match(want: &Value, got: &Value, path: &str, diffs: &mut Vec<String>) {
     match (want, got) {
         (Value::Object(w), Value::Object(g)) => {
             for (k, wv) in w {

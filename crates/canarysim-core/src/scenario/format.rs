@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 /// One scenario file.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ScenarioFile {
+pub(crate) struct ScenarioFile {
     /// The scenario's name, in reports and as its test's name.
     pub name: String,
     /// Free text.
@@ -416,7 +416,7 @@ pub enum Phase {
 
 impl Phase {
     /// As Argo writes it in `status.phase`.
-    pub fn as_status(self) -> &'static str {
+    pub(crate) fn as_status(self) -> &'static str {
         match self {
             Phase::Paused => "Paused",
             Phase::Healthy => "Healthy",

@@ -904,14 +904,14 @@ fn plan_load(
 
 /// The highest background rate: it runs through every wait (a day of waiting at this rate
 /// is 8.6 billion requests, so the bound is kept low).
-pub const MAX_BACKGROUND_RATE: f64 = 10_000.0;
+pub(crate) const MAX_BACKGROUND_RATE: f64 = 10_000.0;
 
 /// The most connections one load step opens at once (each is simulated on its own).
-pub const MAX_CONNECTIONS: u32 = 100_000;
+pub(crate) const MAX_CONNECTIONS: u32 = 100_000;
 /// The most requests one load step may send (or, for an open loop, rate × duration).
-pub const MAX_REQUESTS: u64 = 1_000_000_000;
+pub(crate) const MAX_REQUESTS: u64 = 1_000_000_000;
 /// The longest load step: the virtual clock's cap for one load.
-pub const MAX_LOAD_DURATION: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const MAX_LOAD_DURATION: Duration = Duration::from_secs(24 * 3600);
 
 /// A load's numbers within what canarysim runs (never a wrap, a huge allocation or a run
 /// without end), each refused with the field and the bound.

@@ -10,7 +10,7 @@ pub struct SimTime(pub Duration);
 
 /// Wall-clock instant at which every simulated run starts (2026-01-01T00:00:00Z), used only
 /// to print Kubernetes timestamps.
-pub const EPOCH_UNIX_SECS: u64 = 1_767_225_600;
+pub(crate) const EPOCH_UNIX_SECS: u64 = 1_767_225_600;
 
 /// 9999-12-31T23:59:59Z, the last instant RFC 3339 (four-digit years) can write.
 const LAST_RFC3339_UNIX_SECS: u64 = 253_402_300_799;

@@ -207,7 +207,7 @@ impl World {
     /// amount ignored) sends requests the whole time: background traffic, so that metrics
     /// have requests to count while a scenario waits. Returns whether `done` held.
     #[allow(clippy::too_many_arguments)]
-    pub fn advance_with_traffic(
+    pub(crate) fn advance_with_traffic(
         &mut self,
         end: SimTime,
         mut done: impl FnMut(&mut World) -> bool,

@@ -36,7 +36,7 @@ pub struct EnvoyOptions<'a> {
 }
 
 /// What the export could not express in Envoy's terms (printed as comments or warnings).
-pub type Omissions = Vec<String>;
+pub(crate) type Omissions = Vec<String>;
 
 /// The bootstrap for `table`, with what it left out.
 pub fn bootstrap(table: &RouteTable, options: &EnvoyOptions) -> (Value, Omissions) {

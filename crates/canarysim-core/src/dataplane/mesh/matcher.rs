@@ -94,7 +94,7 @@ impl HostPattern {
 
     /// Envoy picks the most specific virtual host: exact, then the longest suffix, then `*`.
     /// Lower sorts first.
-    pub fn specificity(&self) -> (u8, usize) {
+    pub(crate) fn specificity(&self) -> (u8, usize) {
         match self {
             HostPattern::Exact { .. } => (0, 0),
             HostPattern::Suffix(s) => (1, usize::MAX - s.len()),
@@ -124,7 +124,7 @@ impl PartialEq for HostPattern {
 }
 
 /// The request host without its port.
-pub fn request_host(host: &str) -> &str {
+pub(crate) fn request_host(host: &str) -> &str {
     strip_port(host)
 }
 
@@ -153,14 +153,14 @@ pub enum StrMatcher {
 
 /// A match condition Envoy would not accept.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum MatchError {
+pub(crate) enum MatchError {
     #[error("regex {pattern:?} does not compile: {reason}")]
     Regex { pattern: String, reason: String },
 }
 
 impl StrMatcher {
     /// Compiles a StringMatch; the error is worded for a route note.
-    pub fn compile(m: &StringMatch) -> Result<StrMatcher, MatchError> {
+    pub(crate) fn compile(m: &StringMatch) -> Result<StrMatcher, MatchError> {
         if let Some(e) = &m.exact {
             Ok(StrMatcher::Exact(e.clone()))
         } else if let Some(p) = &m.prefix {

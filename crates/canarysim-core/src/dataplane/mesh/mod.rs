@@ -103,14 +103,14 @@ impl Mesh {
     }
 
     /// The table in force at `t` with its load-balancer state.
-    pub fn at_mut(&mut self, t: SimTime) -> Option<(&RouteTable, &mut LbState)> {
+    pub(crate) fn at_mut(&mut self, t: SimTime) -> Option<(&RouteTable, &mut LbState)> {
         let i = self.pushed_at(t)?;
         let p = &mut self.pushes[i];
         Some((&p.table, &mut p.lb))
     }
 
     /// The next instant after `t` at which another table takes effect.
-    pub fn next_change(&self, t: SimTime) -> Option<SimTime> {
+    pub(crate) fn next_change(&self, t: SimTime) -> Option<SimTime> {
         self.pushes.iter().map(|p| p.effective_at).find(|e| *e > t)
     }
 
@@ -120,7 +120,7 @@ impl Mesh {
     }
 
     /// Forgets tables superseded before `t` (the one in force at `t` stays).
-    pub fn prune(&mut self, t: SimTime) {
+    pub(crate) fn prune(&mut self, t: SimTime) {
         if let Some(i) = self.pushed_at(t) {
             self.pushes.drain(..i);
         }

@@ -51,7 +51,7 @@ impl RetryOn {
     }
 
     /// Whether a per-try timeout is retried.
-    pub fn per_try_timeout(&self) -> bool {
+    pub(crate) fn per_try_timeout(&self) -> bool {
         self.five_xx || self.gateway_error
     }
 
@@ -110,7 +110,7 @@ impl RetryPolicy {
         }
     }
 
-    pub const NONE: RetryPolicy = RetryPolicy {
+    pub(crate) const NONE: RetryPolicy = RetryPolicy {
         attempts: 0,
         on: RetryOn {
             five_xx: false,
@@ -142,7 +142,7 @@ pub struct HttpPolicy {
 }
 
 /// Routes of TCP/TLS and of a proxy-less caller: no retries, no timeout, no fault.
-pub static NO_POLICY: HttpPolicy = HttpPolicy {
+pub(crate) static NO_POLICY: HttpPolicy = HttpPolicy {
     retry: RetryPolicy::NONE,
     timeout_us: None,
     fault: Fault {
@@ -153,7 +153,7 @@ pub static NO_POLICY: HttpPolicy = HttpPolicy {
 
 /// An HTTP route with nothing set: Istio's default retries, no timeout, no fault. Also what
 /// Istio gives the default route of a Service that no VirtualService covers.
-pub static DEFAULT_POLICY: HttpPolicy = HttpPolicy {
+pub(crate) static DEFAULT_POLICY: HttpPolicy = HttpPolicy {
     retry: RetryPolicy::istio_default(),
     timeout_us: None,
     fault: Fault {
@@ -200,7 +200,7 @@ pub struct AttemptCounts {
 impl HttpPolicy {
     /// The route's policy from its VirtualService JSON (`retries`, `timeout`, `fault`);
     /// problems are pushed to `notes`.
-    pub fn from_route(route: &Value, notes: &mut Vec<String>) -> HttpPolicy {
+    pub(crate) fn from_route(route: &Value, notes: &mut Vec<String>) -> HttpPolicy {
         let duration = |v: &Value, field: &str, notes: &mut Vec<String>| -> Option<u64> {
             let text = v.as_str()?;
             match crate::model::duration::go_parse_duration(text) {
@@ -269,7 +269,7 @@ impl HttpPolicy {
 
     /// Whether this request's outcome can differ from its first attempt's answer, given
     /// what the endpoints can answer: the fast loops may skip [`HttpPolicy::serve`] when not.
-    pub fn is_inert(&self, can_fail_retriably: bool) -> bool {
+    pub(crate) fn is_inert(&self, can_fail_retriably: bool) -> bool {
         self.fault.delay.is_none()
             && self.fault.abort.is_none()
             && self.timeout_us.is_none()
@@ -296,7 +296,7 @@ impl HttpPolicy {
 
     /// An attempt as the policy sees it: an answer slower than the per-try timeout is that
     /// timeout.
-    pub fn per_try(&self, attempt: Attempt) -> Attempt {
+    pub(crate) fn per_try(&self, attempt: Attempt) -> Attempt {
         match (attempt, self.retry.per_try_timeout_us) {
             (Attempt::Answered { latency_us, .. }, Some(ptt)) if latency_us > ptt => {
                 Attempt::PerTryTimeout
@@ -591,7 +591,7 @@ pub struct OutlierDetection {
 impl OutlierDetection {
     /// From `trafficPolicy.outlierDetection` (Istio's defaults: 5 consecutive 5xx, 30 s,
     /// 10 %); notes what is not simulated.
-    pub fn from_value(v: &Value, notes: &mut Vec<String>) -> Option<OutlierDetection> {
+    pub(crate) fn from_value(v: &Value, notes: &mut Vec<String>) -> Option<OutlierDetection> {
         let o = v.as_object()?;
         for field in o.keys() {
             if !matches!(
@@ -769,7 +769,7 @@ pub enum HashOn {
 
 impl HashOn {
     /// From `loadBalancer.consistentHash`; None (with a note) for what is not simulated.
-    pub fn from_value(v: &Value, notes: &mut Vec<String>) -> Option<HashOn> {
+    pub(crate) fn from_value(v: &Value, notes: &mut Vec<String>) -> Option<HashOn> {
         let text = |f: &str| v[f].as_str().map(str::to_string);
         let on = if let Some(h) = text("httpHeaderName") {
             HashOn::Header(h.to_ascii_lowercase())

@@ -245,7 +245,7 @@ impl WeightedClusters {
     /// with the next draw of `rng` (for a split of two or more). The walk counts the
     /// cumulative weights at or below the value, without a branch on the random outcome.
     #[inline(always)]
-    pub fn index_for<R: RngCore + ?Sized>(&self, rng: &mut R) -> usize {
+    pub(crate) fn index_for<R: RngCore + ?Sized>(&self, rng: &mut R) -> usize {
         let v = match self.modulo32 {
             Some(m) => u64::from(fastmod_u32(rng.next_u32(), m, self.total as u32)),
             None => rng.next_u64() % self.total,
@@ -494,11 +494,11 @@ impl LbState {
 
     /// The round-robin position of cluster `c` (for drivers that run the same choice in a
     /// loop of their own and hand the position back with [`LbState::set_round_robin`]).
-    pub fn round_robin(&self, c: ClusterId) -> u32 {
+    pub(crate) fn round_robin(&self, c: ClusterId) -> u32 {
         self.cursors.get(c.0 as usize).copied().unwrap_or(0)
     }
 
-    pub fn set_round_robin(&mut self, c: ClusterId, position: u32) {
+    pub(crate) fn set_round_robin(&mut self, c: ClusterId, position: u32) {
         *self.cursor(c) = position;
     }
 
@@ -513,7 +513,7 @@ impl LbState {
 
     /// Requests in flight to `e` (what least_request compares).
     #[inline]
-    pub fn active(&self, e: EndpointId) -> u32 {
+    pub(crate) fn active(&self, e: EndpointId) -> u32 {
         self.active.get(e.0 as usize).copied().unwrap_or(0)
     }
 
@@ -751,12 +751,12 @@ pub(crate) struct Listener {
 
 impl Listener {
     /// The port of a gateway's TLS/TCP route that names none: the gateway's first, else 443.
-    pub fn l4_default_port(&self) -> u32 {
+    pub(crate) fn l4_default_port(&self) -> u32 {
         self.ports.first().copied().unwrap_or(443)
     }
 
     /// Whether a gateway's servers open `port` (a gateway without a Gateway object: any).
-    pub fn listens_on(&self, port: u32) -> bool {
+    pub(crate) fn listens_on(&self, port: u32) -> bool {
         self.ports.is_empty() || self.ports.contains(&port)
     }
 
@@ -822,7 +822,7 @@ impl<'t> RoundRobinCursor<'t> {
     }
 
     /// Whether some cluster of the split has no endpoint (its picks are 503s).
-    pub fn has_empty_cluster(&self) -> bool {
+    pub(crate) fn has_empty_cluster(&self) -> bool {
         self.entries.iter().any(|(_, eps, _)| eps.is_empty())
     }
 
@@ -920,7 +920,7 @@ impl<'t> RouteChoice<'t> {
 
     /// The batch form of [`RouteChoice::pick_upstream`] under round robin (None when a
     /// cluster is missing or balances otherwise).
-    pub fn round_robin_cursor(
+    pub(crate) fn round_robin_cursor(
         &self,
         table: &'t RouteTable,
         lb: LbPolicy,
@@ -1119,7 +1119,7 @@ impl RouteTable {
     }
 
     /// Whether the store held any VirtualService.
-    pub fn has_virtual_services(&self) -> bool {
+    pub(crate) fn has_virtual_services(&self) -> bool {
         self.has_virtual_services
     }
 
@@ -1145,7 +1145,7 @@ impl RouteTable {
     /// its protocol's sections for the host, else [`RouteTable::gateway_for`]'s (whose
     /// routes for the host are of another section: the runner refuses such a load, naming
     /// what is missing).
-    pub fn gateway_for_load(
+    pub(crate) fn gateway_for_load(
         &self,
         host: &str,
         caller_ns: &str,
@@ -1158,7 +1158,12 @@ impl RouteTable {
     /// The first gateway (namespace/name order) with routes of `protocol`'s sections for
     /// `host` ([`RouteTable::route`]'s: a TLS connection takes a `tls` route, then a `tcp`
     /// one).
-    pub fn gateway_serving(&self, host: &str, caller_ns: &str, protocol: Protocol) -> Option<&str> {
+    pub(crate) fn gateway_serving(
+        &self,
+        host: &str,
+        caller_ns: &str,
+        protocol: Protocol,
+    ) -> Option<&str> {
         let host = request_host(host);
         self.listeners
             .iter()
@@ -1169,7 +1174,7 @@ impl RouteTable {
     /// The VirtualServices whose `section` routes (`http`, `tls` or `tcp`) serve `host` at
     /// `gateway` (`namespace/name`, or `name` in `caller_ns`), in route order, each once:
     /// to name what a gateway has for a host when a load's protocol finds nothing there.
-    pub fn virtual_services_at(
+    pub(crate) fn virtual_services_at(
         &self,
         gateway: &str,
         host: &str,

@@ -17,7 +17,7 @@ pub struct Interval {
 
 impl Interval {
     /// The uninformative interval `[0, 1]` ("we know nothing").
-    pub const FULL: Interval = Interval { lo: 0.0, hi: 1.0 };
+    pub(crate) const FULL: Interval = Interval { lo: 0.0, hi: 1.0 };
 
     /// `hi - lo`.
     pub fn width(&self) -> f64 {
@@ -30,7 +30,7 @@ impl Interval {
     }
 
     /// Whether the whole interval lies inside `[lo, hi]`.
-    pub fn is_inside(&self, lo: f64, hi: f64) -> bool {
+    pub(crate) fn is_inside(&self, lo: f64, hi: f64) -> bool {
         lo <= self.lo && self.hi <= hi
     }
 

@@ -59,7 +59,7 @@ impl LatencyRecorder {
     }
 
     /// Records `count` occurrences of one latency (microseconds).
-    pub fn record_n(&mut self, us: u64, count: u64) {
+    pub(crate) fn record_n(&mut self, us: u64, count: u64) {
         let us = us.min(MAX_LATENCY_US);
         if self.hist.record_n(us, count).is_err() {
             self.hist.saturating_record_n(us, count);

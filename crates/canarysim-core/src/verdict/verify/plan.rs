@@ -86,7 +86,7 @@ const MAX_DRAWS: u64 = 10_000_000_000;
 /// The chances of pass, inconclusive and fail for `n` draws of a true share `p`, judged
 /// against `expected ± within` at `confidence` (two arms: the version and the rest, whose
 /// intervals mirror each other).
-pub fn outcome_chances(
+pub(crate) fn outcome_chances(
     p: f64,
     n: u64,
     expected: f64,

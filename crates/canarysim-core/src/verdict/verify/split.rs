@@ -78,7 +78,7 @@ pub struct ArmVerdict {
 
 impl ArmVerdict {
     /// Where the interval lies against the expected share ± the tolerance, in words.
-    pub fn relation(&self) -> &'static str {
+    pub(crate) fn relation(&self) -> &'static str {
         if self.inside {
             "inside"
         } else if self.outside {

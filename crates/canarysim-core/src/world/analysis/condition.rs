@@ -46,7 +46,7 @@ impl ResultValue {
 }
 
 /// `strconv.FormatFloat(f, 'f', -1, 64)` as Prometheus' `SampleValue.String` prints it.
-pub fn go_float(f: f64) -> String {
+pub(crate) fn go_float(f: f64) -> String {
     if f.is_nan() {
         "NaN".into()
     } else if f.is_infinite() {
@@ -60,7 +60,7 @@ pub fn go_float(f: f64) -> String {
 /// Successful. Only success: Failed when it does not hold. Only failure: Successful when it
 /// does not hold. Both: Failed if failure holds, Successful if success holds, else
 /// Inconclusive. An expression that does not evaluate to a boolean is an Error.
-pub fn evaluate(
+pub(crate) fn evaluate(
     result: &ResultValue,
     success: Option<&str>,
     failure: Option<&str>,
@@ -99,13 +99,13 @@ pub fn evaluate(
 /// The deepest nesting of `[` (index, member access, array literal) a condition may have:
 /// the expression parser's time doubles with each level (16 levels take 0.25 s, and a
 /// 76-byte condition found by fuzzing took 51 s), and Argo's examples use one or two.
-pub const MAX_BRACKET_DEPTH: usize = 8;
+pub(crate) const MAX_BRACKET_DEPTH: usize = 8;
 
 /// The most `?` (ternary, `??`, `?.`) a condition may use: each is another alternative
 /// the parser backtracks through, and together with brackets its time multiplies (a
 /// 93-byte condition found by fuzzing, 8 brackets deep with 22 `?`, took 0.5 s; with at most
 /// 8 `?` the same shapes parse within 10 ms). Argo's examples use none.
-pub const MAX_QUESTION_MARKS: usize = 8;
+pub(crate) const MAX_QUESTION_MARKS: usize = 8;
 
 /// Refuses a condition nested deeper than [`MAX_BRACKET_DEPTH`] or with more `?` than
 /// [`MAX_QUESTION_MARKS`] (brackets and `?` inside string literals do not count).
@@ -148,7 +148,7 @@ fn check_depth(condition: &str) -> Result<(), String> {
 /// budget (`conf.MemoryBudget`, 1,000,000), past which Argo's evaluation fails too. The
 /// Rust evaluator has no budget and builds the whole range: a 60-byte condition found by
 /// fuzzing asked it for 890 million numbers (a 64 GB allocation).
-pub const MAX_RANGE_NUMBERS: i128 = 1_000_000;
+pub(crate) const MAX_RANGE_NUMBERS: i128 = 1_000_000;
 
 /// Refuses a range whose bounds are not integer literals (its size is known only once it
 /// is built), and ranges holding more than [`MAX_RANGE_NUMBERS`] together (their sizes
@@ -276,7 +276,7 @@ pub fn eval_condition(result: &ResultValue, condition: &str) -> Result<bool, Str
 }
 
 /// Checks that a condition parses (at validation, before any measurement).
-pub fn check_syntax(condition: &str) -> Result<(), String> {
+pub(crate) fn check_syntax(condition: &str) -> Result<(), String> {
     check_bounds(condition)?;
     expr::compile(condition)
         .map(|_| ())

@@ -31,7 +31,7 @@ use crate::load::EpochTraffic;
 pub const SCRAPE_INTERVAL_MS: i64 = 15_000;
 
 /// Istio's default bucket bounds for request durations, in milliseconds.
-pub const DURATION_BUCKETS_MS: [f64; 19] = [
+pub(crate) const DURATION_BUCKETS_MS: [f64; 19] = [
     0.5, 1.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0, 30000.0,
     60000.0, 300000.0, 600000.0, 1800000.0, 3600000.0,
 ];

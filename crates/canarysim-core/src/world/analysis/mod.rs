@@ -49,7 +49,7 @@ impl Phase {
     }
 
     /// Successful, Failed, Error and Inconclusive end a measurement, a metric or a run.
-    pub fn completed(self) -> bool {
+    pub(crate) fn completed(self) -> bool {
         matches!(
             self,
             Phase::Successful | Phase::Failed | Phase::Error | Phase::Inconclusive
@@ -58,7 +58,7 @@ impl Phase {
 
     /// Argo's `IsWorse` (`analysisStatusOrder`, best to worst: Successful, Running, Pending,
     /// Inconclusive, Error, Failed).
-    pub fn worse_than(self, other: Phase) -> bool {
+    pub(crate) fn worse_than(self, other: Phase) -> bool {
         self.rank() > other.rank()
     }
 

@@ -40,7 +40,7 @@ pub fn kind(provider: &Value) -> Option<&str> {
 }
 
 /// Takes the `index`-th measurement of `metric` at `now`.
-pub fn measure(
+pub(crate) fn measure(
     providers: &Providers,
     metric: &Metric,
     index: usize,

@@ -10,7 +10,7 @@ use crate::model::rollout::IntOrString;
 /// `spec` of an AnalysisTemplate, a ClusterAnalysisTemplate, or an AnalysisRun.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AnalysisSpec {
+pub(crate) struct AnalysisSpec {
     #[serde(default)]
     pub metrics: Vec<Metric>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -26,7 +26,7 @@ pub struct AnalysisSpec {
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct Metric {
+pub(crate) struct Metric {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval: Option<String>,
@@ -52,7 +52,7 @@ pub struct Metric {
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct Argument {
+pub(crate) struct Argument {
     pub name: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
@@ -62,13 +62,13 @@ pub struct Argument {
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct MetricRef {
+pub(crate) struct MetricRef {
     pub metric_name: String,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct MeasurementRetention {
+pub(crate) struct MeasurementRetention {
     pub metric_name: String,
     pub limit: i32,
 }
@@ -76,7 +76,7 @@ pub struct MeasurementRetention {
 /// `status` of an AnalysisRun.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct RunStatus {
+pub(crate) struct RunStatus {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub phase: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -95,7 +95,7 @@ pub struct RunStatus {
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct RunSummary {
+pub(crate) struct RunSummary {
     #[serde(default)]
     pub count: i32,
     #[serde(default)]
@@ -110,7 +110,7 @@ pub struct RunSummary {
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct MetricResult {
+pub(crate) struct MetricResult {
     pub name: String,
     pub phase: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -137,7 +137,7 @@ pub struct MetricResult {
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct Measurement {
+pub(crate) struct Measurement {
     pub phase: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,

@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::model::Kind;
 
 /// The webhook's name, as the API server quotes it in a denial.
-pub const ISTIO_WEBHOOK: &str = "validation.istio.io";
+pub(crate) const ISTIO_WEBHOOK: &str = "validation.istio.io";
 
 /// istiod's rule set for route weights, which changed in Istio 1.15 (istio/istio#39544).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -24,7 +24,7 @@ pub enum IstioWeightRules {
 
 impl IstioWeightRules {
     /// The rules of Istio `major.minor` (e.g. "1.14", "1.22.3").
-    pub fn for_version(version: &str) -> Result<Self, VersionError> {
+    pub(crate) fn for_version(version: &str) -> Result<Self, VersionError> {
         let mut parts = version.trim().trim_start_matches('v').split('.');
         let number = |p: Option<&str>| p.and_then(|p| p.parse::<u32>().ok());
         match (number(parts.next()), number(parts.next())) {
@@ -41,16 +41,16 @@ impl IstioWeightRules {
 /// An Istio version canarysim cannot read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("expected an Istio version such as \"1.14\" or \"1.22.3\", got {0:?}")]
-pub struct VersionError(pub String);
+pub(crate) struct VersionError(pub String);
 
 /// A webhook's refusal: the message is what the webhook said.
-pub struct Denial {
+pub(crate) struct Denial {
     pub webhook: &'static str,
     pub message: String,
 }
 
 /// Runs the webhooks that apply to `kind` on the object about to be stored.
-pub fn admit(kind: Kind, object: &Value, rules: IstioWeightRules) -> Result<(), Denial> {
+pub(crate) fn admit(kind: Kind, object: &Value, rules: IstioWeightRules) -> Result<(), Denial> {
     match kind {
         Kind::VirtualService => {
             let errors: Vec<String> = virtual_service_errors(&object["spec"], rules)
@@ -72,7 +72,10 @@ pub fn admit(kind: Kind, object: &Value, rules: IstioWeightRules) -> Result<(), 
 /// istiod's route-destination checks (pkg/config/validation, validateHTTPRouteDestinations
 /// and validateRouteDestinations), per [`IstioWeightRules`]: each error with the JSON
 /// pointer (under `spec`) of the route list it is about, e.g. `/http/0/route`.
-pub fn virtual_service_errors(spec: &Value, rules: IstioWeightRules) -> Vec<(String, String)> {
+pub(crate) fn virtual_service_errors(
+    spec: &Value,
+    rules: IstioWeightRules,
+) -> Vec<(String, String)> {
     let mut errors = Vec::new();
     for section in ["http", "tls", "tcp"] {
         let Some(routes) = spec[section].as_array() else {

@@ -104,7 +104,11 @@ pub(super) fn owner_uids(object: &Object) -> Vec<String> {
 
 impl PodFacts {
     /// Ready for at least `min_ready` at `now` (Kubernetes' `IsPodAvailable`).
-    pub fn is_available(&self, min_ready: std::time::Duration, now: crate::clock::SimTime) -> bool {
+    pub(crate) fn is_available(
+        &self,
+        min_ready: std::time::Duration,
+        now: crate::clock::SimTime,
+    ) -> bool {
         self.ready_since
             .is_some_and(|since| now >= since.after(min_ready))
     }

@@ -69,7 +69,7 @@ impl Resource {
     }
 
     /// `group/version`, or `version` for the core group.
-    pub fn api_version(&self, version: &str) -> String {
+    pub(crate) fn api_version(&self, version: &str) -> String {
         if self.group().is_empty() {
             version.to_string()
         } else {
@@ -111,12 +111,12 @@ fn group_document(name: &str, versions: &[&str]) -> Value {
 }
 
 /// `GET /api`.
-pub fn core_versions() -> Value {
+pub(crate) fn core_versions() -> Value {
     json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
 }
 
 /// `GET /apis`.
-pub fn group_list() -> Value {
+pub(crate) fn group_list() -> Value {
     let groups: Vec<Value> = groups()
         .into_iter()
         .map(|(g, v)| group_document(g, v))
@@ -134,7 +134,7 @@ pub fn group(name: &str) -> Option<Value> {
 }
 
 /// `GET /api/v1` or `GET /apis/GROUP/VERSION`: the resources with their verbs.
-pub fn resource_list(group: &str, version: &str) -> Option<Value> {
+pub(crate) fn resource_list(group: &str, version: &str) -> Option<Value> {
     let mut resources = Vec::new();
     for r in Kind::ALL.into_iter().map(resource) {
         if r.group() != group || !r.versions.contains(&version) {
@@ -215,7 +215,7 @@ fn gv_path(group: &str, version: &str) -> String {
 }
 
 /// `GET /openapi/v3`: where each group/version's document is.
-pub fn openapi_root() -> Value {
+pub(crate) fn openapi_root() -> Value {
     let paths: serde_json::Map<String, Value> = group_versions()
         .into_iter()
         .map(|(g, v)| {
@@ -232,7 +232,7 @@ pub fn openapi_root() -> Value {
 /// of each PATCH), so it sends `fieldValidation=Strict` instead of validating against a
 /// schema canarysim does not have; canarysim keeps unknown fields and warns about the
 /// fields it does not simulate.
-pub fn openapi_group_version(path: &str) -> Option<Value> {
+pub(crate) fn openapi_group_version(path: &str) -> Option<Value> {
     let (group, version) = group_versions()
         .into_iter()
         .find(|(g, v)| gv_path(g, v) == path)?;

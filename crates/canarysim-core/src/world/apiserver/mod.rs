@@ -348,12 +348,17 @@ impl ApiServer {
 
     /// [`ApiServer::get`], answering with a copy: a Pod is decoded for the caller alone
     /// and not kept (a walk over thousands of pods decodes one at a time).
-    pub fn get_owned(&self, kind: Kind, namespace: &str, name: &str) -> Result<Object, ApiError> {
+    pub(crate) fn get_owned(
+        &self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Object, ApiError> {
         self.stored(kind, namespace, name).map(Stored::to_object)
     }
 
     /// How many Pods in `namespace` name `owner_uid` among their owners.
-    pub fn owned_pod_count(&self, namespace: &str, owner_uid: &str) -> usize {
+    pub(crate) fn owned_pod_count(&self, namespace: &str, owner_uid: &str) -> usize {
         self.owned_keys(Kind::Pod, namespace, owner_uid).count()
     }
 
@@ -381,7 +386,7 @@ impl ApiServer {
 
     /// The facts of the Pods in `namespace` that name `owner_uid` among their owners,
     /// ordered by name, without decoding them.
-    pub fn owned_pod_facts(
+    pub(crate) fn owned_pod_facts(
         &self,
         namespace: &str,
         owner_uid: &str,
@@ -393,7 +398,7 @@ impl ApiServer {
 
     /// Drops the JSON values decoded from compact Pods since the last call (they are
     /// decoded again when read): the world calls it once the instant is settled.
-    pub fn forget_decoded(&mut self) {
+    pub(crate) fn forget_decoded(&mut self) {
         let pods = self.objects.range_mut(ObjectKey::new(Kind::Pod, "", "")..);
         for (_, stored) in pods.take_while(|(k, _)| k.kind == Kind::Pod) {
             stored.forget_decoded();
@@ -414,7 +419,7 @@ impl ApiServer {
     }
 
     /// [`ApiServer::create`], answering with the new object's key rather than a copy.
-    pub fn create_keyed(&mut self, mut object: Object) -> Result<ObjectKey, ApiError> {
+    pub(crate) fn create_keyed(&mut self, mut object: Object) -> Result<ObjectKey, ApiError> {
         if !object.kind.namespaced() {
             object.metadata_mut().remove("namespace");
         } else if object.namespace().is_empty() {
@@ -466,7 +471,7 @@ impl ApiServer {
     }
 
     /// Replaces only `status` (the status subresource): the rest of the stored object stays.
-    pub fn update_status(&mut self, object: Object) -> Result<Object, ApiError> {
+    pub(crate) fn update_status(&mut self, object: Object) -> Result<Object, ApiError> {
         self.replace(object, true)
     }
 
@@ -563,13 +568,18 @@ impl ApiServer {
         self.update(next)
     }
 
-    pub fn delete(&mut self, kind: Kind, namespace: &str, name: &str) -> Result<Object, ApiError> {
+    pub(crate) fn delete(
+        &mut self,
+        kind: Kind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Object, ApiError> {
         self.remove(kind, namespace, name).map(Stored::into_object)
     }
 
     /// [`ApiServer::delete`], answering nothing: a Pod is not decoded (a ReplicaSet scaled
     /// down by thousands).
-    pub fn delete_quietly(
+    pub(crate) fn delete_quietly(
         &mut self,
         kind: Kind,
         namespace: &str,
@@ -622,13 +632,13 @@ impl ApiServer {
     }
 
     /// The oldest resourceVersion a watch can start from.
-    pub fn oldest_watchable(&self) -> u64 {
+    pub(crate) fn oldest_watchable(&self) -> u64 {
         self.compacted
     }
 
     /// Deletes an object and, as Kubernetes' garbage collector does, every object it owns
     /// (by `metadata.ownerReferences[].uid`), theirs in turn. Returns the object named.
-    pub fn delete_cascading(
+    pub(crate) fn delete_cascading(
         &mut self,
         kind: Kind,
         namespace: &str,
@@ -736,14 +746,14 @@ impl ApiServer {
 
     /// The resourceVersion of the last write to an object of `kind` (0: none yet).
     /// Unchanged, every object of the kind is as it was.
-    pub fn kind_changed_at(&self, kind: Kind) -> u64 {
+    pub(crate) fn kind_changed_at(&self, kind: Kind) -> u64 {
         self.kind_changed.get(&kind).copied().unwrap_or(0)
     }
 
     /// Writes `status` into the stored object in place, as [`ApiServer::update_status`]
     /// with the stored resourceVersion would, without copying the object (a kubelet
     /// marking thousands of pods Ready). Returns whether anything changed.
-    pub fn set_status(
+    pub(crate) fn set_status(
         &mut self,
         kind: Kind,
         namespace: &str,
@@ -787,7 +797,7 @@ impl ApiServer {
 
     /// The resourceVersion of the last write to an object naming `owner_uid` among its
     /// owners (0: none yet). Unchanged, the owner's children are as they were.
-    pub fn children_changed_at(&self, owner_uid: &str) -> u64 {
+    pub(crate) fn children_changed_at(&self, owner_uid: &str) -> u64 {
         self.children_changed.get(owner_uid).copied().unwrap_or(0)
     }
 

@@ -20,15 +20,15 @@ use crate::model::rollout::IntOrString;
 use crate::model::{Kind, Object};
 
 /// Measurements kept per metric unless `measurementRetention` says otherwise.
-pub const DEFAULT_MEASUREMENT_HISTORY_LIMIT: usize = 10;
+pub(crate) const DEFAULT_MEASUREMENT_HISTORY_LIMIT: usize = 10;
 /// A measurement that errored is retried after this long, whatever the interval.
-pub const ERROR_RETRY_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const ERROR_RETRY_INTERVAL: Duration = Duration::from_secs(10);
 /// `consecutiveErrorLimit` when the metric gives none.
-pub const DEFAULT_CONSECUTIVE_ERROR_LIMIT: i32 = 4;
+pub(crate) const DEFAULT_CONSECUTIVE_ERROR_LIMIT: i32 = 4;
 
 /// Reconciles every AnalysisRun; returns whether anything changed and when a run next
 /// needs a measurement.
-pub fn reconcile_all(
+pub(crate) fn reconcile_all(
     api: &mut ApiServer,
     now: SimTime,
     providers: &Providers,
@@ -270,7 +270,10 @@ fn resolve_value(v: Value, args: &BTreeMap<String, Option<String>>) -> Result<Va
 
 /// Replaces `{{args.x}}` (spaces allowed inside the braces); an argument without a value
 /// fails as Argo's does.
-pub fn substitute(text: &str, args: &BTreeMap<String, Option<String>>) -> Result<String, String> {
+pub(crate) fn substitute(
+    text: &str,
+    args: &BTreeMap<String, Option<String>>,
+) -> Result<String, String> {
     let mut out = String::new();
     let mut rest = text;
     while let Some(open) = rest.find("{{") {
@@ -295,7 +298,7 @@ pub fn substitute(text: &str, args: &BTreeMap<String, Option<String>>) -> Result
 }
 
 /// `ValidateMetrics` (`utils/analysis/factory.go`), with Argo's messages.
-pub fn validate_metrics(metrics: &[Metric]) -> Result<(), String> {
+pub(crate) fn validate_metrics(metrics: &[Metric]) -> Result<(), String> {
     if metrics.is_empty() {
         return Err("no metrics specified".into());
     }

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 /// The annotation that records what was injected.
-pub const EPHEMERAL_METADATA: &str = "rollout.argoproj.io/ephemeral-metadata";
+pub(crate) const EPHEMERAL_METADATA: &str = "rollout.argoproj.io/ephemeral-metadata";
 
 pub use crate::model::rollout::PodTemplateMetadata;
 
@@ -57,7 +57,7 @@ pub fn sync(
 }
 
 /// What a ReplicaSet's annotation says was injected into its pods.
-pub fn injected(rs: &Value) -> Option<PodTemplateMetadata> {
+pub(crate) fn injected(rs: &Value) -> Option<PodTemplateMetadata> {
     rs["metadata"]["annotations"][EPHEMERAL_METADATA]
         .as_str()
         .and_then(|s| serde_json::from_str(s).ok())
@@ -65,7 +65,7 @@ pub fn injected(rs: &Value) -> Option<PodTemplateMetadata> {
 
 /// `SyncReplicaSetEphemeralPodMetadata`: the ReplicaSet's pod template gets `desired`, and
 /// its annotation records it (or goes with `None`). True when it changed anything.
-pub fn sync_replica_set(rs: &mut Value, desired: Option<&PodTemplateMetadata>) -> bool {
+pub(crate) fn sync_replica_set(rs: &mut Value, desired: Option<&PodTemplateMetadata>) -> bool {
     let existing = injected(rs);
     let template_meta = crate::model::object::object_entry(
         crate::model::object::object_entry(

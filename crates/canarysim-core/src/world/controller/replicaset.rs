@@ -62,7 +62,7 @@ impl PodLifecycle {
 /// Kubernetes' CrashLoopBackOff: the container crashes as it starts (at `started`); the
 /// kubelet restarts it after 10 s, then 20 s, 40 s… capped at 5 min. Restarts done by `now`,
 /// and when the next one is due.
-pub fn crash_loop_restarts(started: SimTime, now: SimTime) -> (u32, SimTime) {
+pub(crate) fn crash_loop_restarts(started: SimTime, now: SimTime) -> (u32, SimTime) {
     let mut restarts = 0;
     let mut next = started.after(Duration::from_secs(10));
     while next <= now {
@@ -94,7 +94,7 @@ struct SettledAt {
 
 /// One reconcile pass over every ReplicaSet. Returns whether anything was written and the
 /// next instant at which a Pod changes state by itself.
-pub fn reconcile_all(
+pub(crate) fn reconcile_all(
     api: &mut ApiServer,
     now: SimTime,
     lifecycle: &PodLifecycle,
@@ -261,7 +261,7 @@ fn reconcile_one(
 }
 
 /// The names of the Pods owned by `rs`, oldest first, read without decoding them.
-pub fn owned_pod_names(api: &ApiServer, rs: &Object) -> Vec<String> {
+pub(crate) fn owned_pod_names(api: &ApiServer, rs: &Object) -> Vec<String> {
     let mut pods = api.owned_pod_facts(rs.namespace(), rs.uid());
     pods.sort_by(|a, b| {
         (&a.1.creation_timestamp, &a.0.name).cmp(&(&b.1.creation_timestamp, &b.0.name))
@@ -369,7 +369,7 @@ pub fn fail_pods(api: &mut ApiServer, rs: &Object, count: usize) -> Result<usize
 }
 
 /// The earlier of two optional instants.
-pub fn min_time(a: Option<SimTime>, b: Option<SimTime>) -> Option<SimTime> {
+pub(crate) fn min_time(a: Option<SimTime>, b: Option<SimTime>) -> Option<SimTime> {
     match (a, b) {
         (Some(x), Some(y)) => Some(x.min(y)),
         (x, None) => x,

@@ -18,7 +18,7 @@ pub use crate::model::rollout::AnalysisRunRef as RunRef;
 /// `analysis` of a step or of the canary strategy (`RolloutAnalysis`).
 #[derive(Debug, Clone, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RolloutAnalysis {
+pub(crate) struct RolloutAnalysis {
     #[serde(default)]
     pub templates: Vec<TemplateRef>,
     #[serde(default)]
@@ -35,7 +35,7 @@ pub struct RolloutAnalysis {
 
 #[derive(Debug, Clone, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct TemplateRef {
+pub(crate) struct TemplateRef {
     #[serde(default)]
     pub template_name: String,
     #[serde(default)]
@@ -165,7 +165,7 @@ fn phase_of(run: &Object) -> Option<Phase> {
 }
 
 /// AnalysisRuns whose controller is this rollout, oldest first (the store's uids count up).
-pub fn owned_runs(api: &ApiServer, rollout: &Object) -> Vec<Object> {
+pub(crate) fn owned_runs(api: &ApiServer, rollout: &Object) -> Vec<Object> {
     let mut runs: Vec<Object> = api
         .list(Kind::AnalysisRun, Some(rollout.namespace()), None)
         .into_iter()
@@ -488,7 +488,7 @@ fn run_spec(api: &ApiServer, cx: &Context, analysis: &RolloutAnalysis) -> Result
 }
 
 /// What the rollout reports when a template is missing.
-pub fn missing_template(t: &TemplateRef) -> String {
+pub(crate) fn missing_template(t: &TemplateRef) -> String {
     if t.cluster_scope {
         format!(
             "clusteranalysistemplate.argoproj.io \"{}\" not found",

@@ -84,10 +84,10 @@ pub enum QueryError {
 /// Prometheus' staleness marker: a series whose latest sample is this NaN (compared by
 /// bits) has ended, and selectors see nothing of it from that sample on. Any other NaN is
 /// an ordinary value.
-pub const STALE_MARKER: f64 = f64::from_bits(0x7ff0_0000_0000_0002);
+pub(crate) const STALE_MARKER: f64 = f64::from_bits(0x7ff0_0000_0000_0002);
 
 /// Whether `value` is [`STALE_MARKER`].
-pub fn is_stale_marker(value: f64) -> bool {
+pub(crate) fn is_stale_marker(value: f64) -> bool {
     value.to_bits() == STALE_MARKER.to_bits()
 }
 
@@ -101,7 +101,7 @@ pub fn parse(query: &str) -> Result<Expr, QueryError> {
 }
 
 /// The longest duration PromQL takes, in seconds: Go's `time.Duration` (292 years).
-pub const MAX_DURATION_SECONDS: f64 = 9_223_372_036.0;
+pub(crate) const MAX_DURATION_SECONDS: f64 = 9_223_372_036.0;
 
 /// Refuses a number of seconds where a duration goes (in `[...]`, after `offset`) that no
 /// duration can be: `promql-parser` hands such a number to `Duration::from_secs_f64`, which
@@ -172,7 +172,7 @@ pub fn query(source: &dyn SeriesSource, query: &str, at_ms: i64) -> Result<Query
 
 /// [`query`] for an expression [`parse`] already checked (a plan parses its templates'
 /// queries once, then evaluates them at every measurement).
-pub fn evaluate(
+pub(crate) fn evaluate(
     source: &dyn SeriesSource,
     expr: &Expr,
     at_ms: i64,

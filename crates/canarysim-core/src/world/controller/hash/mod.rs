@@ -95,7 +95,7 @@ fn fnv1a32_update(mut hash: u32, bytes: &[u8]) -> u32 {
 }
 
 /// 32-bit FNV-1a, as Go's `hash/fnv.New32a`.
-pub fn fnv1a32(bytes: &[u8]) -> u32 {
+pub(crate) fn fnv1a32(bytes: &[u8]) -> u32 {
     fnv1a32_update(FNV32_OFFSET, bytes)
 }
 
@@ -104,7 +104,7 @@ pub fn fnv1a32(bytes: &[u8]) -> u32 {
 ///
 /// Like Go, the output has as many bytes as the input; for non-ASCII input (never produced by
 /// the hash functions) the tail Go leaves as NUL bytes is kept.
-pub fn safe_encode(s: &str) -> String {
+pub(crate) fn safe_encode(s: &str) -> String {
     let mut out = vec![0u8; s.len()];
     for (slot, c) in out.iter_mut().zip(s.chars()) {
         *slot = SAFE_ALPHABET[(u32::from(c) % 27) as usize];
@@ -115,7 +115,7 @@ pub fn safe_encode(s: &str) -> String {
 /// Hash already-serialised Go JSON the way `ComputePodTemplateHash` does: FNV-1a over the
 /// bytes, then (if `collision_count` is set) 8 more bytes, `uint32(count)` little-endian
 /// followed by four zero bytes, then the decimal sum through [`safe_encode`].
-pub fn hash_go_json(go_json: &str, collision_count: Option<i32>) -> String {
+pub(crate) fn hash_go_json(go_json: &str, collision_count: Option<i32>) -> String {
     let mut hash = fnv1a32(go_json.as_bytes());
     if let Some(count) = collision_count {
         // Go allocates 8 bytes but PutUint32 only fills the first 4.
@@ -129,7 +129,7 @@ pub fn hash_go_json(go_json: &str, collision_count: Option<i32>) -> String {
 /// Go `encoding/json` bytes of `spec.template` (a `corev1.PodTemplateSpec`) as the controller
 /// would produce them from the user's template. A `null` template encodes as the zero
 /// `PodTemplateSpec`; a non-object one is emitted as-is.
-pub fn go_json_pod_template(template: &Value, flavor: GoJsonFlavor) -> String {
+pub(crate) fn go_json_pod_template(template: &Value, flavor: GoJsonFlavor) -> String {
     let mut enc = Encoder::new(flavor);
     enc.value(Some(template), &Ty::Struct(POD_TEMPLATE_SPEC));
     enc.out
@@ -137,7 +137,7 @@ pub fn go_json_pod_template(template: &Value, flavor: GoJsonFlavor) -> String {
 
 /// The `rollouts-pod-template-hash` Argo Rollouts gives a template (ReplicaSet name suffix).
 /// `collision_count` is `status.collisionCount`.
-pub fn pod_template_hash(
+pub(crate) fn pod_template_hash(
     template: &Value,
     collision_count: Option<i32>,
     flavor: GoJsonFlavor,
@@ -146,7 +146,7 @@ pub fn pod_template_hash(
 }
 
 /// Go `encoding/json` bytes of `spec.strategy.canary.steps` (`[]CanaryStep`); `null` for absent.
-pub fn go_json_steps(steps: &Value) -> String {
+pub(crate) fn go_json_steps(steps: &Value) -> String {
     let mut enc = Encoder::new(GoJsonFlavor::Legacy);
     enc.value(Some(steps), &Ty::List(&Ty::Struct(CANARY_STEP)));
     enc.out
@@ -155,7 +155,7 @@ pub fn go_json_steps(steps: &Value) -> String {
 /// `status.currentStepHash`: FNV-1a of the Go JSON of the canary steps, safe-encoded
 /// (argo-rollouts `ComputeStepHash`). The controller returns `""` for blue-green or
 /// non-canary rollouts; that check is the caller's.
-pub fn steps_hash(steps: &Value) -> String {
+pub(crate) fn steps_hash(steps: &Value) -> String {
     hash_go_json(&go_json_steps(steps), None)
 }
 

@@ -42,7 +42,7 @@ use crate::model::rollout::{
 
 use crate::model::vocabulary::{HASH_LABEL, MANAGED_BY};
 /// Argo's `SpecHttpNotFound` error text.
-pub const SPEC_HTTP_NOT_FOUND: &str = "spec.http not found";
+pub(crate) const SPEC_HTTP_NOT_FOUND: &str = "spec.http not found";
 
 const NO_TLS_ROUTE: &str = "No matching TLS routes found in the defined Virtual Service.";
 const NO_TCP_ROUTE: &str = "No matching TCP routes found in the defined Virtual Service.";
@@ -211,7 +211,7 @@ pub fn destination_rule_updated_event(
 }
 
 /// Warning recorded whenever a referenced VirtualService is missing (all operations).
-pub fn virtual_service_not_found_event(vs_name: &str) -> IstioEvent {
+pub(crate) fn virtual_service_not_found_event(vs_name: &str) -> IstioEvent {
     warning(
         "VirtualServiceNotFound",
         format!("VirtualService `{vs_name}` not found"),
@@ -227,12 +227,12 @@ pub fn destination_rule_not_found_event(dr_name: &str) -> IstioEvent {
 }
 
 /// The API server's NotFound message for a VirtualService.
-pub fn virtual_service_not_found_message(vs_name: &str) -> String {
+pub(crate) fn virtual_service_not_found_message(vs_name: &str) -> String {
     format!("virtualservices.networking.istio.io \"{vs_name}\" not found")
 }
 
 /// The API server's NotFound message for a DestinationRule.
-pub fn destination_rule_not_found_message(dr_name: &str) -> String {
+pub(crate) fn destination_rule_not_found_message(dr_name: &str) -> String {
     format!("destinationrules.networking.istio.io \"{dr_name}\" not found")
 }
 

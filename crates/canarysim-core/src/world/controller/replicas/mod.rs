@@ -20,11 +20,11 @@
 //! [`at_desired_replica_counts_for_canary`].
 
 /// `defaults.DefaultMaxSurge`: a *string*, so it is a percentage (25%).
-pub const DEFAULT_MAX_SURGE: &str = "25";
+pub(crate) const DEFAULT_MAX_SURGE: &str = "25";
 /// `defaults.DefaultMaxUnavailable`: a *string*, so it is a percentage (25%).
-pub const DEFAULT_MAX_UNAVAILABLE: &str = "25";
+pub(crate) const DEFAULT_MAX_UNAVAILABLE: &str = "25";
 /// `weightutil.MaxTrafficWeight` default.
-pub const DEFAULT_MAX_TRAFFIC_WEIGHT: i32 = 100;
+pub(crate) const DEFAULT_MAX_TRAFFIC_WEIGHT: i32 = 100;
 /// `defaults.DefaultReplicas` (used when `spec.replicas` is nil).
 pub const DEFAULT_REPLICAS: i32 = 1;
 
@@ -135,7 +135,7 @@ fn value_from_int_or_percent(v: &IntOrPercent, total: i32, round_up: bool) -> Re
 /// default string `"25"` (25%). Surge rounds up, unavailable rounds down; if both resolve
 /// to 0, unavailable becomes 1. No capping here (see [`canary_fenceposts`]).
 /// Results are truncated to int32 like Go's `int32(...)` conversion.
-pub fn resolve_fenceposts(
+pub(crate) fn resolve_fenceposts(
     max_surge: Option<&IntOrPercent>,
     max_unavailable: Option<&IntOrPercent>,
     desired: i32,
@@ -185,7 +185,7 @@ pub fn canary_fenceposts(
 /// Mirrors `approximateWeightedCanaryStableReplicaCounts`: the (canary, stable) counts
 /// whose canary/total ratio is closest to `desired_weight / max_weight`, the total being
 /// `spec_replicas` or (if `max_surge > 0`) `spec_replicas + 1`. Returns `(canary, stable)`.
-pub fn approximate_weighted_canary_stable_replica_counts(
+pub(crate) fn approximate_weighted_canary_stable_replica_counts(
     spec_replicas: i32,
     desired_weight: i32,
     max_weight: i32,
@@ -250,7 +250,7 @@ fn weight_delta(desired_weight: i32, max_weight: i32, canary: i32, total: i32) -
 
 /// Mirrors `GetReplicasForScaleDown`: 0 for an absent RS; `spec` if `spec < available`;
 /// `spec` if availability is ignored; otherwise `available`.
-pub fn get_replicas_for_scale_down(rs: Option<RsCounts>, ignore_availability: bool) -> i32 {
+pub(crate) fn get_replicas_for_scale_down(rs: Option<RsCounts>, ignore_availability: bool) -> i32 {
     match rs {
         None => 0,
         Some(rs) if rs.spec < rs.available => rs.spec,
@@ -306,7 +306,7 @@ fn adjust_replica_within_limits(
 
 /// Mirrors `CheckStableRSExists(newRS, stableRS)` in terms of this module's arguments:
 /// the stable RS exists and is not the new (canary) RS.
-pub fn check_stable_rs_exists(
+pub(crate) fn check_stable_rs_exists(
     canary_exists: bool,
     stable_exists: bool,
     stable_is_new: bool,
@@ -452,14 +452,14 @@ pub fn basic_canary_counts(
 // ---------------------------------------------------------------------------------------
 
 /// Mirrors `trafficWeightToReplicas`: `ceil(weight * replicas / max_weight)` in float64.
-pub fn traffic_weight_to_replicas(replicas: i32, weight: i32, max_weight: i32) -> i32 {
+pub(crate) fn traffic_weight_to_replicas(replicas: i32, weight: i32, max_weight: i32) -> i32 {
     (f64::from(weight) * f64::from(replicas) / f64::from(max_weight)).ceil() as i32
 }
 
 /// Mirrors `CheckMinPodsPerReplicaSet` for a traffic-routed canary: 0 stays 0; otherwise
 /// at least `min(min_pods_per_replica_set, n)`. (Upstream returns `count` unchanged when
 /// traffic routing is absent; callers of this module only use it with traffic routing.)
-pub fn check_min_pods_per_replica_set(
+pub(crate) fn check_min_pods_per_replica_set(
     count: i32,
     min_pods_per_replica_set: Option<i32>,
     n: i32,
@@ -578,7 +578,7 @@ pub fn traffic_routed_canary_counts(p: &TrafficRoutedParams) -> (i32, i32) {
 /// `expected` when `explicit_abort_delay` ([`has_explicit_abort_scale_down_delay`]).
 /// Walks the steps backwards and returns the first setWeight with
 /// `ceil(weight·n/maxW) < c`; none → 0.
-pub fn dynamic_abort_weight(
+pub(crate) fn dynamic_abort_weight(
     n: i32,
     max_weight: i32,
     set_weights: &[i32],
@@ -604,7 +604,7 @@ pub fn dynamic_abort_weight(
 /// from upstream tests and `GetAbortScaleDownDelaySecondsOrDefault`): the canary has
 /// traffic routing and `abortScaleDownDelaySeconds` is set to a value > 0. An explicit 0
 /// ("leave the canary up") does not count, as upstream tests require.
-pub fn has_explicit_abort_scale_down_delay(
+pub(crate) fn has_explicit_abort_scale_down_delay(
     traffic_routing: bool,
     abort_scale_down_delay_seconds: Option<i32>,
 ) -> bool {
@@ -613,7 +613,10 @@ pub fn has_explicit_abort_scale_down_delay(
 
 /// `GetCurrentCanaryStep`: index of the current step, `None` when there are no steps or
 /// the index is past the last step. (A negative index would panic in Go; here it is `None`.)
-pub fn current_canary_step(current_step_index: Option<i32>, step_count: usize) -> Option<usize> {
+pub(crate) fn current_canary_step(
+    current_step_index: Option<i32>,
+    step_count: usize,
+) -> Option<usize> {
     if step_count == 0 {
         return None;
     }
@@ -624,7 +627,7 @@ pub fn current_canary_step(current_step_index: Option<i32>, step_count: usize) -
 /// Mirrors `GetCurrentSetWeight`: 0 if aborted; `max_weight` if there is no current step
 /// (no steps, or index past the last step); else the latest setWeight at or before the
 /// current step; else 0.
-pub fn current_set_weight(
+pub(crate) fn current_set_weight(
     aborted: bool,
     current_step_index: Option<i32>,
     steps: &[StepInfo],
@@ -642,7 +645,7 @@ pub fn current_set_weight(
 /// Mirrors `UseSetCanaryScale`: only with traffic routing; on abort only when
 /// `abortScaleDownDelaySeconds` is explicitly 0; then the nearest setCanaryScale at or
 /// before the current step, unless that one has `matchTrafficWeight: true`.
-pub fn use_set_canary_scale(
+pub(crate) fn use_set_canary_scale(
     traffic_routing: bool,
     aborted: bool,
     abort_scale_down_delay_seconds: Option<i32>,
@@ -672,7 +675,7 @@ pub fn use_set_canary_scale(
 /// `promoteFull || status.stableRS == "" || currentPodHash == status.stableRS`;
 /// `set_canary_scale` is [`use_set_canary_scale`]; `desired_weight` is the
 /// `GetDesiredCanaryWeight` value (see [`CanaryState::desired_canary_weight`]).
-pub fn canary_replicas_or_weight(
+pub(crate) fn canary_replicas_or_weight(
     full: bool,
     max_weight: i32,
     set_canary_scale: Option<CanaryScale>,
@@ -797,7 +800,7 @@ pub struct CanaryState<'a> {
 
 impl CanaryState<'_> {
     /// `weightutil.MaxTrafficWeight`.
-    pub fn max_weight(&self) -> i32 {
+    pub(crate) fn max_weight(&self) -> i32 {
         match (self.traffic_routing, self.max_traffic_weight) {
             (true, Some(w)) => w,
             _ => DEFAULT_MAX_TRAFFIC_WEIGHT,
@@ -805,7 +808,7 @@ impl CanaryState<'_> {
     }
 
     /// `MaxSurge(rollout)` / `MaxUnavailable(rollout)`.
-    pub fn fenceposts(&self) -> Fenceposts {
+    pub(crate) fn fenceposts(&self) -> Fenceposts {
         canary_fenceposts(self.max_surge, self.max_unavailable, self.replicas)
     }
 
@@ -821,7 +824,7 @@ impl CanaryState<'_> {
     }
 
     /// `GetCurrentSetWeight(rollout)`.
-    pub fn current_set_weight(&self) -> i32 {
+    pub(crate) fn current_set_weight(&self) -> i32 {
         current_set_weight(
             self.aborted,
             self.current_step_index,
@@ -831,7 +834,7 @@ impl CanaryState<'_> {
     }
 
     /// `GetDesiredCanaryWeight(rollout, newRS, stableRS)`.
-    pub fn desired_canary_weight(
+    pub(crate) fn desired_canary_weight(
         &self,
         canary: Option<RsCounts>,
         stable: Option<RsCounts>,
@@ -859,7 +862,7 @@ impl CanaryState<'_> {
     }
 
     /// `GetCanaryReplicasOrWeight(rollout, newRS, stableRS)`.
-    pub fn replicas_or_weight(
+    pub(crate) fn replicas_or_weight(
         &self,
         canary: Option<RsCounts>,
         stable: Option<RsCounts>,
@@ -880,7 +883,7 @@ impl CanaryState<'_> {
     }
 
     /// `CalculateReplicaCountsForBasicCanary(rollout, newRS, stableRS, otherRSs)`.
-    pub fn basic_counts(
+    pub(crate) fn basic_counts(
         &self,
         canary: Option<RsCounts>,
         stable: Option<RsCounts>,
@@ -903,7 +906,7 @@ impl CanaryState<'_> {
     }
 
     /// `CalculateReplicaCountsForTrafficRoutedCanary(rollout, newRS, stableRS, weights)`.
-    pub fn traffic_routed_counts(
+    pub(crate) fn traffic_routed_counts(
         &self,
         canary: Option<RsCounts>,
         stable: Option<RsCounts>,
@@ -933,7 +936,7 @@ impl CanaryState<'_> {
 
     /// Basic or traffic-routed counts, whichever applies (as `AtDesiredReplicaCountsForCanary`
     /// and `NewRSNewReplicas` pick them).
-    pub fn desired_counts(
+    pub(crate) fn desired_counts(
         &self,
         canary: Option<RsCounts>,
         stable: Option<RsCounts>,
@@ -949,7 +952,7 @@ impl CanaryState<'_> {
     }
 
     /// `AtDesiredReplicaCountsForCanary(rollout, newRS, stableRS, olderRSs, weights)`.
-    pub fn at_desired_replica_counts(
+    pub(crate) fn at_desired_replica_counts(
         &self,
         canary: Option<RsCounts>,
         stable: Option<RsCounts>,

@@ -407,7 +407,7 @@ impl SpecSummary {
 
 /// The Services a canary strategy names, in the order Argo's `getReferencedServices` checks
 /// them, each with its field path (`spec.strategy.canary.stableService`…); unset ones left out.
-pub fn referenced_services(canary: &CanaryStrategy) -> Vec<(&'static str, &str)> {
+pub(crate) fn referenced_services(canary: &CanaryStrategy) -> Vec<(&'static str, &str)> {
     let mut out = vec![
         (
             "spec.strategy.canary.stableService",
@@ -433,7 +433,7 @@ pub fn referenced_services(canary: &CanaryStrategy) -> Vec<(&'static str, &str)>
 }
 
 /// Argo's error for a referenced Service that does not exist.
-pub fn service_not_found(field: &str, svc: &str) -> String {
+pub(crate) fn service_not_found(field: &str, svc: &str) -> String {
     format!("{field}: Invalid value: \"{svc}\": service \"{svc}\" not found")
 }
 
@@ -449,7 +449,7 @@ pub fn managed_routes(canary: &CanaryStrategy) -> Option<Vec<String>> {
 /// pingPong the roles follow `status.canary.stablePingPong` (stable = ping when it is "ping",
 /// else pong); Istio prefers canaryService/stableService when either is set, ALB and the
 /// ping/pong Service reconcile always take ping/pong.
-pub fn stable_and_canary_services(
+pub(crate) fn stable_and_canary_services(
     canary: &CanaryStrategy,
     stable_ping_pong: &str,
     ping_pong_preferred: bool,
@@ -470,7 +470,7 @@ pub fn stable_and_canary_services(
 
 /// What the Istio reconciler needs from the Rollout; `services` is (stable, canary) as
 /// [`stable_and_canary_services`] resolves them.
-pub fn istio_context<'a>(
+pub(crate) fn istio_context<'a>(
     name: &'a str,
     canary: &'a CanaryStrategy,
     services: &'a (String, String),
@@ -583,7 +583,7 @@ fn remove_condition(conditions: &mut Vec<Condition>, type_: &str) {
 }
 
 /// The ReplicaSets a Rollout owns (by owner reference).
-pub fn owned_replica_sets<'a>(api: &'a ApiServer, rollout: &Object) -> Vec<&'a Object> {
+pub(crate) fn owned_replica_sets<'a>(api: &'a ApiServer, rollout: &Object) -> Vec<&'a Object> {
     let uid = rollout.metadata().and_then(|m| m.get("uid"));
     api.list(Kind::ReplicaSet, Some(rollout.namespace()), None)
         .into_iter()
@@ -597,7 +597,7 @@ pub fn owned_replica_sets<'a>(api: &'a ApiServer, rollout: &Object) -> Vec<&'a O
 }
 
 /// Images of a pod template: container name → image.
-pub fn template_images(template: &Value) -> BTreeMap<String, String> {
+pub(crate) fn template_images(template: &Value) -> BTreeMap<String, String> {
     template["spec"]["containers"]
         .as_array()
         .map(|cs| {
@@ -615,7 +615,7 @@ pub fn template_images(template: &Value) -> BTreeMap<String, String> {
 
 /// Argo's `getReferencedRolloutAnalyses`: the templates the canary's analyses name that
 /// `exists(kind, name)` does not find, each with its field path and Argo's message.
-pub fn missing_analysis_templates(
+pub(crate) fn missing_analysis_templates(
     canary: &CanaryStrategy,
     exists: impl Fn(Kind, &str) -> bool,
 ) -> Vec<(String, String)> {
@@ -643,7 +643,9 @@ pub fn missing_analysis_templates(
 
 /// Every analysis a canary names, with the field path Argo reports a missing template at:
 /// each `analysis` step, then the background analysis.
-pub fn analysis_refs(canary: &CanaryStrategy) -> Vec<(String, rollout_analysis::RolloutAnalysis)> {
+pub(crate) fn analysis_refs(
+    canary: &CanaryStrategy,
+) -> Vec<(String, rollout_analysis::RolloutAnalysis)> {
     let mut out = Vec::new();
     for (i, step) in canary.steps.iter().enumerate() {
         if let Some(a) = step

@@ -42,93 +42,93 @@ use crate::model::rollout::*;
 // Messages (validation.go constants, same names in SCREAMING_CASE).
 
 /// `MissingFieldMessage`, a format string with one `%s`.
-pub fn missing_field_message(field: &str) -> String {
+pub(crate) fn missing_field_message(field: &str) -> String {
     format!("Rollout has missing field '{field}'")
 }
 /// `InvalidSetWeightMessage`, formatted with the max traffic weight (100 unless
 /// `maxTrafficWeight` is set).
-pub fn invalid_set_weight_message(max: i32) -> String {
+pub(crate) fn invalid_set_weight_message(max: i32) -> String {
     format!("SetWeight needs to be between 0 and {max}")
 }
 /// `InvalidCanaryExperimentTemplateWeightWithoutTrafficRouting`.
-pub const INVALID_EXPERIMENT_WEIGHT_WITHOUT_TRAFFIC_ROUTING: &str =
+pub(crate) const INVALID_EXPERIMENT_WEIGHT_WITHOUT_TRAFFIC_ROUTING: &str =
     "Experiment template weight cannot be set unless TrafficRouting is enabled";
 /// Inline message for experiment weights with an unsupported router.
-pub const INVALID_EXPERIMENT_WEIGHT_ROUTER: &str = "Experiment template weight is only available for TrafficRouting with SMI, ALB, Istio and Plugins at this time";
+pub(crate) const INVALID_EXPERIMENT_WEIGHT_ROUTER: &str = "Experiment template weight is only available for TrafficRouting with SMI, ALB, Istio and Plugins at this time";
 /// `InvalidSetCanaryScaleTrafficPolicy`.
-pub const INVALID_SET_CANARY_SCALE_TRAFFIC_POLICY: &str =
+pub(crate) const INVALID_SET_CANARY_SCALE_TRAFFIC_POLICY: &str =
     "SetCanaryScale requires TrafficRouting to be set";
 /// `InvalidSetHeaderRouteTrafficPolicy`.
-pub const INVALID_SET_HEADER_ROUTE_TRAFFIC_POLICY: &str =
+pub(crate) const INVALID_SET_HEADER_ROUTE_TRAFFIC_POLICY: &str =
     "SetHeaderRoute requires TrafficRouting, supports Istio and ALB and Apisix";
 /// `InvalidSetMirrorRouteTrafficPolicy` (after argo-rollouts#4643, plugins may mirror too).
-pub const INVALID_SET_MIRROR_ROUTE_TRAFFIC_POLICY: &str =
+pub(crate) const INVALID_SET_MIRROR_ROUTE_TRAFFIC_POLICY: &str =
     "SetMirrorRoute requires TrafficRouting, supports Istio and Plugins";
 /// `InvalidStringMatchMultipleValuePolicy`.
-pub const INVALID_STRING_MATCH_MULTIPLE_VALUE: &str =
+pub(crate) const INVALID_STRING_MATCH_MULTIPLE_VALUE: &str =
     "StringMatch match value must have exactly one of the following: exact, regex, prefix";
 /// `InvalidStringMatchMissedValuePolicy`.
-pub const INVALID_STRING_MATCH_MISSED_VALUE: &str =
+pub(crate) const INVALID_STRING_MATCH_MISSED_VALUE: &str =
     "StringMatch value missed, match value must have one of the following: exact, regex, prefix";
 /// `InvalidSetHeaderRouteALBValuePolicy`.
-pub const INVALID_SET_HEADER_ROUTE_ALB_VALUE: &str =
+pub(crate) const INVALID_SET_HEADER_ROUTE_ALB_VALUE: &str =
     "SetHeaderRoute match value invalid. ALB supports 'exact' value only";
 /// `InvalidDurationMessage`.
-pub const INVALID_DURATION: &str = "Duration needs to be greater than 0";
+pub(crate) const INVALID_DURATION: &str = "Duration needs to be greater than 0";
 /// `InvalidMaxSurgeMaxUnavailable`.
-pub const INVALID_MAX_SURGE_MAX_UNAVAILABLE: &str =
+pub(crate) const INVALID_MAX_SURGE_MAX_UNAVAILABLE: &str =
     "MaxSurge and MaxUnavailable both can not be zero";
 /// `InvalidStepMessage`.
-pub const INVALID_STEP: &str = "Step must have one of the following set: experiment, setWeight, setCanaryScale, plugin or pause";
+pub(crate) const INVALID_STEP: &str = "Step must have one of the following set: experiment, setWeight, setCanaryScale, plugin or pause";
 /// `InvalidStrategyMessage`.
-pub const INVALID_STRATEGY: &str = "Multiple Strategies can not be listed";
+pub(crate) const INVALID_STRATEGY: &str = "Multiple Strategies can not be listed";
 /// `DuplicatedServicesBlueGreenMessage`.
-pub const DUPLICATED_SERVICES_BLUE_GREEN: &str = "This rollout uses the same service for the active and preview services, but two different services are required.";
+pub(crate) const DUPLICATED_SERVICES_BLUE_GREEN: &str = "This rollout uses the same service for the active and preview services, but two different services are required.";
 /// `DuplicatedServicesCanaryMessage`.
-pub const DUPLICATED_SERVICES_CANARY: &str = "This rollout uses the same service for the stable and canary services, but two different services are required.";
+pub(crate) const DUPLICATED_SERVICES_CANARY: &str = "This rollout uses the same service for the stable and canary services, but two different services are required.";
 /// `InvalidAntiAffinityStrategyMessage`.
-pub const INVALID_ANTI_AFFINITY_STRATEGY: &str =
+pub(crate) const INVALID_ANTI_AFFINITY_STRATEGY: &str =
     "AntiAffinity must have exactly one strategy listed";
 /// `InvalidAntiAffinityWeightMessage`.
-pub const INVALID_ANTI_AFFINITY_WEIGHT: &str = "AntiAffinity weight must be between 1-100";
+pub(crate) const INVALID_ANTI_AFFINITY_WEIGHT: &str = "AntiAffinity weight must be between 1-100";
 /// `ScaleDownLimitLargerThanRevisionLimit`.
-pub const SCALE_DOWN_LIMIT_LARGER_THAN_REVISION_LIMIT: &str =
+pub(crate) const SCALE_DOWN_LIMIT_LARGER_THAN_REVISION_LIMIT: &str =
     "This rollout's revision history limit can not be smaller than the rollout's scale down limit";
 /// `InvalidTrafficRoutingMessage`.
-pub const INVALID_TRAFFIC_ROUTING: &str =
+pub(crate) const INVALID_TRAFFIC_ROUTING: &str =
     "Canary service and Stable service must to be set to use Traffic Routing";
 /// `InvalidAnalysisArgsMessage`.
-pub const INVALID_ANALYSIS_ARGS: &str =
+pub(crate) const INVALID_ANALYSIS_ARGS: &str =
     "Analyses arguments must refer to valid object metadata supported by downwardAPI";
 /// `InvalidCanaryScaleDownDelay`.
-pub const INVALID_CANARY_SCALE_DOWN_DELAY: &str =
+pub(crate) const INVALID_CANARY_SCALE_DOWN_DELAY: &str =
     "Canary scaleDownDelaySeconds can only be used with traffic routing";
 /// `InvalidCanaryDynamicStableScale`.
-pub const INVALID_CANARY_DYNAMIC_STABLE_SCALE: &str =
+pub(crate) const INVALID_CANARY_DYNAMIC_STABLE_SCALE: &str =
     "Canary dynamicStableScale can only be used with traffic routing";
 /// `InvalidCanaryDynamicStableScaleWithScaleDownDelay`.
-pub const INVALID_CANARY_DYNAMIC_STABLE_SCALE_WITH_SCALE_DOWN_DELAY: &str =
+pub(crate) const INVALID_CANARY_DYNAMIC_STABLE_SCALE_WITH_SCALE_DOWN_DELAY: &str =
     "Canary dynamicStableScale cannot be used with scaleDownDelaySeconds";
 /// `InvalidCanaryMaxWeightOnlySupportInNginxAndPlugins`.
-pub const INVALID_CANARY_MAX_WEIGHT_ONLY_NGINX_AND_PLUGINS: &str =
+pub(crate) const INVALID_CANARY_MAX_WEIGHT_ONLY_NGINX_AND_PLUGINS: &str =
     "Canary maxTrafficWeight in traffic routing only supported in Nginx and Plugins";
 /// `InvalidPingPongProvidedMessage`.
-pub const INVALID_PING_PONG_PROVIDED: &str =
+pub(crate) const INVALID_PING_PONG_PROVIDED: &str =
     "Ping service and Pong service must to be set to use Ping-Pong feature";
 /// `DuplicatedPingPongServicesMessage`.
-pub const DUPLICATED_PING_PONG_SERVICES: &str = "This rollout uses the same service for the ping and pong services, but two different services are required.";
+pub(crate) const DUPLICATED_PING_PONG_SERVICES: &str = "This rollout uses the same service for the ping and pong services, but two different services are required.";
 /// `MissedAlbRootServiceMessage`.
-pub const MISSED_ALB_ROOT_SERVICE: &str =
+pub(crate) const MISSED_ALB_ROOT_SERVICE: &str =
     "Root service field is required for the configuration with ALB and ping-pong feature enabled";
 /// `PingPongWithRouterOnlyMessage`. Wording as last seen upstream (before argo-rollouts#4740
 /// also admitted plugins); see the module notes.
-pub const PING_PONG_WITH_ROUTER_ONLY: &str =
+pub(crate) const PING_PONG_WITH_ROUTER_ONLY: &str =
     "Ping-pong feature works with the ALB and Istio traffic routers only";
 /// `InvalideStepRouteNameNotFoundInManagedRoutes`.
-pub const STEP_ROUTE_NOT_IN_MANAGED_ROUTES: &str =
+pub(crate) const STEP_ROUTE_NOT_IN_MANAGED_ROUTES: &str =
     "Steps define a route that does not exist in spec.strategy.canary.trafficRouting.managedRoutes";
 /// `ValidateRolloutVirtualServicesConfig`'s error string.
-pub const VIRTUAL_SERVICES_CONFIG: &str =
+pub(crate) const VIRTUAL_SERVICES_CONFIG: &str =
     "either VirtualService or VirtualServices must be configured";
 
 /// Kubernetes' `IsNegativeErrorMsg` (`ValidateNonnegativeField`).
