@@ -325,15 +325,18 @@ fn a_service_port_listed_twice_is_refused_as_the_api_server_refuses_it() {
 
 #[test]
 fn a_virtualservice_that_argo_grows_on_every_write_stops_at_etcds_limit() {
-    // Two http routes named "primary" and managedRoutes: Argo's orderRoutes writes each of
-    // them twice on every weight change (2, 4, 16, 256, 65,536 routes), which ran out of
-    // memory (the fuzzer's out-of-memory case). The API server refuses the write past etcd's
-    // limit, as a cluster does, and the wait that cannot end says why.
+    // http routes that share the name "primary", and managedRoutes: Argo's orderRoutes
+    // writes each of them once per route of that name on every weight change (2, 4, 16,
+    // 256, 65,536 routes; 10, 100, 10,000, 10^8), which ran out of memory (the fuzzer's two
+    // out-of-memory cases). The API server refuses a write past etcd's limit, as a cluster
+    // does, the routes are not assembled past it, and the wait that cannot end says why.
     let m = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/manifests");
-    let file = support::write_temp(
-        "grows.yaml",
-        &format!(
-            r#"name: grows
+    let route = "        - name: primary\n          route: [{destination: {host: rollouts-demo-stable}, weight: 100}, {destination: {host: rollouts-demo-canary}, weight: 0}]\n";
+    for (routes, commands) in [(2, &["run", "compare"][..]), (10, &["run"][..])] {
+        let file = support::write_temp(
+            "grows.yaml",
+            &format!(
+                r#"name: grows
 namespace: my-demo
 manifests:
   - file: {m}/mirror-route-rollout.yaml
@@ -347,11 +350,7 @@ manifests:
         gateways: [rollouts-demo-gateway]
         hosts: [rollouts-demo.local]
         http:
-        - name: primary
-          route: [{{destination: {{host: rollouts-demo-stable}}, weight: 100}}, {{destination: {{host: rollouts-demo-canary}}, weight: 0}}]
-        - name: primary
-          route: [{{destination: {{host: rollouts-demo-stable}}, weight: 100}}, {{destination: {{host: rollouts-demo-canary}}, weight: 0}}]
-steps:
+{}steps:
   - wait: {{until: healthy, timeout: 1m}}
   - set_image: {{rollout: rollouts-demo, container: rollouts-demo, image: "argoproj/rollouts-demo:yellow"}}
   - wait: {{until: paused, timeout: 1m}}
@@ -359,16 +358,18 @@ steps:
   - wait: {{until: paused, timeout: 1m}}
   - promote: rollouts-demo
   - wait: {{until: healthy, timeout: 2m}}
-"#
-        ),
-    );
-    for command in ["run", "compare"] {
-        let (code, out, err) = canarysim(&[command, file.to_str().unwrap()]);
-        assert_eq!(code, 1, "{command}: {out}{err}");
-        let out = out.split_whitespace().collect::<Vec<_>>().join(" ");
-        assert!(
-            out.contains("timed out after 2m: rollout is Progressing; the controller's last error: etcdserver: request is too large"),
-            "{command}: {out}"
+"#,
+                route.repeat(routes)
+            ),
         );
+        for command in commands {
+            let (code, out, err) = canarysim(&[command, file.to_str().unwrap()]);
+            assert_eq!(code, 1, "{routes} routes, {command}: {out}{err}");
+            let out = out.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert!(
+                out.contains("rollout is Progressing; the controller's last error: etcdserver: request is too large"),
+                "{routes} routes, {command}: {out}"
+            );
+        }
     }
 }

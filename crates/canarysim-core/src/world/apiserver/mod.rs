@@ -101,14 +101,19 @@ fn admit(kind: Kind, object: &Value, rules: IstioWeightRules) -> Result<(), ApiE
     })
 }
 
-/// Whether `object` as compact JSON is at most [`MAX_OBJECT_BYTES`]; the count stops at the
-/// limit, so a huge object costs no more than a legal one.
+/// Whether `object` as compact JSON is at most [`MAX_OBJECT_BYTES`].
 fn fits_in_etcd(object: &Value) -> bool {
-    struct Counter(usize);
+    json_size_up_to(object, MAX_OBJECT_BYTES).is_some()
+}
+
+/// The size of `value` as compact JSON, if at most `limit`; the count stops past the limit,
+/// so a huge value costs no more than a legal one.
+pub(crate) fn json_size_up_to(value: &Value, limit: usize) -> Option<usize> {
+    struct Counter(usize, usize);
     impl std::io::Write for Counter {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
             self.0 += buf.len();
-            if self.0 > MAX_OBJECT_BYTES {
+            if self.0 > self.1 {
                 return Err(std::io::ErrorKind::FileTooLarge.into());
             }
             Ok(buf.len())
@@ -117,7 +122,9 @@ fn fits_in_etcd(object: &Value) -> bool {
             Ok(())
         }
     }
-    serde_json::to_writer(&mut Counter(0), object).is_ok()
+    let mut counter = Counter(0, limit);
+    serde_json::to_writer(&mut counter, value).ok()?;
+    Some(counter.0)
 }
 
 impl ApiError {

@@ -30,9 +30,10 @@
 //! the weight route's destinations, DestinationRule subsets) the re-serialised content is what
 //! Argo writes, but original key order is kept where Argo's output has no order (Go maps).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
+use crate::apiserver::ApiError;
 use serde_json::{Map, Number, Value};
 
 use crate::model::rollout::{
@@ -1339,6 +1340,7 @@ pub fn set_weight(
             return Err(format!("[SetWeight] failed to order routes: {e}").into());
         }
         Err(OrderError::Panic(p)) => return Err(p.into()),
+        Err(OrderError::TooLarge) => return Err(ApiError::TooLarge.to_string().into()),
     }
     Ok(Some(out))
 }
@@ -1352,6 +1354,9 @@ enum OrderError {
     Failed(String),
     /// Argo panics here (recovered by the work queue); the text of the Go panic.
     Panic(String),
+    /// The routes re-assembled would make an object the API server refuses: the write Argo
+    /// would send next fails with etcd's error, so it is not built.
+    TooLarge,
 }
 
 /// `splitManagedRoutesAndNonManagedRoutes` (after Argo's JSON round trip into
@@ -1402,17 +1407,34 @@ fn order_routes(obj: &mut Value, managed: Option<&[String]>) -> Result<(), Order
         );
     }
     ordered.extend(not_within);
-    let mut out = Vec::new();
+    if !ordered.is_empty() && routes.iter().any(|r| !r.is_object()) {
+        return Err(OrderError::Panic(
+            "interface conversion: interface {} is nil, not map[string]interface {}".into(),
+        ));
+    }
+    // Every route of a name once per wanted route of that name: N routes sharing a name
+    // become N², on every write. Counted as it is built, so that growth past what etcd
+    // stores ends as the write would, before it takes the memory.
+    let limit = crate::apiserver::MAX_OBJECT_BYTES;
+    let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, r) in routes.iter().enumerate() {
+        by_name.entry(raw_route_name(r)).or_default().push(i);
+    }
+    let sizes: Vec<usize> = routes
+        .iter()
+        .map(|r| crate::apiserver::json_size_up_to(r, limit).unwrap_or(limit + 1))
+        .collect();
+    let (mut out, mut bytes) = (Vec::new(), 0usize);
     for wanted in ordered {
-        for r in &routes {
-            if !r.is_object() {
-                return Err(OrderError::Panic(
-                    "interface conversion: interface {} is nil, not map[string]interface {}".into(),
-                ));
+        for &i in by_name
+            .get(raw_route_name(wanted))
+            .map_or(&[][..], Vec::as_slice)
+        {
+            bytes += sizes[i] + 1;
+            if bytes > limit {
+                return Err(OrderError::TooLarge);
             }
-            if raw_route_name(r) == raw_route_name(wanted) {
-                out.push(r.clone());
-            }
+            out.push(routes[i].clone());
         }
     }
     set_http(obj, out);
@@ -1671,6 +1693,7 @@ pub fn set_header_route(
             return Err(format!("[SetHeaderRoute] failed to order routes: {e}").into());
         }
         Err(OrderError::Panic(p)) => return Err(p.into()),
+        Err(OrderError::TooLarge) => return Err(ApiError::TooLarge.to_string().into()),
     }
     prune_empty_http(&mut out);
     Ok(out)
@@ -1744,6 +1767,7 @@ pub fn set_mirror_route(
             .into());
         }
         Err(OrderError::Panic(p)) => return Err(p.into()),
+        Err(OrderError::TooLarge) => return Err(ApiError::TooLarge.to_string().into()),
     }
     prune_empty_http(&mut out);
     Ok(out)
