@@ -1413,28 +1413,28 @@ fn order_routes(obj: &mut Value, managed: Option<&[String]>) -> Result<(), Order
         ));
     }
     // Every route of a name once per wanted route of that name: N routes sharing a name
-    // become N², on every write. Counted as it is built, so that growth past what etcd
-    // stores ends as the write would, before it takes the memory.
+    // become N², on every write. Past what etcd stores it ends as the write would, before
+    // anything is built (a controller retrying it must not pay for the object each time).
     let limit = crate::apiserver::MAX_OBJECT_BYTES;
-    let mut by_name: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut by_name: HashMap<&str, (Vec<usize>, usize)> = HashMap::new();
     for (i, r) in routes.iter().enumerate() {
-        by_name.entry(raw_route_name(r)).or_default().push(i);
+        let size = crate::apiserver::json_size_up_to(r, limit).unwrap_or(limit + 1);
+        let group = by_name.entry(raw_route_name(r)).or_default();
+        group.0.push(i);
+        group.1 = group.1.saturating_add(size + 1);
     }
-    let sizes: Vec<usize> = routes
+    let group = |wanted: &Value| by_name.get(raw_route_name(wanted));
+    let bytes = ordered
         .iter()
-        .map(|r| crate::apiserver::json_size_up_to(r, limit).unwrap_or(limit + 1))
-        .collect();
-    let (mut out, mut bytes) = (Vec::new(), 0usize);
+        .filter_map(|w| group(w))
+        .fold(0usize, |sum, g| sum.saturating_add(g.1));
+    if bytes > limit {
+        return Err(OrderError::TooLarge);
+    }
+    let mut out = Vec::new();
     for wanted in ordered {
-        for &i in by_name
-            .get(raw_route_name(wanted))
-            .map_or(&[][..], Vec::as_slice)
-        {
-            bytes += sizes[i] + 1;
-            if bytes > limit {
-                return Err(OrderError::TooLarge);
-            }
-            out.push(routes[i].clone());
+        if let Some((indexes, _)) = group(wanted) {
+            out.extend(indexes.iter().map(|&i| routes[i].clone()));
         }
     }
     set_http(obj, out);
