@@ -267,13 +267,12 @@ enum Schedule {
     Closed,
     /// Request i at i / rate.
     Even(f64),
-    /// At the sums of exponential gaps: the next request's number and offset (µs), under a
-    /// lock so that request i always gets the i-th arrival.
+    /// At the sums of exponential gaps: the next arrival's offset (µs), under a lock held
+    /// while the request's number is taken, so that request i always gets the i-th arrival.
     Poisson(Mutex<PoissonClock>),
 }
 
 struct PoissonClock {
-    next: u64,
     at_us: f64,
     mean_gap_us: f64,
     draws: Pcg64Mcg,
@@ -285,7 +284,6 @@ impl Schedule {
             Arrival::Closed => Schedule::Closed,
             Arrival::Constant(rate) => Schedule::Even(rate),
             Arrival::Poisson(rate) => Schedule::Poisson(Mutex::new(PoissonClock {
-                next: 0,
                 at_us: 0.0,
                 mean_gap_us: 1e6 / rate,
                 draws: draws.clone(),
@@ -414,26 +412,18 @@ impl Shared {
         let intended = match &self.schedule {
             Schedule::Poisson(clock) => {
                 let mut clock = clock.lock().unwrap_or_else(|p| p.into_inner());
-                if clock.next >= self.limit {
-                    return None;
-                }
-                clock.next += 1;
+                self.take_number()?;
                 let at_us = clock.at_us;
                 let mean = clock.mean_gap_us;
                 clock.at_us += exponential_gap(&mut clock.draws, mean);
                 self.after_start(at_us / 1e6)?
             }
             Schedule::Even(rate) => {
-                let i = self.next.fetch_add(1, Ordering::Relaxed);
-                if i >= self.limit {
-                    return None;
-                }
+                let i = self.take_number()?;
                 self.after_start(i as f64 / rate)?
             }
             Schedule::Closed => {
-                if self.next.fetch_add(1, Ordering::Relaxed) >= self.limit {
-                    return None;
-                }
+                self.take_number()?;
                 Instant::now()
             }
         };
@@ -441,6 +431,12 @@ impl Shared {
             Some(d) if intended >= d => None,
             _ => Some(intended),
         }
+    }
+
+    /// The next request's number; None once the load's count is sent.
+    fn take_number(&self) -> Option<u64> {
+        let i = self.next.fetch_add(1, Ordering::Relaxed);
+        (i < self.limit).then_some(i)
     }
 
     /// The instant `seconds` after the start; None past what a clock can hold (a scenario's

@@ -354,19 +354,14 @@ fn check_repeated_route_names(vs: &Manifest, out: &mut Vec<Diagnostic>) {
     let Some(routes) = vs.object.value["spec"]["http"].as_array() else {
         return;
     };
-    let name_of = |r: &Value| {
-        r.get("name")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
+    // Named as orderRoutes groups them: a route without a string name is "".
+    let names: Vec<&str> = routes.iter().map(istio::raw_route_name).collect();
     let (mut seen, mut warned) = (BTreeSet::new(), BTreeSet::new());
-    for (i, route) in routes.iter().enumerate() {
-        let name = name_of(route);
-        if seen.insert(name.clone()) || !warned.insert(name.clone()) {
+    for (i, &name) in names.iter().enumerate() {
+        if seen.insert(name) || !warned.insert(name) {
             continue;
         }
-        let count = routes.iter().filter(|r| name_of(r) == name).count();
+        let count = names.iter().filter(|&&n| n == name).count();
         let who = if name.is_empty() {
             format!("{count} http routes have no name")
         } else {

@@ -616,10 +616,10 @@ impl<'p> Runner<'p> {
                 let want = phase.as_status();
                 let end = self.world.now().after(*timeout);
                 let start = self.world.now();
-                let ns2 = ns.clone();
+                let (ns2, name2) = (ns.clone(), name.clone());
                 let reached = self.advance(end, move |w| {
                     w.api
-                        .get(Kind::Rollout, &ns2, &name)
+                        .get(Kind::Rollout, &ns2, &name2)
                         .map(|r| r.status()["phase"] == want)
                         .unwrap_or(false)
                 });
@@ -631,8 +631,8 @@ impl<'p> Runner<'p> {
                     Ok(false) => Err(format!(
                         "timed out after {}: rollout is {}{}",
                         crate::model::duration::format(*timeout),
-                        self.phase_of(rollout.as_deref()),
-                        self.last_error_of(rollout.as_deref())
+                        self.phase_of(&name),
+                        self.last_error_of(&name)
                             .map(|e| format!("; the controller's last error: {e}"))
                             .unwrap_or_default()
                     )),
@@ -861,14 +861,10 @@ impl<'p> Runner<'p> {
         ))
     }
 
-    fn phase_of(&self, rollout: Option<&str>) -> String {
-        let name = rollout
-            .map(str::to_string)
-            .or_else(|| self.rollout_names().into_iter().next())
-            .unwrap_or_default();
+    fn phase_of(&self, name: &str) -> String {
         self.world
             .api
-            .get(Kind::Rollout, &self.plan.namespace, &name)
+            .get(Kind::Rollout, &self.plan.namespace, name)
             .ok()
             .and_then(|r| r.status()["phase"].as_str().map(str::to_string))
             .unwrap_or_else(|| "unknown".into())
@@ -876,13 +872,10 @@ impl<'p> Runner<'p> {
 
     /// The error the rollout's last reconcile returned, if it returned one: why a wait did not
     /// end (a write the API server refused, a route not found).
-    fn last_error_of(&self, rollout: Option<&str>) -> Option<&str> {
-        let name = rollout
-            .map(str::to_string)
-            .or_else(|| self.rollout_names().into_iter().next())?;
+    fn last_error_of(&self, name: &str) -> Option<&str> {
         self.world
             .errors
-            .get(&ObjectKey::new(Kind::Rollout, &self.plan.namespace, &name))
+            .get(&ObjectKey::new(Kind::Rollout, &self.plan.namespace, name))
             .map(String::as_str)
     }
 

@@ -775,7 +775,7 @@ fn prune_empty_http(obj: &mut Value) {
 }
 
 /// `routeMap["name"].(string)` with Go's zero value.
-fn raw_route_name(v: &Value) -> &str {
+pub(crate) fn raw_route_name(v: &Value) -> &str {
     v.get("name").and_then(Value::as_str).unwrap_or("")
 }
 
