@@ -626,3 +626,72 @@ fn the_background_warning_points_at_the_background_key() {
     );
     assert!(warning.column > 1, "{warning:?}");
 }
+
+/// A file listed many times: the fuzzer's generator listed a 3.8 MB manifest 99 times and
+/// planning parsed it 99 times (4 s; 22 s under the fuzzer). It is read once, and all
+/// listings together are bounded like one file, since each listing's objects are kept.
+#[test]
+fn a_manifest_listed_many_times_is_read_once_and_bounded_in_total() {
+    use canarysim::scenario::{Disk, Files, load};
+    use std::cell::RefCell;
+    use std::path::{Path, PathBuf};
+
+    struct Counting(RefCell<Vec<PathBuf>>);
+    impl Files for Counting {
+        fn read(&self, path: &Path) -> std::io::Result<String> {
+            self.0.borrow_mut().push(path.to_path_buf());
+            Disk.read(path)
+        }
+    }
+
+    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/manifests");
+    let listed = |file: &str, times: usize| format!("\x20 - file: {file}\n").repeat(times);
+    let text = scenario("", "", "").replace(
+        "manifests:\n",
+        &format!(
+            "manifests:\n{}",
+            listed(&format!("{manifests}/seed-004-services.yaml"), 3)
+        ),
+    );
+    let path = support::write_temp("listed-thrice.yaml", &text);
+    let files = Counting(RefCell::new(Vec::new()));
+    let plan = load(&path, &files).expect("a file listed thrice is fine");
+    let services = files
+        .0
+        .borrow()
+        .iter()
+        .filter(|p| p.ends_with("seed-004-services.yaml"))
+        .count();
+    assert_eq!(services, 1, "read {services} times");
+    let canary_services = plan
+        .manifests
+        .iter()
+        .filter(|m| m.object.name() == "rollouts-demo-canary")
+        .count();
+    assert_eq!(canary_services, 4, "each listing still counts");
+
+    // A file just under one MiB, listed 65 times: past 64 MiB at the 65th listing.
+    let big = support::write_temp(
+        "one-mib-service.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: big\n  annotations: {{note: \"{}\"}}\n\
+             spec:\n  ports: [{{port: 80}}]\n",
+            "x".repeat((1 << 20) - 200)
+        ),
+    );
+    let text = format!(
+        "name: x\nmanifests:\n{}steps: []\n",
+        listed(big.to_str().unwrap(), 65)
+    );
+    let path = support::write_temp("listed-65-times.yaml", &text);
+    let err = load(&path, &Disk)
+        .expect_err("65 MiB of listings")
+        .to_string();
+    assert!(err.contains(":67:"), "{err}");
+    assert!(
+        err.contains(
+            "the manifests listed come to more than 64 MiB (a file counts each time it is listed)"
+        ),
+        "{err}"
+    );
+}

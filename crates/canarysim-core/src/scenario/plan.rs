@@ -393,17 +393,18 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
         }
     };
 
+    let mut reader = ManifestReader {
+        base: &base,
+        files,
+        namespace: &parsed.namespace,
+        scenario: &source,
+        scenario_text: &text,
+        parsed: Default::default(),
+        listed_bytes: 0,
+    };
     let mut manifests = Vec::new();
     for (i, m) in parsed.manifests.iter().enumerate() {
-        manifests.extend(read_manifests(
-            m,
-            &format!("/manifests/{i}"),
-            &base,
-            files,
-            &parsed.namespace,
-            &source,
-            &text,
-        )?);
+        manifests.extend(reader.read(m, &format!("/manifests/{i}"))?);
     }
 
     let mut rollouts: BTreeSet<String> = manifests
@@ -425,15 +426,7 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
                     },
                     ApplySpec::Source(s) => s.clone(),
                 };
-                let m = read_manifests(
-                    &source_spec,
-                    &inner,
-                    &base,
-                    files,
-                    &parsed.namespace,
-                    &source,
-                    &text,
-                )?;
+                let m = reader.read(&source_spec, &inner)?;
                 rollouts.extend(
                     m.iter()
                         .filter(|m| m.object.kind == Kind::Rollout)
@@ -1064,48 +1057,76 @@ fn known_rollout(
     ))
 }
 
-fn read_manifests(
-    spec: &ManifestSource,
-    pointer: &str,
-    base: &Path,
-    files: &dyn Files,
-    namespace: &str,
-    scenario: &SourceMap,
-    scenario_text: &str,
-) -> Result<Vec<Manifest>, ScenarioError> {
-    match (&spec.file, &spec.inline) {
-        (Some(f), None) => {
-            let path = base.join(f);
-            let shown = path.display().to_string();
-            let text = files.read(&path).map_err(|e| {
-                ScenarioError::at(
-                    scenario.locate(pointer),
-                    format!("cannot read {shown}: {e}"),
-                )
-            })?;
-            Ok(yaml::load_str(&shown, &text, namespace)?)
-        }
-        (None, Some(text)) => {
-            // Inline YAML is reported in the scenario's own coordinates: a block scalar
-            // (`inline: |`) starts on the next line, indented like its first line.
-            let start = scenario.locate(&format!("{pointer}/inline"));
-            let (line_offset, col_offset) = match scenario_text.lines().nth(start.line - 1) {
-                Some(l) if l.trim_end().ends_with('|') || l.trim_end().ends_with('>') => {
-                    let first = scenario_text
-                        .lines()
-                        .skip(start.line)
-                        .find(|l| !l.trim().is_empty())
-                        .unwrap_or("");
-                    (start.line, first.len() - first.trim_start().len())
+/// Reads the manifests a scenario names. A file listed many times is read and parsed once
+/// (a generator's bug listed one 3.8 MB file 99 times: 4 s of parsing), and all listings
+/// together are bounded like one file, since each listing's objects are kept.
+struct ManifestReader<'a> {
+    base: &'a Path,
+    files: &'a dyn Files,
+    namespace: &'a str,
+    scenario: &'a SourceMap,
+    scenario_text: &'a str,
+    parsed: std::collections::HashMap<PathBuf, (Vec<Manifest>, usize)>,
+    listed_bytes: usize,
+}
+
+impl ManifestReader<'_> {
+    fn read(
+        &mut self,
+        spec: &ManifestSource,
+        pointer: &str,
+    ) -> Result<Vec<Manifest>, ScenarioError> {
+        match (&spec.file, &spec.inline) {
+            (Some(f), None) => {
+                let path = self.base.join(f);
+                if !self.parsed.contains_key(&path) {
+                    let shown = path.display().to_string();
+                    let text = self.files.read(&path).map_err(|e| {
+                        ScenarioError::at(
+                            self.scenario.locate(pointer),
+                            format!("cannot read {shown}: {e}"),
+                        )
+                    })?;
+                    let manifests = yaml::load_str(&shown, &text, self.namespace)?;
+                    self.parsed.insert(path.clone(), (manifests, text.len()));
                 }
-                _ => (start.line - 1, start.column - 1),
-            };
-            yaml::load_embedded(&start.file, text, namespace, line_offset, col_offset)
-                .map_err(Into::into)
+                let (manifests, bytes) = &self.parsed[&path];
+                self.listed_bytes += bytes;
+                if self.listed_bytes as u64 > yaml::MAX_FILE_BYTES {
+                    return Err(ScenarioError::at(
+                        self.scenario.locate(pointer),
+                        format!(
+                            "the manifests listed come to more than {} MiB (a file counts each time it is listed)",
+                            yaml::MAX_FILE_BYTES >> 20
+                        ),
+                    ));
+                }
+                Ok(manifests.clone())
+            }
+            (None, Some(text)) => {
+                // Inline YAML is reported in the scenario's own coordinates: a block scalar
+                // (`inline: |`) starts on the next line, indented like its first line.
+                let start = self.scenario.locate(&format!("{pointer}/inline"));
+                let (line_offset, col_offset) = match self.scenario_text.lines().nth(start.line - 1)
+                {
+                    Some(l) if l.trim_end().ends_with('|') || l.trim_end().ends_with('>') => {
+                        let first = self
+                            .scenario_text
+                            .lines()
+                            .skip(start.line)
+                            .find(|l| !l.trim().is_empty())
+                            .unwrap_or("");
+                        (start.line, first.len() - first.trim_start().len())
+                    }
+                    _ => (start.line - 1, start.column - 1),
+                };
+                yaml::load_embedded(&start.file, text, self.namespace, line_offset, col_offset)
+                    .map_err(Into::into)
+            }
+            _ => Err(ScenarioError::at(
+                self.scenario.locate(pointer),
+                "expected exactly one of `file` and `inline`",
+            )),
         }
-        _ => Err(ScenarioError::at(
-            scenario.locate(pointer),
-            "expected exactly one of `file` and `inline`",
-        )),
     }
 }
