@@ -695,3 +695,32 @@ fn a_manifest_listed_many_times_is_read_once_and_bounded_in_total() {
         "{err}"
     );
 }
+
+/// The fuzzer (scenario_hostile, 38c1998) grafted a DestinationRule's subset list onto a
+/// Rollout's `strategy`: `run` reports Argo's InvalidSpec, but `compare`'s no-mesh copy of
+/// the plan indexed `spec.strategy.canary` as a mapping and panicked.
+#[test]
+fn compare_of_a_rollout_whose_strategy_is_a_list_does_not_panic() {
+    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/manifests");
+    let rollout = "apiVersion: argoproj.io/v1alpha1\\nkind: Rollout\\nmetadata: {name: rollouts-demo}\\n\
+                   spec:\\n  replicas: 2\\n  selector: {matchLabels: {app: rollouts-demo}}\\n  \
+                   template:\\n    metadata: {labels: {app: rollouts-demo}}\\n    \
+                   spec: {containers: [{name: rollouts-demo, image: 'argoproj/rollouts-demo:blue'}]}\\n  \
+                   strategy:\\n  - {name: canary}\\n  - {name: stable}\\n";
+    let text = format!(
+        "name: listed-strategy\nnamespace: my-demo\nmanifests:\n\
+         \x20 - inline: \"{rollout}\"\n\
+         \x20 - file: {manifests}/seed-004-services.yaml\n\
+         traffic: {{host: rollouts-demo-stable}}\nsteps:\n\
+         \x20 - wait: {{until: healthy, rollout: rollouts-demo, timeout: 1m}}\n\
+         \x20 - load: {{requests: 100}}\n"
+    );
+    for command in ["run", "compare"] {
+        let (code, out, err) = run_scenario(command, &text);
+        assert_eq!(code, 1, "{command}: {out}{err}");
+        assert!(
+            out.contains("Multiple Strategies can not be listed"),
+            "{command}: {out}{err}"
+        );
+    }
+}

@@ -219,7 +219,14 @@ pub(crate) fn without_traffic_routing(plan: &Plan) -> Plan {
         if m.object.kind != Kind::Rollout {
             return;
         }
-        if let Some(canary) = m.object.value["spec"]["strategy"]["canary"].as_object_mut() {
+        // Read by pointer: a spec of another shape (the fuzzer grafted a list onto
+        // `strategy`, which the run reports as Argo's InvalidSpec) is left as it is.
+        if let Some(canary) = m
+            .object
+            .value
+            .pointer_mut("/spec/strategy/canary")
+            .and_then(Value::as_object_mut)
+        {
             canary.remove("trafficRouting");
             // Header and mirror routes need a mesh: without one the steps would be invalid.
             if let Some(steps) = canary.get_mut("steps").and_then(Value::as_array_mut) {
