@@ -100,7 +100,8 @@ pub enum Command {
     /// exits 1 on any error.
     Lint {
         /// Manifest files (checked together: objects may refer to each other across files)
-        /// or scenario files (each checked with all the manifests it applies).
+        /// or scenario files (each checked with all the manifests it applies); `-` reads
+        /// standard input (`helm template . | canarysim lint -`).
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -884,7 +885,24 @@ fn http_load(a: &LoadArgs) -> Result<crate::load::http::HttpLoad, String> {
 /// The namespace of manifest objects that name none (as `kubectl apply` without `-n`).
 const LINT_NAMESPACE: &str = "default";
 
-/// `canarysim lint FILE…`.
+/// How standard input is named in messages (`canarysim lint -`), as kubectl names it.
+const STDIN_NAME: &str = "STDIN";
+
+/// The disk, and standard input (read once, up front) under [`STDIN_NAME`].
+struct DiskAndStdin {
+    stdin: Option<String>,
+}
+
+impl Files for DiskAndStdin {
+    fn read(&self, path: &Path) -> std::io::Result<String> {
+        match &self.stdin {
+            Some(text) if path == Path::new(STDIN_NAME) => Ok(text.clone()),
+            _ => Disk.read(path),
+        }
+    }
+}
+
+/// `canarysim lint FILE…`; `-` is standard input (`helm template . | canarysim lint -`).
 fn lint_files(paths: &[PathBuf]) -> (u8, String, String) {
     // Plain manifest files form one set; a scenario is its own world, so its manifests are
     // checked apart from everything else (two scenarios may define the same objects).
@@ -892,10 +910,43 @@ fn lint_files(paths: &[PathBuf]) -> (u8, String, String) {
     // Each set with the istiod that checks its VirtualServices (a scenario's `istio_version`).
     let mut sets: Vec<(Vec<Manifest>, IstioWeightRules)> = Vec::new();
     let mut err = String::new();
+    let dash = Path::new("-");
+    let files = DiskAndStdin {
+        stdin: match paths.iter().any(|p| p == dash) {
+            false => None,
+            true => match yaml::read_bounded(std::io::stdin().lock()) {
+                Ok(text) => Some(text),
+                Err(e) => {
+                    return (
+                        2,
+                        String::new(),
+                        format!("{STDIN_NAME}: cannot read: {e}\n"),
+                    );
+                }
+            },
+        },
+    };
+    let mut seen_stdin = false;
     for path in paths {
-        let loaded = if scenario::discover::kind_of(path) == scenario::discover::FileKind::Scenario
-        {
-            scenario::parse(path, &Disk)
+        let loaded = if path == dash {
+            if std::mem::replace(&mut seen_stdin, true) {
+                continue;
+            }
+            let text = files.stdin.as_deref().unwrap_or_default();
+            let name = Path::new(STDIN_NAME);
+            if scenario::discover::kind_of_text(STDIN_NAME, text)
+                == scenario::discover::FileKind::Scenario
+            {
+                scenario::parse(name, &files)
+                    .map(|plan| sets.push((plan.all_manifests(), plan.istio_weight_rules)))
+                    .map_err(|e| e.to_string())
+            } else {
+                yaml::load_str(STDIN_NAME, text, LINT_NAMESPACE)
+                    .map(|m| pooled.extend(m))
+                    .map_err(|e| e.to_string())
+            }
+        } else if scenario::discover::kind_of(path) == scenario::discover::FileKind::Scenario {
+            scenario::parse(path, &files)
                 .map(|plan| sets.push((plan.all_manifests(), plan.istio_weight_rules)))
                 .map_err(|e| e.to_string())
         } else {

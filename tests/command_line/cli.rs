@@ -294,3 +294,65 @@ fn backend_takes_its_version_as_name_and_keeps_the_older_spelling() {
         .to_string();
     assert!(help.contains("--name <NAME>"), "{help}");
 }
+
+/// `helm template . | canarysim lint -`: standard input is linted like a file, named STDIN
+/// in messages (as kubectl names it), and may be given beside files.
+#[test]
+fn lint_reads_standard_input_for_a_dash() {
+    use std::io::Write;
+    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/manifests");
+    let lint = |args: &[&str], stdin: &str| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_canarysim"))
+            .arg("lint")
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let stream: String = ["rollout", "services", "gateway", "virtualsvc"]
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(format!("{manifests}/seed-004-{f}.yaml")).unwrap() + "\n---\n"
+        })
+        .collect();
+    let (code, out, err) = lint(&["-"], &stream);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.ends_with("0 errors, 1 warning\n"), "{out}");
+    assert!(
+        out.starts_with("STDIN:"),
+        "the gateway-only binding, at its line: {out}"
+    );
+
+    // The stream without its Services: references into it are checked as for a file.
+    let services = format!("{manifests}/seed-004-services.yaml");
+    let without: String = ["rollout", "gateway", "virtualsvc"]
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(format!("{manifests}/seed-004-{f}.yaml")).unwrap() + "\n---\n"
+        })
+        .collect();
+    let (code, out, _) = lint(&["-"], &without);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("STDIN:"), "{out}");
+    let (code, out, err) = lint(&["-", &services], &without);
+    assert_eq!(code, Some(0), "{out}{err}");
+
+    // Broken input is named STDIN with its line and column.
+    let (code, _, err) = lint(&["-"], "apiVersion: v1\nkind: [\n");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.starts_with("STDIN:"), "{err}");
+}

@@ -132,11 +132,15 @@ pub(crate) const MAX_NODES: usize = 1_000_000;
 
 /// Reads a scenario or manifest file as text: at most [`MAX_FILE_BYTES`].
 pub(crate) fn read_text(path: &Path) -> std::io::Result<String> {
+    read_bounded(std::fs::File::open(path)?)
+}
+
+/// Reads text as a file is read (64 MiB at most, UTF-8): standard input
+/// (`canarysim lint -`, as in `helm template . | canarysim lint -`).
+pub fn read_bounded(reader: impl std::io::Read) -> std::io::Result<String> {
     use std::io::Read;
     let mut bytes = Vec::new();
-    std::fs::File::open(path)?
-        .take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)?;
+    reader.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > MAX_FILE_BYTES {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
@@ -154,7 +158,6 @@ pub(crate) fn read_text(path: &Path) -> std::io::Result<String> {
     })
 }
 
-/// Reads a multi-document manifest file.
 pub fn load_file(path: &Path, default_namespace: &str) -> Result<Vec<Manifest>, LoadError> {
     let file = path.display().to_string();
     let text = read_text(path).map_err(|source| LoadError::Io {

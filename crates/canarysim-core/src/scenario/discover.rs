@@ -22,7 +22,12 @@ pub fn kind_of(path: &Path) -> FileKind {
     let Ok(text) = yaml::read_text(path) else {
         return FileKind::Other;
     };
-    let Ok(docs) = yaml::parse_documents(&path.display().to_string(), &text) else {
+    kind_of_text(&path.display().to_string(), &text)
+}
+
+/// What `text` (read from `file`) holds: as [`kind_of`].
+pub fn kind_of_text(file: &str, text: &str) -> FileKind {
+    let Ok(docs) = yaml::parse_documents(file, text) else {
         return FileKind::Other;
     };
     let scenario = docs.first().is_some_and(|(v, _)| {
