@@ -323,12 +323,17 @@ fn lint_reads_standard_input_for_a_dash() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    let stream: String = ["rollout", "services", "gateway", "virtualsvc"]
-        .iter()
-        .map(|f| {
-            std::fs::read_to_string(format!("{manifests}/seed-004-{f}.yaml")).unwrap() + "\n---\n"
-        })
-        .collect();
+    // The seed walkthrough's manifest files, as one stream.
+    let stream_of = |files: &[&str]| -> String {
+        files
+            .iter()
+            .map(|f| {
+                std::fs::read_to_string(format!("{manifests}/seed-004-{f}.yaml")).unwrap()
+                    + "\n---\n"
+            })
+            .collect()
+    };
+    let stream = stream_of(&["rollout", "services", "gateway", "virtualsvc"]);
     let (code, out, err) = lint(&["-"], &stream);
     assert_eq!(code, Some(0), "{out}{err}");
     assert!(out.ends_with("0 errors, 1 warning\n"), "{out}");
@@ -339,12 +344,7 @@ fn lint_reads_standard_input_for_a_dash() {
 
     // The stream without its Services: references into it are checked as for a file.
     let services = format!("{manifests}/seed-004-services.yaml");
-    let without: String = ["rollout", "gateway", "virtualsvc"]
-        .iter()
-        .map(|f| {
-            std::fs::read_to_string(format!("{manifests}/seed-004-{f}.yaml")).unwrap() + "\n---\n"
-        })
-        .collect();
+    let without = stream_of(&["rollout", "gateway", "virtualsvc"]);
     let (code, out, _) = lint(&["-"], &without);
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("STDIN:"), "{out}");
