@@ -553,12 +553,7 @@ impl ApiServer {
         };
         match patch {
             Patch::Merge(p) => json_patch::merge(&mut value, p),
-            Patch::Json(p) => {
-                let ops: json_patch::Patch = serde_json::from_value(p.clone())
-                    .map_err(|e| invalid(format!("invalid JSON patch: {e}")))?;
-                json_patch::patch(&mut value, &ops)
-                    .map_err(|e| invalid(format!("the JSON patch cannot be applied: {e}")))?;
-            }
+            Patch::Json(p) => apply_json_patch(&mut value, p).map_err(invalid)?,
         }
         let mut next = Object::new(kind, value);
         if next.name() != name || next.namespace() != namespace {
@@ -818,6 +813,16 @@ impl ApiServer {
     }
 }
 
+/// Applies an RFC 6902 JSON patch to `value`, or says why it cannot. The caller patches a
+/// copy and drops it on error, so json-patch's undo is not used: its `move` removes the
+/// source before adding it, and undoing after an `add` that then fails panics.
+pub(crate) fn apply_json_patch(value: &mut Value, patch: &Value) -> Result<(), String> {
+    let ops: json_patch::Patch =
+        serde_json::from_value(patch.clone()).map_err(|e| format!("invalid JSON patch: {e}"))?;
+    json_patch::patch_unsafe(value, &ops)
+        .map_err(|e| format!("the JSON patch cannot be applied: {e}"))
+}
+
 /// Whether anything outside `metadata` and `status` differs (what bumps `generation`).
 fn spec_changed(a: &Value, b: &Value) -> bool {
     let strip = |v: &Value| -> Map<String, Value> {
@@ -1072,6 +1077,21 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(err.code(), 422);
+        // A move whose source is removed before its target turns out not to exist.
+        let err = api
+            .patch(
+                Kind::VirtualService,
+                "demo",
+                "a",
+                &Patch::Json(json!([
+                    {"op": "replace", "path": "/spec/http/0/route/0/weight", "value": 70},
+                    {"op": "move", "from": "/spec", "path": "/no such/key"}
+                ])),
+            )
+            .unwrap_err();
+        assert_eq!(err.code(), 422);
+        let kept = api.get(Kind::VirtualService, "demo", "a").unwrap();
+        assert_eq!(kept.spec()["http"][0]["route"][0]["weight"], 80);
     }
 
     #[test]

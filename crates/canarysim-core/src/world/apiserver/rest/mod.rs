@@ -841,11 +841,7 @@ fn apply_patch(value: &Value, patch: &PatchBody) -> Result<Value, Reply> {
             json_patch::merge(&mut value, p);
         }
         PatchBody::Json(p) => {
-            let ops: json_patch::Patch = serde_json::from_value(p.clone())
-                .map_err(|e| Reply::bad_request(format!("invalid JSON patch: {e}")))?;
-            json_patch::patch(&mut value, &ops).map_err(|e| {
-                Reply::bad_request(format!("the JSON patch cannot be applied: {e}"))
-            })?;
+            super::apply_json_patch(&mut value, p).map_err(Reply::bad_request)?;
         }
         PatchBody::Strategic(p) => {
             value = super::strategic::apply(&value, p).map_err(Reply::bad_request)?;

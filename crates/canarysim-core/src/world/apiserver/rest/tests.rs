@@ -410,3 +410,24 @@ fn a_rollouts_scale_takes_every_patch_type_and_refuses_a_count_that_is_not_one()
     assert_eq!(missing.code, 404);
     assert_eq!(missing.body["reason"], "NotFound");
 }
+
+#[test]
+fn a_json_patch_whose_move_fails_halfway_is_refused_and_changes_nothing() {
+    // Found by the api_request fuzzer: "/sPUT /tatus" has a parent "/sPUT " that does not
+    // exist, so the move fails after removing "/spec", and json-patch's own undo of the
+    // earlier replace then panicked.
+    let mut api = ApiServer::new();
+    assert_eq!(call(&mut api, "POST", RO, "", &rollout()).code, 201);
+    let body = json!([{"op": "replace", "path": "/spec/replicas", "value": "x"},
+                      {"op": "move", "from": "/spec", "path": "/sPUT /tatus"}]);
+    let reply = patch(
+        &mut api,
+        &format!("{RO}/ro"),
+        "application/json-patch+json",
+        &body,
+    );
+    assert_eq!(reply.code, 400, "{}", reply.body);
+    assert!(!reply.wrote);
+    let got = call(&mut api, "GET", &format!("{RO}/ro"), "", &Value::Null);
+    assert_eq!(got.body["spec"]["replicas"], 2, "{}", got.body);
+}
