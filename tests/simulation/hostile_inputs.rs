@@ -697,10 +697,11 @@ fn a_manifest_listed_many_times_is_read_once_and_bounded_in_total() {
 }
 
 /// The fuzzer (scenario_hostile, 38c1998) grafted a DestinationRule's subset list onto a
-/// Rollout's `strategy`: `run` reports Argo's InvalidSpec, but `compare`'s no-mesh copy of
-/// the plan indexed `spec.strategy.canary` as a mapping and panicked.
+/// Rollout's `strategy`: serde filled the struct by position, so `run` reported Argo's
+/// InvalidSpec (two strategies) and `compare`'s no-mesh copy, indexing
+/// `spec.strategy.canary` as a mapping, panicked. The CRD's schema refuses a list there.
 #[test]
-fn compare_of_a_rollout_whose_strategy_is_a_list_does_not_panic() {
+fn a_rollout_whose_strategy_is_a_list_is_refused_as_the_api_server_refuses_it() {
     let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/manifests");
     let rollout = "apiVersion: argoproj.io/v1alpha1\\nkind: Rollout\\nmetadata: {name: rollouts-demo}\\n\
                    spec:\\n  replicas: 2\\n  selector: {matchLabels: {app: rollouts-demo}}\\n  \
@@ -717,9 +718,12 @@ fn compare_of_a_rollout_whose_strategy_is_a_list_does_not_panic() {
     );
     for command in ["run", "compare"] {
         let (code, out, err) = run_scenario(command, &text);
-        assert_eq!(code, 1, "{command}: {out}{err}");
+        assert_eq!(code, 2, "{command}: {out}{err}");
         assert!(
-            out.contains("Multiple Strategies can not be listed"),
+            err.contains(
+                "hostile.yaml:14:17: Rollout \"rollouts-demo\": spec.strategy: invalid type: \
+                 sequence, expected a mapping (the API server refuses it"
+            ),
             "{command}: {out}{err}"
         );
     }

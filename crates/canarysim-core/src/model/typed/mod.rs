@@ -5,6 +5,8 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+mod structs_as_maps;
+
 use super::Kind;
 use super::istio::{DestinationRuleSpec, GatewaySpec, ServiceSpec, VirtualServiceSpec};
 use super::rollout::RolloutSpec;
@@ -22,7 +24,7 @@ pub struct FieldError {
 
 /// Decodes `value` into `T`, naming the field at fault on failure.
 pub fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, FieldError> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
+    serde_path_to_error::deserialize(structs_as_maps::StructsAsMaps(value)).map_err(|e| {
         let mut pointer = String::new();
         let mut path = String::new();
         for segment in e.path().iter() {
