@@ -355,4 +355,38 @@ fn lint_reads_standard_input_for_a_dash() {
     let (code, _, err) = lint(&["-"], "apiVersion: v1\nkind: [\n");
     assert_eq!(code, Some(2), "{err}");
     assert!(err.starts_with("STDIN:"), "{err}");
+
+    // A chart's rendering: the kinds canarysim only stores are named once, and pass.
+    let rendered = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/helm/rendered.yaml"
+    );
+    let (code, out, err) = lint(&["-"], &std::fs::read_to_string(rendered).unwrap());
+    assert_eq!(code, Some(0), "{out}{err}");
+    let stored: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("not simulated:"))
+        .collect();
+    assert_eq!(
+        stored,
+        [
+            "STDIN:5:1: warning: not simulated: 1 ServiceAccount, 1 Secret, 1 ConfigMap, \
+          1 NetworkPolicy, 1 Deployment, 1 HorizontalPodAutoscaler, 1 Ingress; kept and served \
+          as written, but nothing in the simulated cluster acts on them"
+        ],
+        "{out}"
+    );
+    assert!(out.ends_with("0 errors, 2 warnings\n"), "{out}");
+    // A misspelt kind is an error where it is written, not an object stored.
+    let misspelt = std::fs::read_to_string(rendered)
+        .unwrap()
+        .replace("kind: ConfigMap", "kind: ConfigMpa");
+    let (code, _, err) = lint(&["-"], &misspelt);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(
+            "no matches for kind \"ConfigMpa\" in version \"v1\"; did you mean ConfigMap?"
+        ),
+        "{err}"
+    );
 }

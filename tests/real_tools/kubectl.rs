@@ -147,6 +147,55 @@ fn discovery_and_get_show_the_seed_walkthrough() {
 
 #[test]
 #[ignore = "needs kubectl; run by .ci/run"]
+fn a_charts_other_kinds_are_applied_stored_and_listed() {
+    let cluster = Cluster::start();
+    let rendered = repo_file("tests/fixtures/helm/rendered.yaml");
+    cluster.ok(&["apply", "-n", "my-demo", "-f", rendered.to_str().unwrap()]);
+    let got = cluster.ok(&[
+        "get",
+        "configmaps,secrets,serviceaccounts,deployments,hpa,ingresses,netpol,events,leases",
+        "-n",
+        "my-demo",
+    ]);
+    for expected in [
+        "configmap/rollouts-demo-config",
+        "secret/rollouts-demo-db",
+        "serviceaccount/rollouts-demo",
+        "deployment.apps/redis",
+        "horizontalpodautoscaler.autoscaling/rollouts-demo",
+        "ingress.networking.k8s.io/rollouts-demo",
+        "networkpolicy.networking.k8s.io/rollouts-demo",
+    ] {
+        assert!(got.contains(expected), "{expected} in:\n{got}");
+    }
+    let value = cluster.ok(&[
+        "get",
+        "cm",
+        "rollouts-demo-config",
+        "-n",
+        "my-demo",
+        "-o",
+        "jsonpath={.data.LOG_LEVEL}",
+    ]);
+    assert_eq!(value, "info");
+    // kubectl's typed commands send protobuf, which canarysim does not read: it says so.
+    let out = cluster.run(&[
+        "create",
+        "configmap",
+        "x",
+        "--from-literal=a=b",
+        "-n",
+        "my-demo",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("kubectl apply -f"),
+        "{err}"
+    );
+}
+
+#[test]
+#[ignore = "needs kubectl; run by .ci/run"]
 fn apply_starts_the_rollout_the_promote_patch_advances_it_and_get_w_prints_each_weight() {
     let cluster = Cluster::start();
     // A field of the user's own, which the controller's patches must keep.

@@ -5,6 +5,7 @@ pub mod istio;
 pub mod kube_validation;
 pub mod object;
 pub mod rollout;
+pub mod stored_kind;
 pub mod support;
 pub mod typed;
 pub mod vocabulary;

@@ -9,8 +9,11 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// The kinds canarysim simulates. Anything else in a manifest is an error: a typo in `kind`
-/// must not be silently ignored.
+pub use super::stored_kind::StoredKind;
+
+/// The kinds canarysim simulates, and the kinds it only stores ([`StoredKind`]: a
+/// ConfigMap, an HPA, a CRD's object). A typo in `kind` is refused, never stored
+/// ([`super::stored_kind::resolve`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
     Rollout,
@@ -26,10 +29,13 @@ pub enum Kind {
     ClusterAnalysisTemplate,
     AnalysisRun,
     Experiment,
+    /// Kept as written and served, but not acted upon.
+    Stored(StoredKind),
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    /// The kinds canarysim simulates.
+    pub const SIMULATED: [Kind; 11] = [
         Kind::Rollout,
         Kind::Service,
         Kind::VirtualService,
@@ -57,11 +63,18 @@ impl Kind {
             Kind::ClusterAnalysisTemplate => "ClusterAnalysisTemplate",
             Kind::AnalysisRun => "AnalysisRun",
             Kind::Experiment => "Experiment",
+            Kind::Stored(s) => s.info().kind,
         }
     }
 
+    /// The simulated kind named `kind`.
     pub fn parse(kind: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.as_str() == kind)
+        Kind::SIMULATED.into_iter().find(|k| k.as_str() == kind)
+    }
+
+    /// Whether canarysim only stores objects of this kind.
+    pub fn is_stored_only(self) -> bool {
+        matches!(self, Kind::Stored(_))
     }
 
     /// API group ("" for the core group).
@@ -75,6 +88,7 @@ impl Kind {
             Kind::Service | Kind::Pod => "",
             Kind::VirtualService | Kind::DestinationRule | Kind::Gateway => "networking.istio.io",
             Kind::ReplicaSet => "apps",
+            Kind::Stored(s) => s.info().group,
         }
     }
 
@@ -94,12 +108,22 @@ impl Kind {
                     | "networking.istio.io/v1beta1"
                     | "networking.istio.io/v1"
             ),
+            Kind::Stored(s) => {
+                let info = s.info();
+                let version = match api_version.split_once('/') {
+                    Some((group, version)) if group == info.group => version,
+                    None if info.group.is_empty() => api_version,
+                    _ => return false,
+                };
+                // A kind nothing describes is served at any version written.
+                info.guessed || info.versions.contains(&version)
+            }
         }
     }
 
     /// The apiVersion canarysim writes for objects it creates.
-    pub(crate) fn default_api_version(self) -> &'static str {
-        match self {
+    pub(crate) fn default_api_version(self) -> String {
+        let text = match self {
             Kind::Rollout
             | Kind::AnalysisTemplate
             | Kind::ClusterAnalysisTemplate
@@ -110,12 +134,25 @@ impl Kind {
             Kind::VirtualService | Kind::DestinationRule | Kind::Gateway => {
                 "networking.istio.io/v1"
             }
-        }
+            Kind::Stored(s) => {
+                let info = s.info();
+                let version = info.versions.first().copied().unwrap_or("v1");
+                return match info.group {
+                    "" => version.to_string(),
+                    group => format!("{group}/{version}"),
+                };
+            }
+        };
+        text.to_string()
     }
 
     /// Whether objects of this kind live in a namespace (ClusterAnalysisTemplates do not).
     pub(crate) fn namespaced(self) -> bool {
-        self != Kind::ClusterAnalysisTemplate
+        match self {
+            Kind::ClusterAnalysisTemplate => false,
+            Kind::Stored(s) => s.info().namespaced,
+            _ => true,
+        }
     }
 
     /// Lower-case plural resource name, as in REST paths.
@@ -132,6 +169,7 @@ impl Kind {
             Kind::ClusterAnalysisTemplate => "clusteranalysistemplates",
             Kind::AnalysisRun => "analysisruns",
             Kind::Experiment => "experiments",
+            Kind::Stored(s) => s.info().plural,
         }
     }
 

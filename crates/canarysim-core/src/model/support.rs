@@ -509,14 +509,62 @@ fn canary_scale_beyond_bound(manifest: &Manifest, object: &str, out: &mut Review
 
 pub fn review_all<'a>(manifests: impl IntoIterator<Item = &'a Manifest>) -> Review {
     let mut out = Review::default();
+    let mut manifests_of_stored_kinds = Vec::new();
     for m in manifests {
+        if m.object.kind.is_stored_only() {
+            manifests_of_stored_kinds.push(m);
+        }
         let r = review(m);
         out.warnings.extend(r.warnings);
         out.rejections.extend(r.rejections);
     }
     let mut seen = BTreeSet::new();
     out.warnings.retain(|w| seen.insert(w.clone()));
+    if let Some(w) = not_simulated_kinds(manifests_of_stored_kinds) {
+        out.warnings.push(w);
+    }
     out
+}
+
+/// One warning for every object of a kind canarysim only stores ("not simulated: 3
+/// ConfigMaps, 1 HorizontalPodAutoscaler"), at the first such object.
+fn not_simulated_kinds(manifests: Vec<&Manifest>) -> Option<Warning> {
+    let first = manifests.first()?;
+    let mut counts: Vec<(Kind, usize)> = Vec::new();
+    for m in &manifests {
+        match counts.iter_mut().find(|(k, _)| *k == m.object.kind) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((m.object.kind, 1)),
+        }
+    }
+    let listed: Vec<String> = counts
+        .into_iter()
+        .map(|(kind, n)| {
+            let Kind::Stored(stored) = kind else {
+                return format!("{n} {kind}");
+            };
+            let info = stored.info();
+            let name = if n == 1 {
+                info.kind.to_string()
+            } else {
+                super::stored_kind::plural_as_written(info)
+            };
+            if info.built_in || info.group.is_empty() {
+                format!("{n} {name}")
+            } else {
+                format!("{n} {name} ({})", info.group)
+            }
+        })
+        .collect();
+    Some(Warning::new(
+        first.locate(""),
+        String::new(),
+        String::new(),
+        format!(
+            "not simulated: {}; kept and served as written, but nothing in the simulated cluster acts on them",
+            listed.join(", ")
+        ),
+    ))
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
 use super::object::{Kind, Object};
+use super::stored_kind::{self, CrdNames};
 
 /// A place in a source file (line and column are 1-based).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -72,6 +73,22 @@ impl SourceMap {
             *col += col_offset;
         }
         self
+    }
+
+    /// The part of the map under `prefix` (`/items/2`), as a map of its own.
+    fn under(&self, prefix: &str) -> SourceMap {
+        let nodes = self
+            .nodes
+            .iter()
+            .filter_map(|(pointer, at)| {
+                let rest = pointer.strip_prefix(prefix)?;
+                (rest.is_empty() || rest.starts_with('/')).then(|| (rest.to_string(), *at))
+            })
+            .collect();
+        SourceMap {
+            file: self.file.clone(),
+            nodes,
+        }
     }
 
     /// A source map for objects that come from no file (created by the simulation).
@@ -293,7 +310,14 @@ pub fn load_str(
     default_namespace: &str,
 ) -> Result<Vec<Manifest>, LoadError> {
     let mut out = Vec::new();
-    for (mut value, source) in documents(file, text, true)? {
+    let documents = unpack_lists(documents(file, text, true)?);
+    // A CRD names its kind's plural and scope for the objects beside it.
+    let crds: Vec<CrdNames> = documents
+        .iter()
+        .filter(|(v, _)| v["kind"] == "CustomResourceDefinition")
+        .filter_map(|(v, _)| CrdNames::of(v))
+        .collect();
+    for (mut value, source) in documents {
         let at = |p: &str| source.locate(p);
         if !value.is_object() {
             return Err(LoadError::invalid(
@@ -306,33 +330,13 @@ pub fn load_str(
             Some(_) => return Err(LoadError::invalid(at("/kind"), "kind must be a string")),
             None => return Err(LoadError::invalid(at(""), "missing field `kind`")),
         };
-        let kind = Kind::parse(&kind_str).ok_or_else(|| {
-            let known: Vec<_> = Kind::ALL.iter().map(|k| k.as_str()).collect();
-            LoadError::invalid(
-                at("/kind"),
-                format!(
-                    "unknown kind \"{kind_str}\", expected one of {}",
-                    known.join(", ")
-                ),
-            )
-        })?;
         let api_version = value
             .get("apiVersion")
             .and_then(Value::as_str)
-            .unwrap_or("");
-        if !kind.accepts_api_version(api_version) {
-            return Err(LoadError::invalid(
-                at("/apiVersion"),
-                format!(
-                    "apiVersion \"{api_version}\" is not served for kind {kind}, expected {}",
-                    match kind {
-                        Kind::VirtualService | Kind::DestinationRule | Kind::Gateway =>
-                            "networking.istio.io/v1alpha3, v1beta1 or v1".to_string(),
-                        _ => kind.default_api_version().to_string(),
-                    }
-                ),
-            ));
-        }
+            .unwrap_or("")
+            .to_string();
+        let kind = kind_of(&api_version, &kind_str, &crds)
+            .map_err(|message| LoadError::invalid(at(message.0), message.1))?;
         let mut object = Object::new(kind, Value::Null);
         std::mem::swap(&mut object.value, &mut value);
         match object.metadata().and_then(|m| m.get("name")) {
@@ -356,6 +360,74 @@ pub fn load_str(
         out.push(Manifest { object, source });
     }
     Ok(out)
+}
+
+/// Each `kind: List` (what `kubectl get -o yaml` prints) as its items, each located where
+/// it is written.
+fn unpack_lists(documents: Vec<(Value, Arc<SourceMap>)>) -> Vec<(Value, Arc<SourceMap>)> {
+    let mut out = Vec::with_capacity(documents.len());
+    for (value, source) in documents {
+        let is_list = value["kind"] == "List" && value["apiVersion"] == "v1";
+        match value {
+            Value::Object(mut map) if is_list && map.get("items").is_some_and(Value::is_array) => {
+                let Some(Value::Array(items)) = map.remove("items") else {
+                    continue;
+                };
+                for (i, item) in items.into_iter().enumerate() {
+                    out.push((item, Arc::new(source.under(&format!("/items/{i}")))));
+                }
+            }
+            value => out.push((value, source)),
+        }
+    }
+    out
+}
+
+/// The kind of an object written with `apiVersion` and `kind`: a simulated kind (at a
+/// version it is served at), else a stored one; or the field at fault and why.
+pub(crate) fn kind_of(
+    api_version: &str,
+    kind: &str,
+    crds: &[CrdNames],
+) -> Result<Kind, (&'static str, String)> {
+    let group = api_version.split_once('/').map_or("", |(group, _)| group);
+    if let Some(simulated) = Kind::parse(kind) {
+        // `Service` of Knative and `Gateway` of the Gateway API are other kinds, but
+        // `Rollout` under `apps` is a mistake.
+        let another_apis = group != simulated.group()
+            && (stored_kind::describes(group, kind)
+                || !(stored_kind::is_known_group(group)
+                    || Kind::SIMULATED.iter().any(|k| k.group() == group)));
+        if !another_apis {
+            if !simulated.accepts_api_version(api_version) {
+                return Err((
+                    "/apiVersion",
+                    format!(
+                        "apiVersion \"{api_version}\" is not served for kind {simulated}, expected {}",
+                        match simulated {
+                            Kind::VirtualService | Kind::DestinationRule | Kind::Gateway =>
+                                "networking.istio.io/v1alpha3, v1beta1 or v1".to_string(),
+                            _ => simulated.default_api_version(),
+                        }
+                    ),
+                ));
+            }
+            return Ok(simulated);
+        }
+    }
+    let simulated: Vec<(&'static str, &'static str)> = Kind::SIMULATED
+        .iter()
+        .map(|k| (k.group(), k.as_str()))
+        .collect();
+    stored_kind::resolve(api_version, kind, crds, &simulated)
+        .map(Kind::Stored)
+        .map_err(|refused| {
+            let field = match refused {
+                stored_kind::KindRefused::VersionNotServed => "/apiVersion",
+                _ => "/kind",
+            };
+            (field, refused.message(api_version, kind))
+        })
 }
 
 /// [`load_str`] for YAML embedded in another file at a line and indentation offset: every
@@ -756,18 +828,88 @@ spec:
     }
 
     #[test]
-    fn unknown_kind_names_file_line_column() {
+    fn a_misspelt_kind_names_file_line_column() {
         let err = load_str(
             "x.yaml",
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n",
+            "apiVersion: apps/v1\nkind: Deploymnet\nmetadata: {name: d}\n",
+            "d",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            "x.yaml:2:7: no matches for kind \"Deploymnet\" in version \"apps/v1\"; did you mean Deployment?"
+        );
+        let err = load_str(
+            "x.yaml",
+            "apiVersion: v1\nkind: Widget\nmetadata: {name: w}\n",
+            "d",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            err,
+            "x.yaml:2:7: no matches for kind \"Widget\" in version \"v1\""
+        );
+        // A simulated kind under a Kubernetes group is a mistake, as before.
+        let err = load_str(
+            "x.yaml",
+            "apiVersion: apps/v1\nkind: Rollout\nmetadata: {name: r}\n",
             "d",
         )
         .unwrap_err()
         .to_string();
         assert!(
-            err.starts_with("x.yaml:2:7: unknown kind \"Deployment\""),
+            err.starts_with("x.yaml:1:13: apiVersion \"apps/v1\" is not served for kind Rollout"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_list_is_read_as_its_items_each_located_where_written() {
+        let text = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  \
+                    metadata: {name: a}\n- apiVersion: apps/v1\n  kind: Deploymnet\n  metadata: {name: d}\n";
+        let err = load_str("l.yaml", text, "demo").unwrap_err().to_string();
+        assert!(
+            err.starts_with("l.yaml:8:9: no matches for kind \"Deploymnet\""),
+            "{err}"
+        );
+        let text = text.replace("Deploymnet", "Deployment");
+        let loaded = load_str("l.yaml", &text, "demo").unwrap();
+        let names: Vec<&str> = loaded.iter().map(|m| m.object.name()).collect();
+        assert_eq!(names, ["a", "d"]);
+        assert_eq!(loaded[1].locate("/metadata").line, 9);
+    }
+
+    #[test]
+    fn any_other_kind_is_stored_with_its_names_and_scope() {
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n---\n\
+                    apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n\
+                    metadata: {name: r, namespace: ignored}\n---\n\
+                    apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata: {name: k}\n---\n\
+                    apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata: {name: g}\n";
+        let loaded = load_str("x.yaml", text, "demo").unwrap();
+        let kinds: Vec<(String, &str, &str)> = loaded
+            .iter()
+            .map(|m| {
+                (
+                    m.object.kind.to_string(),
+                    m.object.kind.group(),
+                    m.object.namespace(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("ConfigMap".to_string(), "", "demo"),
+                ("ClusterRole".to_string(), "rbac.authorization.k8s.io", ""),
+                ("Service".to_string(), "serving.knative.dev", "demo"),
+                ("Gateway".to_string(), "gateway.networking.k8s.io", "demo"),
+            ]
+        );
+        assert!(loaded.iter().all(|m| m.object.kind.is_stored_only()));
+        assert_eq!(loaded[0].object.value["data"]["a"], "b");
     }
 
     #[test]

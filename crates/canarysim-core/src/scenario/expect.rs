@@ -366,10 +366,16 @@ fn check_objects(
 ) {
     for (i, want) in objects.iter().enumerate() {
         let want = expand_value(want, vars);
-        let kind = want
-            .get("kind")
-            .and_then(Value::as_str)
-            .and_then(Kind::parse);
+        let kind = match (
+            want.get("apiVersion").and_then(Value::as_str),
+            want.get("kind").and_then(Value::as_str),
+        ) {
+            (Some(api_version), Some(kind)) => {
+                crate::model::yaml::kind_of(api_version, kind, &[]).ok()
+            }
+            (None, Some(kind)) => Kind::parse(kind),
+            (_, None) => None,
+        };
         let name = want["metadata"]["name"].as_str().unwrap_or("");
         let obj_ns = want["metadata"]["namespace"].as_str().unwrap_or(ns);
         let Some(kind) = kind else {

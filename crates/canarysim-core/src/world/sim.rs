@@ -252,7 +252,7 @@ impl World {
     /// unsettled world names what keeps changing rather than only that something does.
     fn who_keeps_writing(&mut self) -> Result<String, SimError> {
         let versions = |api: &ApiServer| -> Vec<(ObjectKey, String)> {
-            Kind::ALL
+            Kind::SIMULATED
                 .iter()
                 .flat_map(|k| api.list(*k, None, None))
                 .map(|o| {

@@ -5,6 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::model::Kind;
+use crate::model::stored_kind;
 
 /// One resource as the API serves it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +42,15 @@ pub fn resource(kind: Kind) -> Resource {
         Kind::Service => ("service", &["svc"], &["v1"], false),
         Kind::Pod => ("pod", &["po"], &["v1"], false),
         Kind::ReplicaSet => ("replicaset", &["rs"], &["v1"], false),
+        Kind::Stored(s) => {
+            let info = s.info();
+            (
+                info.singular,
+                info.short_names,
+                info.versions,
+                !info.built_in,
+            )
+        }
     };
     let categories: &'static [&'static str] = match kind {
         Kind::Rollout => &["all"],
@@ -56,7 +66,12 @@ pub fn resource(kind: Kind) -> Resource {
         short_names,
         namespaced: kind.namespaced(),
         versions,
-        status_subresource: !matches!(kind, Kind::AnalysisTemplate | Kind::ClusterAnalysisTemplate),
+        // A stored kind's status is written with the object: canarysim does not know which
+        // of them declare the subresource, and nothing but the user writes them.
+        status_subresource: !matches!(
+            kind,
+            Kind::AnalysisTemplate | Kind::ClusterAnalysisTemplate | Kind::Stored(_)
+        ),
         scale_subresource: matches!(kind, Kind::Rollout | Kind::ReplicaSet),
         custom,
         categories,
@@ -78,20 +93,44 @@ impl Resource {
     }
 }
 
-/// The resource served at `group`/`version` under the plural `name`.
+/// Every kind a store holding objects of `stored` kinds serves: the simulated ones,
+/// Kubernetes' own and the common CRDs' that canarysim stores, and `stored`.
+fn served(stored: &[Kind]) -> Vec<Resource> {
+    let mut kinds: Vec<Kind> = Kind::SIMULATED.to_vec();
+    kinds.extend(stored_kind::described().map(Kind::Stored));
+    for kind in stored {
+        if !kinds.contains(kind) {
+            kinds.push(*kind);
+        }
+    }
+    kinds.into_iter().map(resource).collect()
+}
+
+/// The resource served at `group`/`version` under the plural `name` (any kind met in
+/// manifests so far, whichever store holds it: a store without such objects lists none).
 pub fn find(group: &str, version: &str, plural: &str) -> Option<Resource> {
-    Kind::ALL
+    Kind::SIMULATED
         .into_iter()
+        .chain(stored_kind::described().map(Kind::Stored))
+        .chain(stored_kind::met().into_iter().map(Kind::Stored))
         .map(resource)
         .find(|r| r.group() == group && r.kind.plural() == plural && r.versions.contains(&version))
 }
 
-/// Groups other than the core one, each with its versions (preferred first).
-fn groups() -> Vec<(&'static str, &'static [&'static str])> {
-    let mut out: Vec<(&'static str, &'static [&'static str])> = Vec::new();
-    for r in Kind::ALL.into_iter().map(resource) {
-        if !r.group().is_empty() && !out.iter().any(|(g, _)| *g == r.group()) {
-            out.push((r.group(), r.versions));
+/// Groups other than the core one, each with its versions (preferred first; a group's
+/// kinds may be served at different versions, as the Gateway API's are).
+fn groups(stored: &[Kind]) -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
+    for r in served(stored).into_iter().filter(|r| !r.group().is_empty()) {
+        match out.iter_mut().find(|(g, _)| *g == r.group()) {
+            Some((_, versions)) => {
+                for v in r.versions {
+                    if !versions.contains(v) {
+                        versions.push(v);
+                    }
+                }
+            }
+            None => out.push((r.group(), r.versions.to_vec())),
         }
     }
     out.sort();
@@ -116,27 +155,27 @@ pub(crate) fn core_versions() -> Value {
 }
 
 /// `GET /apis`.
-pub(crate) fn group_list() -> Value {
-    let groups: Vec<Value> = groups()
+pub(crate) fn group_list(stored: &[Kind]) -> Value {
+    let groups: Vec<Value> = groups(stored)
         .into_iter()
-        .map(|(g, v)| group_document(g, v))
+        .map(|(g, v)| group_document(g, &v))
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 /// `GET /apis/GROUP`.
-pub fn group(name: &str) -> Option<Value> {
-    let (g, versions) = groups().into_iter().find(|(g, _)| *g == name)?;
-    let mut doc = group_document(g, versions);
+pub fn group(name: &str, stored: &[Kind]) -> Option<Value> {
+    let (g, versions) = groups(stored).into_iter().find(|(g, _)| *g == name)?;
+    let mut doc = group_document(g, &versions);
     doc["kind"] = json!("APIGroup");
     doc["apiVersion"] = json!("v1");
     Some(doc)
 }
 
 /// `GET /api/v1` or `GET /apis/GROUP/VERSION`: the resources with their verbs.
-pub(crate) fn resource_list(group: &str, version: &str) -> Option<Value> {
+pub(crate) fn resource_list(group: &str, version: &str, stored: &[Kind]) -> Option<Value> {
     let mut resources = Vec::new();
-    for r in Kind::ALL.into_iter().map(resource) {
+    for r in served(stored) {
         if r.group() != group || !r.versions.contains(&version) {
             continue;
         }
@@ -171,16 +210,6 @@ pub(crate) fn resource_list(group: &str, version: &str) -> Option<Value> {
             }));
         }
     }
-    if group.is_empty() && version == "v1" {
-        resources.push(json!({
-            "name": "namespaces",
-            "singularName": "namespace",
-            "namespaced": false,
-            "kind": "Namespace",
-            "verbs": ["create", "get", "list"],
-            "shortNames": ["ns"],
-        }));
-    }
     if resources.is_empty() {
         return None;
     }
@@ -198,9 +227,9 @@ pub(crate) fn resource_list(group: &str, version: &str) -> Option<Value> {
 }
 
 /// Every group/version, as `api/v1` or `apis/GROUP/VERSION`.
-fn group_versions() -> Vec<(&'static str, &'static str)> {
+fn group_versions(stored: &[Kind]) -> Vec<(&'static str, &'static str)> {
     let mut out = vec![("", "v1")];
-    for (group, versions) in groups() {
+    for (group, versions) in groups(stored) {
         out.extend(versions.iter().map(|v| (group, *v)));
     }
     out
@@ -215,8 +244,8 @@ fn gv_path(group: &str, version: &str) -> String {
 }
 
 /// `GET /openapi/v3`: where each group/version's document is.
-pub(crate) fn openapi_root() -> Value {
-    let paths: serde_json::Map<String, Value> = group_versions()
+pub(crate) fn openapi_root(stored: &[Kind]) -> Value {
+    let paths: serde_json::Map<String, Value> = group_versions(stored)
         .into_iter()
         .map(|(g, v)| {
             let path = gv_path(g, v);
@@ -232,12 +261,12 @@ pub(crate) fn openapi_root() -> Value {
 /// of each PATCH), so it sends `fieldValidation=Strict` instead of validating against a
 /// schema canarysim does not have; canarysim keeps unknown fields and warns about the
 /// fields it does not simulate.
-pub(crate) fn openapi_group_version(path: &str) -> Option<Value> {
-    let (group, version) = group_versions()
+pub(crate) fn openapi_group_version(path: &str, stored: &[Kind]) -> Option<Value> {
+    let (group, version) = group_versions(stored)
         .into_iter()
         .find(|(g, v)| gv_path(g, v) == path)?;
     let mut paths = serde_json::Map::new();
-    for r in Kind::ALL.into_iter().map(resource) {
+    for r in served(stored) {
         if r.group() != group || !r.versions.contains(&version) {
             continue;
         }
@@ -304,7 +333,7 @@ mod tests {
                 .namespaced
         );
         assert!(find("apps", "v1", "rollouts").is_none());
-        let list = resource_list("networking.istio.io", "v1beta1").unwrap();
+        let list = resource_list("networking.istio.io", "v1beta1", &[]).unwrap();
         let names: Vec<&str> = list["resources"]
             .as_array()
             .unwrap()
@@ -312,12 +341,12 @@ mod tests {
             .map(|r| r["name"].as_str().unwrap())
             .collect();
         assert!(names.contains(&"destinationrules") && names.contains(&"virtualservices/status"));
-        assert!(resource_list("apps", "v2").is_none());
+        assert!(resource_list("apps", "v2", &[]).is_none());
         for (group, version, scale) in [
             ("argoproj.io", "v1alpha1", "rollouts/scale"),
             ("apps", "v1", "replicasets/scale"),
         ] {
-            let list = resource_list(group, version).unwrap();
+            let list = resource_list(group, version, &[]).unwrap();
             let entry = list["resources"]
                 .as_array()
                 .unwrap()

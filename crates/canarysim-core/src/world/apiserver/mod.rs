@@ -456,8 +456,7 @@ impl ApiServer {
             .value
             .get("apiVersion")
             .and_then(Value::as_str)
-            .unwrap_or(object.kind.default_api_version())
-            .to_string();
+            .map_or_else(|| object.kind.default_api_version(), str::to_string);
         {
             let v = crate::model::object::ensure_object(&mut object.value);
             v.insert("apiVersion".into(), Value::String(api_version));
@@ -748,6 +747,11 @@ impl ApiServer {
 
     /// The resourceVersion of the last write to an object of `kind` (0: none yet).
     /// Unchanged, every object of the kind is as it was.
+    /// The kinds of every object ever stored.
+    pub fn kinds(&self) -> impl Iterator<Item = Kind> + '_ {
+        self.kind_changed.keys().copied()
+    }
+
     pub(crate) fn kind_changed_at(&self, kind: Kind) -> u64 {
         self.kind_changed.get(&kind).copied().unwrap_or(0)
     }

@@ -47,6 +47,8 @@ enum Cell {
     Selector,
     Containers,
     Images,
+    /// Entries of a ConfigMap's or Secret's `data` and `binaryData`.
+    DataCount,
 }
 
 struct Column {
@@ -130,7 +132,20 @@ fn columns(kind: Kind) -> Vec<Column> {
             wide("Images", "string", Cell::Images),
             wide("Selector", "string", Cell::Selector),
         ],
-        Kind::Gateway | Kind::AnalysisTemplate | Kind::ClusterAnalysisTemplate => {
+        Kind::Stored(s) if s.info().group.is_empty() && s.info().kind == "ConfigMap" => vec![
+            col("Data", "integer", Cell::DataCount),
+            col("Age", "string", Cell::Age),
+        ],
+        Kind::Stored(s) if s.info().group.is_empty() && s.info().kind == "Secret" => vec![
+            col("Type", "string", Cell::Path("type")),
+            col("Data", "integer", Cell::DataCount),
+            col("Age", "string", Cell::Age),
+        ],
+        // A CRD without printer columns, and the built-in kinds canarysim only stores.
+        Kind::Gateway
+        | Kind::AnalysisTemplate
+        | Kind::ClusterAnalysisTemplate
+        | Kind::Stored(_) => {
             vec![col("Age", "date", Cell::Age)]
         }
     });
@@ -281,6 +296,10 @@ fn cell(object: &Object, cell: Cell, now: SimTime) -> Value {
                 .filter_map(|c| c[field].as_str())
                 .collect();
             json!(values.join(","))
+        }
+        Cell::DataCount => {
+            let entries = |field: &str| object.value[field].as_object().map_or(0, |m| m.len());
+            json!(entries("data") + entries("binaryData"))
         }
     }
 }

@@ -121,8 +121,10 @@ impl Reply {
 /// What a request asks of the store.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Call {
-    /// Answered without the store (discovery, or an error in the request itself).
+    /// Answered without the store (an error in the request itself).
     Answer(Reply),
+    /// A discovery document: the kinds served include those the store holds.
+    Discovery(Discovery),
     Read(Read),
     Watch(Watch),
     Write(Write),
@@ -133,6 +135,36 @@ pub enum Call {
         create: bool,
         table: bool,
     },
+}
+
+/// The discovery documents kubectl reads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Discovery {
+    Version,
+    CoreVersions,
+    Groups,
+    Group(String),
+    Resources { group: String, version: String },
+    OpenApiRoot,
+    OpenApi(String),
+}
+
+impl Discovery {
+    fn answer(&self, api: &ApiServer) -> Reply {
+        let stored: Vec<Kind> = api.kinds().filter(|k| k.is_stored_only()).collect();
+        let document = match self {
+            Discovery::Version => Some(discovery::version()),
+            Discovery::CoreVersions => Some(discovery::core_versions()),
+            Discovery::Groups => Some(discovery::group_list(&stored)),
+            Discovery::Group(name) => discovery::group(name, &stored),
+            Discovery::Resources { group, version } => {
+                discovery::resource_list(group, version, &stored)
+            }
+            Discovery::OpenApiRoot => Some(discovery::openapi_root(&stored)),
+            Discovery::OpenApi(path) => discovery::openapi_group_version(path, &stored),
+        };
+        document.map_or_else(Reply::not_found_path, |d| Reply::ok(200, d))
+    }
 }
 
 /// The resource a request names, and where.
@@ -283,23 +315,27 @@ fn parse_inner(request: &Request) -> Result<Call, Reply> {
     let get = request.method == "GET";
     // Discovery and version.
     let discovery = match segments.as_slice() {
-        ["version"] => Some(Some(discovery::version())),
-        ["api"] => Some(Some(discovery::core_versions())),
-        ["apis"] => Some(Some(discovery::group_list())),
-        ["api", version] => Some(discovery::resource_list("", version)),
-        ["apis", group] => Some(discovery::group(group)),
-        ["apis", group, version] => Some(discovery::resource_list(group, version)),
-        ["openapi", "v3"] => Some(Some(discovery::openapi_root())),
-        ["openapi", "v3", rest @ ..] => Some(discovery::openapi_group_version(&rest.join("/"))),
+        ["version"] => Some(Discovery::Version),
+        ["api"] => Some(Discovery::CoreVersions),
+        ["apis"] => Some(Discovery::Groups),
+        ["api", version] => Some(Discovery::Resources {
+            group: String::new(),
+            version: version.to_string(),
+        }),
+        ["apis", group] => Some(Discovery::Group(group.to_string())),
+        ["apis", group, version] => Some(Discovery::Resources {
+            group: group.to_string(),
+            version: version.to_string(),
+        }),
+        ["openapi", "v3"] => Some(Discovery::OpenApiRoot),
+        ["openapi", "v3", rest @ ..] => Some(Discovery::OpenApi(rest.join("/"))),
         _ => None,
     };
     if let Some(document) = discovery {
         if !get {
             return Err(method_not_allowed(request.method));
         }
-        return document
-            .map(|d| Call::Answer(Reply::ok(200, d)))
-            .ok_or_else(Reply::not_found_path);
+        return Ok(Call::Discovery(document));
     }
     if let ["api", "v1", "namespaces", rest @ ..] = segments.as_slice() {
         if rest.len() <= 1 {
@@ -426,7 +462,7 @@ fn parse_inner(request: &Request) -> Result<Call, Reply> {
             if target.name.is_some() || target.status || target.scale {
                 return Err(method_not_allowed("POST"));
             }
-            let body = json_body(request.body)?;
+            let body = object_body(request)?;
             Ok(Call::Write(Write {
                 target,
                 op: WriteOp::Create(body),
@@ -435,7 +471,7 @@ fn parse_inner(request: &Request) -> Result<Call, Reply> {
         }
         "PUT" => {
             needs_name(&target)?;
-            let body = json_body(request.body)?;
+            let body = object_body(request)?;
             Ok(Call::Write(Write {
                 target,
                 op: WriteOp::Update(body),
@@ -529,6 +565,21 @@ fn method_not_allowed(method: &str) -> Reply {
     )
 }
 
+/// A created or replaced object. kubectl's typed commands (`create configmap`, `create
+/// secret`) send Kubernetes' protobuf, which canarysim does not read: a 415 in the API
+/// server's words, with what to use instead.
+fn object_body(request: &Request) -> Result<Value, Reply> {
+    let media = request.content_type.split(';').next().unwrap_or("").trim();
+    if media == "application/vnd.kubernetes.protobuf" {
+        return Err(Reply::failure(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format (application/vnd.kubernetes.protobuf) - accepted media types include: application/json; canarysim does not read protobuf: write the object as YAML and `kubectl apply -f` it (kubectl create configmap NAME --from-literal=K=V --dry-run=client -o yaml | kubectl apply -f -)",
+        ));
+    }
+    json_body(request.body)
+}
+
 fn json_body(body: &[u8]) -> Result<Value, Reply> {
     if body.len() > MAX_BODY {
         return Err(Reply::failure(
@@ -545,6 +596,7 @@ fn json_body(body: &[u8]) -> Result<Value, Reply> {
 pub fn execute(api: &mut ApiServer, call: Call) -> Reply {
     match call {
         Call::Answer(reply) => reply,
+        Call::Discovery(document) => document.answer(api),
         Call::Read(read) => execute_read(api, &read),
         Call::Watch(watch) => Reply::bad_request(format!(
             "a watch of {} is streamed, not answered at once",
@@ -576,10 +628,14 @@ fn namespaces(api: &ApiServer, name: Option<String>, create: bool, table: bool) 
     let names: Vec<String> = match name {
         Some(n) => vec![n],
         None => {
-            let mut in_use: std::collections::BTreeSet<String> = Kind::ALL
-                .into_iter()
+            let mut in_use: std::collections::BTreeSet<String> = api
+                .kinds()
                 .flat_map(|k| api.list(k, None, None))
-                .map(|o| o.namespace().to_string())
+                .map(|o| match o.kind.as_str() {
+                    // A Namespace the manifests hold (stored, cluster-scoped).
+                    "Namespace" if o.kind.group().is_empty() => o.name().to_string(),
+                    _ => o.namespace().to_string(),
+                })
                 .filter(|ns| !ns.is_empty())
                 .collect();
             in_use.insert("default".into());

@@ -308,7 +308,53 @@ fn discovery_lists_groups_and_short_names() {
         .iter()
         .map(|g| g["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["apps", "argoproj.io", "networking.istio.io"]);
+    for group in [
+        "apps",
+        "argoproj.io",
+        "networking.istio.io",
+        "autoscaling",
+        "rbac.authorization.k8s.io",
+        "gateway.networking.k8s.io",
+    ] {
+        assert!(names.contains(&group), "{group}: {names:?}");
+    }
+    assert!(names.is_sorted(), "{names:?}");
+    // A kind nothing describes is served by the store that holds one, not by any other.
+    let certificate = crate::model::yaml::load_str(
+        "c.yaml",
+        "apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata: {name: c}\n",
+        "demo",
+    )
+    .unwrap()
+    .remove(0);
+    let mut holder = ApiServer::new();
+    holder.create(certificate.object).unwrap();
+    let listed = |api: &mut ApiServer| call(api, "GET", "/apis", "", &Value::Null).body.to_string();
+    assert!(listed(&mut holder).contains("\"cert-manager.io/v1\""));
+    assert!(!listed(&mut api).contains("cert-manager.io"));
+    let certificates = call(
+        &mut holder,
+        "GET",
+        "/apis/cert-manager.io/v1/namespaces/demo/certificates",
+        "",
+        &Value::Null,
+    );
+    assert_eq!(
+        certificates.body["items"][0]["metadata"]["name"], "c",
+        "{}",
+        certificates.body
+    );
+    let configmaps = call(
+        &mut api,
+        "GET",
+        "/api/v1/namespaces/demo/configmaps",
+        "",
+        &Value::Null,
+    );
+    assert_eq!(
+        (configmaps.code, &configmaps.body["items"]),
+        (200, &json!([]))
+    );
     let argo = call(
         &mut api,
         "GET",
@@ -430,4 +476,43 @@ fn a_json_patch_whose_move_fails_halfway_is_refused_and_changes_nothing() {
     assert!(!reply.wrote);
     let got = call(&mut api, "GET", &format!("{RO}/ro"), "", &Value::Null);
     assert_eq!(got.body["spec"]["replicas"], 2, "{}", got.body);
+}
+
+#[test]
+fn a_protobuf_body_is_refused_with_what_to_do_instead() {
+    let mut api = ApiServer::new();
+    let mut r = request(
+        "POST",
+        "/api/v1/namespaces/demo/configmaps",
+        "",
+        b"k8s\0\x0a",
+    );
+    r.content_type = "application/vnd.kubernetes.protobuf";
+    let reply = execute(&mut api, parse(&r));
+    assert_eq!(reply.code, 415, "{}", reply.body);
+    assert!(
+        reply.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("kubectl apply -f")
+    );
+    // As JSON, the same ConfigMap is stored and listed.
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                    "data": {"a": "b"}});
+    let created = call(
+        &mut api,
+        "POST",
+        "/api/v1/namespaces/demo/configmaps",
+        "",
+        &cm,
+    );
+    assert_eq!(created.code, 201, "{}", created.body);
+    let listed = call(
+        &mut api,
+        "GET",
+        "/api/v1/namespaces/demo/configmaps",
+        "",
+        &Value::Null,
+    );
+    assert_eq!(listed.body["items"][0]["data"]["a"], "b");
 }

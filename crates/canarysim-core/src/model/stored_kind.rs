@@ -1,0 +1,906 @@
+//! The kinds canarysim stores and serves without simulating them.
+//!
+//! A real chart renders ConfigMaps, Deployments, HPAs and CRDs' objects beside its Rollout.
+//! Each is kept as the value written, served by `serve --api` under its real group,
+//! version, plural and scope, and named once in a warning; none is acted upon. Kubernetes'
+//! built-in kinds (and those of the CRDs users install most) are described here as the API
+//! server describes them; any other kind gets the names a CRD would most likely give it,
+//! unless a CustomResourceDefinition among the manifests says otherwise.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Mutex, OnceLock};
+
+/// How the API serves a kind canarysim only stores.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KindInfo {
+    /// API group (`""` for the core group).
+    pub group: &'static str,
+    pub kind: &'static str,
+    /// Versions served, the preferred one first.
+    pub versions: &'static [&'static str],
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub short_names: &'static [&'static str],
+    pub namespaced: bool,
+    /// Whether Kubernetes itself serves the kind (strategic merge patches, no CRD needed).
+    pub built_in: bool,
+    /// Whether the names were guessed from the kind (no table entry, no CRD among the
+    /// manifests): then any version written is served.
+    pub guessed: bool,
+}
+
+/// A kind canarysim stores without simulating: cheap to copy, compared by its names.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StoredKind(&'static KindInfo);
+
+impl StoredKind {
+    pub fn info(self) -> &'static KindInfo {
+        self.0
+    }
+}
+
+impl fmt::Debug for StoredKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.group {
+            "" => write!(f, "{}", self.0.kind),
+            group => write!(f, "{}.{group}", self.0.kind),
+        }
+    }
+}
+
+/// Why a kind is not accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KindRefused {
+    /// The group is known and the kind looks like one of its kinds (`Deploymnet`).
+    Misspelt { known: &'static str },
+    /// The kind is known, but not at this version (autoscaling/v2beta2, removed in 1.26).
+    VersionNotServed,
+    /// The core group is closed: every kind of `v1` is known.
+    NotInCoreGroup,
+    /// More distinct kinds than a cluster's worth.
+    TooMany,
+}
+
+impl KindRefused {
+    /// The message, as kubectl words a kind the server does not serve.
+    pub fn message(&self, api_version: &str, kind: &str) -> String {
+        let no_match = format!("no matches for kind \"{kind}\" in version \"{api_version}\"");
+        match self {
+            KindRefused::Misspelt { known } => format!("{no_match}; did you mean {known}?"),
+            KindRefused::VersionNotServed => {
+                let served = KNOWN
+                    .iter()
+                    .find(|k| k.kind == kind && Some(k.group) == group_of(api_version))
+                    .map(|k| k.versions.join(", "))
+                    .unwrap_or_default();
+                format!("{no_match} (Kubernetes 1.32 serves {served})")
+            }
+            KindRefused::NotInCoreGroup => no_match,
+            KindRefused::TooMany => format!(
+                "more than {MAX_DISTINCT_KINDS} distinct kinds; canarysim stores at most that many"
+            ),
+        }
+    }
+}
+
+/// Distinct unknown kinds kept for a process's life (each is a few names): a bound, since
+/// any input may name new ones.
+const MAX_DISTINCT_KINDS: usize = 1024;
+
+/// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → `""`), if well formed.
+fn group_of(api_version: &str) -> Option<&str> {
+    match api_version.split_once('/') {
+        Some((group, version)) if !group.is_empty() && !version.is_empty() => Some(group),
+        Some(_) => None,
+        None if !api_version.is_empty() => Some(""),
+        None => None,
+    }
+}
+
+fn version_of(api_version: &str) -> &str {
+    api_version.rsplit('/').next().unwrap_or(api_version)
+}
+
+/// The stored kind for `apiVersion`/`kind`, or why it is refused. `crds` are the
+/// CustomResourceDefinitions among the manifests, which name their kinds' plural and scope.
+pub fn resolve(
+    api_version: &str,
+    kind: &str,
+    crds: &[CrdNames],
+    simulated: &[(&'static str, &'static str)],
+) -> Result<StoredKind, KindRefused> {
+    let Some(group) = group_of(api_version) else {
+        return Err(KindRefused::NotInCoreGroup);
+    };
+    let version = version_of(api_version);
+    if let Some(info) = KNOWN.iter().find(|k| k.group == group && k.kind == kind) {
+        return if info.versions.contains(&version) {
+            Ok(StoredKind(info))
+        } else {
+            Err(KindRefused::VersionNotServed)
+        };
+    }
+    let near = KNOWN
+        .iter()
+        .map(|k| (k.group, k.kind))
+        .chain(simulated.iter().copied())
+        .filter(|(g, _)| *g == group)
+        .map(|(_, k)| k)
+        .find(|known| misspelt(kind, known));
+    if let Some(known) = near {
+        return Err(KindRefused::Misspelt { known });
+    }
+    if group.is_empty() {
+        return Err(KindRefused::NotInCoreGroup);
+    }
+    intern(group, version, kind, crds)
+}
+
+/// Whether canarysim describes `kind` of `group` (a built-in kind, a common CRD's).
+pub fn describes(group: &str, kind: &str) -> bool {
+    KNOWN.iter().any(|k| k.group == group && k.kind == kind)
+}
+
+/// Whether `group` is one whose kinds canarysim describes (Kubernetes' own, Istio's, …).
+pub fn is_known_group(group: &str) -> bool {
+    KNOWN.iter().any(|k| k.group == group)
+}
+
+/// A kind written in other case than a known one, or an edit or two away from it (one for
+/// names under six letters: `Role` and `Node` are two apart).
+fn misspelt(kind: &str, known: &str) -> bool {
+    let allowed = if known.len() < 6 { 1 } else { 2 };
+    kind != known
+        && strsim::damerau_levenshtein(&kind.to_lowercase(), &known.to_lowercase()) <= allowed
+}
+
+/// What a CustomResourceDefinition says of its kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrdNames {
+    pub group: String,
+    pub kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub short_names: Vec<String>,
+    pub namespaced: bool,
+    pub versions: Vec<String>,
+}
+
+impl CrdNames {
+    /// Reads `spec.group`, `spec.names` and `spec.scope` of a CustomResourceDefinition.
+    pub fn of(crd: &serde_json::Value) -> Option<CrdNames> {
+        let spec = &crd["spec"];
+        let names = &spec["names"];
+        let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
+        let kind = text(&names["kind"])?;
+        Some(CrdNames {
+            group: text(&spec["group"])?,
+            plural: text(&names["plural"]).unwrap_or_else(|| plural_of(&kind)),
+            singular: text(&names["singular"]).unwrap_or_else(|| kind.to_lowercase()),
+            short_names: names["shortNames"]
+                .as_array()
+                .map(|a| a.iter().filter_map(text).collect())
+                .unwrap_or_default(),
+            namespaced: spec["scope"].as_str() != Some("Cluster"),
+            versions: spec["versions"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|v| text(&v["name"])).collect())
+                .unwrap_or_default(),
+            kind,
+        })
+    }
+}
+
+/// The plural a CRD most likely declares for `kind` (`Certificate` → `certificates`,
+/// `NetworkPolicy` → `networkpolicies`, `Ingress` → `ingresses`).
+pub fn plural_of(kind: &str) -> String {
+    let lower = kind.to_lowercase();
+    let ends_in_consonant_y = lower.ends_with('y')
+        && !lower[..lower.len() - 1].ends_with(['a', 'e', 'i', 'o', 'u'])
+        && lower.len() > 1;
+    if ends_in_consonant_y {
+        format!("{}ies", &lower[..lower.len() - 1])
+    } else if ["s", "x", "z", "ch", "sh"]
+        .iter()
+        .any(|e| lower.ends_with(e))
+    {
+        format!("{lower}es")
+    } else {
+        format!("{lower}s")
+    }
+}
+
+/// The plural in the kind's own case (`NetworkPolicies`, `Ingresses`, `Endpoints`): the
+/// kind up to where its lower-case form and the plural part, then the rest of the plural.
+pub fn plural_as_written(info: &KindInfo) -> String {
+    let lower = info.kind.to_lowercase();
+    let common = lower
+        .bytes()
+        .zip(info.plural.bytes())
+        .take_while(|(a, b)| a == b)
+        .count();
+    match info.kind.get(..common) {
+        Some(prefix) if lower.len() == info.kind.len() => {
+            format!("{prefix}{}", &info.plural[common..])
+        }
+        _ => info.plural.to_string(),
+    }
+}
+
+fn leak(text: String) -> &'static str {
+    Box::leak(text.into_boxed_str())
+}
+
+fn leak_all(texts: Vec<String>) -> &'static [&'static str] {
+    Box::leak(
+        texts
+            .into_iter()
+            .map(leak)
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    )
+}
+
+/// Unknown kinds met so far, by group and kind. Kept for the process's life so that a
+/// `StoredKind` stays `Copy`; bounded by [`MAX_DISTINCT_KINDS`].
+fn interned() -> &'static Mutex<BTreeMap<(String, String), &'static KindInfo>> {
+    static INTERNED: OnceLock<Mutex<BTreeMap<(String, String), &'static KindInfo>>> =
+        OnceLock::new();
+    INTERNED.get_or_init(Default::default)
+}
+
+fn intern(
+    group: &str,
+    version: &str,
+    kind: &str,
+    crds: &[CrdNames],
+) -> Result<StoredKind, KindRefused> {
+    let key = (group.to_string(), kind.to_string());
+    let mut table = interned()
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(info) = table.get(&key) {
+        return Ok(StoredKind(info));
+    }
+    if table.len() >= MAX_DISTINCT_KINDS {
+        return Err(KindRefused::TooMany);
+    }
+    let crd = crds.iter().find(|c| c.group == group && c.kind == kind);
+    let info = KindInfo {
+        group: leak(group.to_string()),
+        kind: leak(kind.to_string()),
+        versions: match crd {
+            Some(c) if !c.versions.is_empty() => leak_all(c.versions.clone()),
+            _ => leak_all(vec![version.to_string()]),
+        },
+        plural: leak(crd.map_or_else(|| plural_of(kind), |c| c.plural.clone())),
+        singular: leak(crd.map_or_else(|| kind.to_lowercase(), |c| c.singular.clone())),
+        short_names: leak_all(crd.map(|c| c.short_names.clone()).unwrap_or_default()),
+        namespaced: crd.is_none_or(|c| c.namespaced),
+        built_in: false,
+        guessed: crd.is_none(),
+    };
+    let info: &'static KindInfo = Box::leak(Box::new(info));
+    table.insert(key, info);
+    Ok(StoredKind(info))
+}
+
+/// The stored kinds served whether or not an object of them exists (`kubectl get
+/// configmaps` answers "No resources found", not "the server doesn't have a resource
+/// type").
+pub fn described() -> impl Iterator<Item = StoredKind> {
+    KNOWN.iter().map(StoredKind)
+}
+
+/// The kinds nothing describes that manifests have named so far, in this process.
+pub fn met() -> Vec<StoredKind> {
+    let table = interned()
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    table.values().map(|info| StoredKind(info)).collect()
+}
+
+const fn kind(
+    group: &'static str,
+    kind: &'static str,
+    versions: &'static [&'static str],
+    plural: &'static str,
+    singular: &'static str,
+    short_names: &'static [&'static str],
+    namespaced: bool,
+) -> KindInfo {
+    KindInfo {
+        group,
+        kind,
+        versions,
+        plural,
+        singular,
+        short_names,
+        namespaced,
+        built_in: true,
+        guessed: false,
+    }
+}
+
+/// A CRD's kind: served as a custom resource (JSON and merge patches only).
+const fn crd(info: KindInfo) -> KindInfo {
+    KindInfo {
+        built_in: false,
+        ..info
+    }
+}
+
+const V1: &[&str] = &["v1"];
+const NS: bool = true;
+const CLUSTER: bool = false;
+
+/// Kubernetes 1.32's kinds (as `kubectl api-resources` lists them), and the CRDs charts
+/// render most beside a Rollout. The kinds canarysim simulates are not here.
+static KNOWN: &[KindInfo] = &[
+    kind("", "Binding", V1, "bindings", "binding", &[], NS),
+    kind(
+        "",
+        "ComponentStatus",
+        V1,
+        "componentstatuses",
+        "componentstatus",
+        &["cs"],
+        CLUSTER,
+    ),
+    kind("", "ConfigMap", V1, "configmaps", "configmap", &["cm"], NS),
+    kind("", "Endpoints", V1, "endpoints", "endpoints", &["ep"], NS),
+    kind("", "Event", V1, "events", "event", &["ev"], NS),
+    kind(
+        "",
+        "LimitRange",
+        V1,
+        "limitranges",
+        "limitrange",
+        &["limits"],
+        NS,
+    ),
+    kind(
+        "",
+        "Namespace",
+        V1,
+        "namespaces",
+        "namespace",
+        &["ns"],
+        CLUSTER,
+    ),
+    kind("", "Node", V1, "nodes", "node", &["no"], CLUSTER),
+    kind(
+        "",
+        "PersistentVolume",
+        V1,
+        "persistentvolumes",
+        "persistentvolume",
+        &["pv"],
+        CLUSTER,
+    ),
+    kind(
+        "",
+        "PersistentVolumeClaim",
+        V1,
+        "persistentvolumeclaims",
+        "persistentvolumeclaim",
+        &["pvc"],
+        NS,
+    ),
+    kind(
+        "",
+        "PodTemplate",
+        V1,
+        "podtemplates",
+        "podtemplate",
+        &[],
+        NS,
+    ),
+    kind(
+        "",
+        "ReplicationController",
+        V1,
+        "replicationcontrollers",
+        "replicationcontroller",
+        &["rc"],
+        NS,
+    ),
+    kind(
+        "",
+        "ResourceQuota",
+        V1,
+        "resourcequotas",
+        "resourcequota",
+        &["quota"],
+        NS,
+    ),
+    kind("", "Secret", V1, "secrets", "secret", &[], NS),
+    kind(
+        "",
+        "ServiceAccount",
+        V1,
+        "serviceaccounts",
+        "serviceaccount",
+        &["sa"],
+        NS,
+    ),
+    kind(
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+        V1,
+        "mutatingwebhookconfigurations",
+        "mutatingwebhookconfiguration",
+        &[],
+        CLUSTER,
+    ),
+    kind(
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+        V1,
+        "validatingwebhookconfigurations",
+        "validatingwebhookconfiguration",
+        &[],
+        CLUSTER,
+    ),
+    kind(
+        "apiextensions.k8s.io",
+        "CustomResourceDefinition",
+        V1,
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        &["crd", "crds"],
+        CLUSTER,
+    ),
+    kind(
+        "apiregistration.k8s.io",
+        "APIService",
+        V1,
+        "apiservices",
+        "apiservice",
+        &[],
+        CLUSTER,
+    ),
+    kind(
+        "apps",
+        "ControllerRevision",
+        V1,
+        "controllerrevisions",
+        "controllerrevision",
+        &[],
+        NS,
+    ),
+    kind(
+        "apps",
+        "DaemonSet",
+        V1,
+        "daemonsets",
+        "daemonset",
+        &["ds"],
+        NS,
+    ),
+    kind(
+        "apps",
+        "Deployment",
+        V1,
+        "deployments",
+        "deployment",
+        &["deploy"],
+        NS,
+    ),
+    kind(
+        "apps",
+        "StatefulSet",
+        V1,
+        "statefulsets",
+        "statefulset",
+        &["sts"],
+        NS,
+    ),
+    kind(
+        "autoscaling",
+        "HorizontalPodAutoscaler",
+        &["v2", "v1"],
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+        &["hpa"],
+        NS,
+    ),
+    kind("batch", "CronJob", V1, "cronjobs", "cronjob", &["cj"], NS),
+    kind("batch", "Job", V1, "jobs", "job", &[], NS),
+    kind(
+        "certificates.k8s.io",
+        "CertificateSigningRequest",
+        V1,
+        "certificatesigningrequests",
+        "certificatesigningrequest",
+        &["csr"],
+        CLUSTER,
+    ),
+    kind(
+        "coordination.k8s.io",
+        "Lease",
+        V1,
+        "leases",
+        "lease",
+        &[],
+        NS,
+    ),
+    kind(
+        "discovery.k8s.io",
+        "EndpointSlice",
+        V1,
+        "endpointslices",
+        "endpointslice",
+        &[],
+        NS,
+    ),
+    kind("events.k8s.io", "Event", V1, "events", "event", &["ev"], NS),
+    kind(
+        "networking.k8s.io",
+        "Ingress",
+        V1,
+        "ingresses",
+        "ingress",
+        &["ing"],
+        NS,
+    ),
+    kind(
+        "networking.k8s.io",
+        "IngressClass",
+        V1,
+        "ingressclasses",
+        "ingressclass",
+        &[],
+        CLUSTER,
+    ),
+    kind(
+        "networking.k8s.io",
+        "NetworkPolicy",
+        V1,
+        "networkpolicies",
+        "networkpolicy",
+        &["netpol"],
+        NS,
+    ),
+    kind(
+        "node.k8s.io",
+        "RuntimeClass",
+        V1,
+        "runtimeclasses",
+        "runtimeclass",
+        &[],
+        CLUSTER,
+    ),
+    kind(
+        "policy",
+        "PodDisruptionBudget",
+        V1,
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        &["pdb"],
+        NS,
+    ),
+    kind(
+        "rbac.authorization.k8s.io",
+        "ClusterRole",
+        V1,
+        "clusterroles",
+        "clusterrole",
+        &[],
+        CLUSTER,
+    ),
+    kind(
+        "rbac.authorization.k8s.io",
+        "ClusterRoleBinding",
+        V1,
+        "clusterrolebindings",
+        "clusterrolebinding",
+        &[],
+        CLUSTER,
+    ),
+    kind(
+        "rbac.authorization.k8s.io",
+        "Role",
+        V1,
+        "roles",
+        "role",
+        &[],
+        NS,
+    ),
+    kind(
+        "rbac.authorization.k8s.io",
+        "RoleBinding",
+        V1,
+        "rolebindings",
+        "rolebinding",
+        &[],
+        NS,
+    ),
+    kind(
+        "scheduling.k8s.io",
+        "PriorityClass",
+        V1,
+        "priorityclasses",
+        "priorityclass",
+        &["pc"],
+        CLUSTER,
+    ),
+    kind(
+        "storage.k8s.io",
+        "StorageClass",
+        V1,
+        "storageclasses",
+        "storageclass",
+        &["sc"],
+        CLUSTER,
+    ),
+    // Gateway API (issue 29 simulates HTTPRoute; until then stored).
+    crd(kind(
+        "gateway.networking.k8s.io",
+        "Gateway",
+        &["v1", "v1beta1"],
+        "gateways",
+        "gateway",
+        &["gtw"],
+        NS,
+    )),
+    crd(kind(
+        "gateway.networking.k8s.io",
+        "GatewayClass",
+        &["v1", "v1beta1"],
+        "gatewayclasses",
+        "gatewayclass",
+        &["gc"],
+        CLUSTER,
+    )),
+    crd(kind(
+        "gateway.networking.k8s.io",
+        "HTTPRoute",
+        &["v1", "v1beta1"],
+        "httproutes",
+        "httproute",
+        &[],
+        NS,
+    )),
+    crd(kind(
+        "gateway.networking.k8s.io",
+        "GRPCRoute",
+        V1,
+        "grpcroutes",
+        "grpcroute",
+        &[],
+        NS,
+    )),
+    crd(kind(
+        "gateway.networking.k8s.io",
+        "ReferenceGrant",
+        &["v1beta1", "v1alpha2"],
+        "referencegrants",
+        "referencegrant",
+        &["refgrant"],
+        NS,
+    )),
+    crd(kind(
+        "gateway.networking.k8s.io",
+        "TCPRoute",
+        &["v1alpha2"],
+        "tcproutes",
+        "tcproute",
+        &[],
+        NS,
+    )),
+    crd(kind(
+        "gateway.networking.k8s.io",
+        "TLSRoute",
+        &["v1alpha2"],
+        "tlsroutes",
+        "tlsroute",
+        &[],
+        NS,
+    )),
+    crd(kind(
+        "gateway.networking.k8s.io",
+        "UDPRoute",
+        &["v1alpha2"],
+        "udproutes",
+        "udproute",
+        &[],
+        NS,
+    )),
+    crd(kind(
+        "gateway.networking.k8s.io",
+        "BackendTLSPolicy",
+        &["v1alpha3"],
+        "backendtlspolicies",
+        "backendtlspolicy",
+        &["btlspolicy"],
+        NS,
+    )),
+    // Istio's other networking kinds.
+    crd(kind(
+        "networking.istio.io",
+        "ServiceEntry",
+        &["v1", "v1beta1", "v1alpha3"],
+        "serviceentries",
+        "serviceentry",
+        &["se"],
+        NS,
+    )),
+    crd(kind(
+        "networking.istio.io",
+        "Sidecar",
+        &["v1", "v1beta1", "v1alpha3"],
+        "sidecars",
+        "sidecar",
+        &[],
+        NS,
+    )),
+    crd(kind(
+        "networking.istio.io",
+        "EnvoyFilter",
+        &["v1alpha3"],
+        "envoyfilters",
+        "envoyfilter",
+        &[],
+        NS,
+    )),
+    // Prometheus Operator's, which charts render for their metrics.
+    crd(kind(
+        "monitoring.coreos.com",
+        "ServiceMonitor",
+        V1,
+        "servicemonitors",
+        "servicemonitor",
+        &["smon"],
+        NS,
+    )),
+    crd(kind(
+        "monitoring.coreos.com",
+        "PodMonitor",
+        V1,
+        "podmonitors",
+        "podmonitor",
+        &["pmon"],
+        NS,
+    )),
+    crd(kind(
+        "monitoring.coreos.com",
+        "PrometheusRule",
+        V1,
+        "prometheusrules",
+        "prometheusrule",
+        &["promrule"],
+        NS,
+    )),
+    // Flagger's canary, which some repositories hold beside (or instead of) a Rollout.
+    crd(kind(
+        "flagger.app",
+        "Canary",
+        &["v1beta1"],
+        "canaries",
+        "canary",
+        &[],
+        NS,
+    )),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SIMULATED: &[(&str, &str)] = &[("argoproj.io", "Rollout"), ("", "Service")];
+
+    fn resolved(api_version: &str, kind: &str) -> Result<&'static KindInfo, String> {
+        resolve(api_version, kind, &[], SIMULATED)
+            .map(StoredKind::info)
+            .map_err(|e| e.message(api_version, kind))
+    }
+
+    #[test]
+    fn built_in_kinds_have_their_real_names_and_scope() {
+        let cm = resolved("v1", "ConfigMap").unwrap();
+        assert_eq!(
+            (cm.plural, cm.short_names, cm.namespaced),
+            ("configmaps", &["cm"][..], true)
+        );
+        let hpa = resolved("autoscaling/v1", "HorizontalPodAutoscaler").unwrap();
+        assert_eq!(hpa.versions[0], "v2");
+        assert!(
+            !resolved("rbac.authorization.k8s.io/v1", "ClusterRole")
+                .unwrap()
+                .namespaced
+        );
+        // The same kind name in two groups is two kinds.
+        let gateway_api = resolved("gateway.networking.k8s.io/v1", "Gateway").unwrap();
+        assert_eq!(gateway_api.group, "gateway.networking.k8s.io");
+        assert_eq!(
+            resolved("networking.k8s.io/v1", "Ingress").unwrap().plural,
+            "ingresses"
+        );
+    }
+
+    #[test]
+    fn typos_and_unserved_versions_are_refused_in_kubectls_words() {
+        assert_eq!(
+            resolved("apps/v1", "Deploymnet").unwrap_err(),
+            "no matches for kind \"Deploymnet\" in version \"apps/v1\"; did you mean Deployment?"
+        );
+        assert!(
+            resolved("argoproj.io/v1alpha1", "Rolout")
+                .unwrap_err()
+                .contains("did you mean Rollout?")
+        );
+        assert!(
+            resolved("v1", "Servce")
+                .unwrap_err()
+                .contains("did you mean Service?")
+        );
+        assert_eq!(
+            resolved("v1", "Widget").unwrap_err(),
+            "no matches for kind \"Widget\" in version \"v1\""
+        );
+        assert_eq!(
+            resolved("autoscaling/v2beta2", "HorizontalPodAutoscaler").unwrap_err(),
+            "no matches for kind \"HorizontalPodAutoscaler\" in version \"autoscaling/v2beta2\" \
+             (Kubernetes 1.32 serves v2, v1)"
+        );
+        assert!(resolved("/v1", "Thing").is_err());
+    }
+
+    #[test]
+    fn an_unknown_kind_is_stored_with_the_names_its_crd_gives_or_would_give() {
+        let cert = resolved("cert-manager.io/v1", "Certificate").unwrap();
+        assert_eq!(
+            (cert.plural, cert.singular, cert.namespaced),
+            ("certificates", "certificate", true)
+        );
+        assert!(!cert.built_in);
+        // The same kind again is the same stored kind.
+        assert_eq!(
+            resolve("cert-manager.io/v1", "Certificate", &[], SIMULATED).unwrap(),
+            resolve("cert-manager.io/v1", "Certificate", &[], SIMULATED).unwrap()
+        );
+        let crd = serde_json::json!({"spec": {"group": "example.com", "scope": "Cluster",
+            "names": {"kind": "Mouse", "plural": "mice", "shortNames": ["m"]},
+            "versions": [{"name": "v2"}, {"name": "v1"}]}});
+        let names = CrdNames::of(&crd).unwrap();
+        let mouse = resolve("example.com/v1", "Mouse", &[names], SIMULATED)
+            .unwrap()
+            .info();
+        assert_eq!(
+            (mouse.plural, mouse.namespaced, mouse.versions),
+            ("mice", false, &["v2", "v1"][..])
+        );
+        for (kind, plural, written) in [
+            ("NetworkPolicy", "networkpolicies", "NetworkPolicies"),
+            ("Ingress", "ingresses", "Ingresses"),
+            ("Endpoints", "endpoints", "Endpoints"),
+            ("ConfigMap", "configmaps", "ConfigMaps"),
+        ] {
+            let info = resolved(
+                if kind == "Ingress" || kind == "NetworkPolicy" {
+                    "networking.k8s.io/v1"
+                } else {
+                    "v1"
+                },
+                kind,
+            )
+            .unwrap();
+            assert_eq!(
+                (info.plural, plural_as_written(info).as_str()),
+                (plural, written)
+            );
+        }
+        for (kind, plural) in [
+            ("Policy", "policies"),
+            ("Gateway", "gateways"),
+            ("Box", "boxes"),
+            ("Mesh", "meshes"),
+            ("Status", "statuses"),
+            ("Y", "ys"),
+        ] {
+            assert_eq!(plural_of(kind), plural, "{kind}");
+        }
+    }
+}
