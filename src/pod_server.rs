@@ -251,7 +251,7 @@ impl Pod {
         }
         // The model never answers in under 1 µs; a pod set to answer at once does not sleep.
         // tokio's timer wheel ticks in milliseconds and rounds up (a 1 ms latency answered
-        // in 2.2 ms); an OS high-resolution timer (timerfd on Linux) keeps it to ~0.1 ms.
+        // in 2.2 ms); an OS high-resolution timer (timerfd on Linux) keeps it within about 0.1-0.2 ms.
         if model.latency_us > 0 || model.jitter_us > 0 {
             precise_sleep(Duration::from_micros(latency_us)).await;
         }
