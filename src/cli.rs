@@ -93,6 +93,11 @@ pub enum Command {
         /// it is refused before it starts (default 100000000: seconds of simulation).
         #[arg(long, value_name = "N")]
         request_budget: Option<u64>,
+        /// The most instants one step may stop the simulated clock at (something happening:
+        /// a pod turning ready, a measurement, a deadline); a busier step fails rather than
+        /// running for hours (default 10000: seconds of simulation).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        instant_budget: Option<u64>,
     },
     /// Check manifests without running them: Argo's spec validation, references between
     /// Rollouts, Services, VirtualServices, DestinationRules and Gateways, route validation,
@@ -333,13 +338,18 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
             live,
             time_scale,
             request_budget,
+            instant_budget,
         } => {
             let mode = if live {
                 RunMode::Live { time_scale }
             } else {
                 RunMode::Simulated
             };
-            run(path.as_deref(), seed, format, mode, request_budget)
+            let budgets = Budgets {
+                requests: request_budget,
+                instants: instant_budget,
+            };
+            run(path.as_deref(), seed, format, mode, budgets)
         }
         Command::Compare { path, seed, format } => compare(path.as_deref(), seed, format),
         Command::Lint { files } => lint_files(&files),
@@ -1020,12 +1030,18 @@ enum RunMode {
     Live { time_scale: f64 },
 }
 
+/// `run`'s bounds on a step's work, where the command line set them.
+struct Budgets {
+    requests: Option<u64>,
+    instants: Option<u64>,
+}
+
 fn run(
     path: Option<&Path>,
     seed: Option<u64>,
     format: Format,
     mode: RunMode,
-    request_budget: Option<u64>,
+    budgets: Budgets,
 ) -> (u8, String, String) {
     if let RunMode::Live { time_scale } = mode {
         if !(time_scale.is_finite() && time_scale > 0.0) {
@@ -1066,8 +1082,11 @@ fn run(
     let mut invalid_files: Vec<String> = Vec::new();
     for p in &scenario_paths {
         match scenario::load_runnable(p, files.0).map(|mut plan| {
-            if let Some(budget) = request_budget {
+            if let Some(budget) = budgets.requests {
                 plan.request_budget = budget;
+            }
+            if let Some(budget) = budgets.instants {
+                plan.instant_budget = budget;
             }
             plan
         }) {

@@ -921,8 +921,8 @@ fn a_pods_latency_is_as_asked_within_a_quarter_of_a_millisecond() {
     // the pods' high-resolution timer must not. What a pod adds is measured against a pod
     // without latency in the same run, so the machine's round trip is not counted. The rest
     // is the pod's timer and both ends waking from an idle wait, which a virtual machine
-    // makes slower the longer it idled: quiet runs of this check have given 40-120 µs
-    // over 1 ms and 40-180 µs over 5 ms (a tenth of a millisecond failed a quiet CI run).
+    // makes slower the longer it idled: quiet runs of this check have given 54-121 µs
+    // over 1 ms and 154-179 µs over 5 ms (a tenth of a millisecond failed a quiet CI run).
     // A shared machine only adds delay, so the least of up to three runs counts; an answer
     // before the latency is a defect in any run.
     let rt = servers();

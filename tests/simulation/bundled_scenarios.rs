@@ -87,3 +87,20 @@ fn once_the_world_has_settled_one_more_round_writes_nothing() {
     assert!(instants > 500, "{instants} instants checked");
     assert!(breaches.is_empty(), "{breaches:#?}");
 }
+
+/// The instant budget (`--instant-budget`, default 10,000 a step) stands far above real
+/// scenarios: each bundled one passes with 100, four times its busiest step's 25.
+#[test]
+fn every_bundled_scenario_passes_within_100_instants_a_step() {
+    use canarysim::scenario::{Disk, load, run};
+    let mut failed = Vec::new();
+    for path in bundled() {
+        let mut plan = load(&path, &Disk).unwrap();
+        plan.instant_budget = 100;
+        let report = run(&plan, None);
+        if !report.passed {
+            failed.push(canarysim::report::text::render(&report));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}

@@ -238,6 +238,57 @@ fn background_traffic_through_an_endless_wait_is_refused_by_the_request_budget()
     );
 }
 
+/// A wait of Go's longest duration after `promote --full` of a canary whose pods crash-loop,
+/// with progressDeadlineAbort: the deadline aborts the update every minute and the full
+/// promotion clears the abort again, as Argo's controller does; played instant by instant,
+/// 292 years took hours (a hang the fuzzer found). The step fails at the instant budget,
+/// saying what keeps the clock busy, and the budget is the user's to raise.
+#[test]
+fn a_wait_of_years_through_a_deadline_firing_every_minute_fails_at_the_instant_budget() {
+    let manifests = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/manifests/");
+    let bundled = include_str!("../../scenarios/progress-deadline.yaml")
+        .replace("file: manifests/", &format!("file: {manifests}"));
+    let text = format!(
+        "{bundled}  - promote: rollouts-demo\n  - promote: {{rollout: rollouts-demo, full: true}}\n  - wait: {{until: healthy, timeout: 2562047h}}\n"
+    );
+    let file = support::write_temp("deadline-every-minute.yaml", &text);
+    let path = file.to_str().unwrap().to_string();
+    let run = |budget: &str| {
+        let (code, out, err) = canarysim(vec![
+            "run".into(),
+            "--format".into(),
+            "json".into(),
+            "--instant-budget".into(),
+            budget.into(),
+            path.clone(),
+        ]);
+        assert_eq!(code, 1, "{out}{err}");
+        let report: serde_json::Value = serde_json::from_str(&out).expect("a JSON report");
+        let steps = report["steps"].as_array().expect("steps").clone();
+        let failed: Vec<_> = steps.iter().filter(|s| s["passed"] == false).collect();
+        assert_eq!(failed.len(), 1, "only the long wait fails: {out}");
+        assert_eq!(failed[0]["index"], steps.len(), "{out}");
+        let detail = failed[0]["detail"].as_str().unwrap_or("").to_string();
+        let time_ms = |s: &serde_json::Value| s["time_ms"].as_u64().unwrap_or(0);
+        let began = time_ms(&steps[steps.len() - 2]);
+        (time_ms(failed[0]) - began, detail)
+    };
+    let (near, detail) = run("100");
+    assert!(
+        detail.starts_with("this step stopped the clock at 100 instants")
+            && detail.contains("RolloutAborted")
+            && detail.contains("--instant-budget"),
+        "{detail}"
+    );
+    // Twice the budget reaches about twice as far into the step: the clock's instants, not
+    // the wall clock, bound it.
+    let (far, _) = run("200");
+    assert!(
+        far > near * 19 / 10 && far < near * 21 / 10,
+        "{near} ms then {far} ms into the step"
+    );
+}
+
 /// `set_image` on a Rollout whose template is not an object panicked ("cannot access key
 /// \"template\" in JSON string"); it is refused, or reports that it found no container.
 #[test]

@@ -124,6 +124,9 @@ pub struct Plan {
     /// refused (`canarysim run --request-budget`); the same bounds the background traffic
     /// of each step that moves the clock.
     pub request_budget: u64,
+    /// The most instants one step may stop the clock at (`canarysim run --instant-budget`):
+    /// a step busier than that fails rather than running for hours.
+    pub instant_budget: u64,
     /// Where the scenario wrote `steps` (or its start, when it wrote none).
     pub steps_location: Location,
 }
@@ -523,6 +526,7 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
         background,
         background_location: at("/traffic/background"),
         request_budget: crate::load::DEFAULT_REQUEST_BUDGET,
+        instant_budget: crate::sim::DEFAULT_INSTANT_BUDGET,
         steps_location: at("/steps"),
     })
 }

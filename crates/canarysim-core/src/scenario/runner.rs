@@ -89,6 +89,7 @@ impl<'p> Runner<'p> {
             push_delay: plan.push_delay,
             istio_weight_rules: plan.istio_weight_rules,
             watch_log,
+            instant_budget: plan.instant_budget,
             ..ClusterConfig::default()
         };
         let mut world = World::new(config, seed);
@@ -522,6 +523,7 @@ impl<'p> Runner<'p> {
 
     // Long: one arm per step kind, as the scenario format lists them.
     fn execute(&mut self, step: &PlannedStep) -> (bool, String) {
+        self.world.allow_instants();
         let ns = self.plan.namespace.clone();
         let result: Result<String, String> = match &step.kind {
             StepKind::Apply(m) => self

@@ -22,6 +22,13 @@ use crate::model::{Kind, Manifest, Object, ObjectKey};
 /// not settle (a bug, never expected).
 const MAX_ROUNDS: usize = 1000;
 
+/// Instants one step may stop the clock at, by default (see [`World::allow_instants`];
+/// `canarysim run --instant-budget` changes it). The
+/// bundled scenarios' busiest step stops at 25; an instant costs a fraction of a millisecond,
+/// so a step that would stop at millions of them (a deadline that fires every minute through
+/// a wait of years) fails in seconds rather than running for hours.
+pub const DEFAULT_INSTANT_BUDGET: u64 = 10_000;
+
 /// Knobs of the simulated cluster.
 #[derive(Debug, Clone)]
 pub struct ClusterConfig {
@@ -33,6 +40,8 @@ pub struct ClusterConfig {
     pub istio_weight_rules: crate::apiserver::admission::IstioWeightRules,
     /// Keep the API server's watch log (only watches read it: `serve --api`).
     pub watch_log: bool,
+    /// Instants one step may stop the clock at ([`DEFAULT_INSTANT_BUDGET`]).
+    pub instant_budget: u64,
 }
 
 impl Default for ClusterConfig {
@@ -43,6 +52,7 @@ impl Default for ClusterConfig {
             push_delay: mesh::DEFAULT_PUSH_DELAY,
             istio_weight_rules: Default::default(),
             watch_log: false,
+            instant_budget: DEFAULT_INSTANT_BUDGET,
         }
     }
 }
@@ -54,6 +64,16 @@ pub enum SimError {
     /// At the instant, who keeps writing what.
     #[error("controllers did not settle at {0} after {MAX_ROUNDS} rounds: {1}")]
     Unsettled(SimTime, String),
+    /// A step's clock stopped at more instants than it may ([`DEFAULT_INSTANT_BUDGET`]).
+    #[error(
+        "this step stopped the clock at {instants} instants and reached only {at}, {reached} into the step ({who}); a step this busy is not played event by event: shorten its timeout or duration (or raise --instant-budget)"
+    )]
+    TooBusy {
+        instants: u64,
+        at: SimTime,
+        reached: String,
+        who: String,
+    },
     #[error("{0}")]
     Action(String),
     #[error(transparent)]
@@ -85,6 +105,10 @@ pub struct World {
     /// The serving pods' part of the last fingerprint, and the pods' version it was taken
     /// at ([`ApiServer::kind_changed_at`]): unchanged pods are not walked again.
     serving_pods: Option<(u64, u64)>,
+    /// Instants the clock may still stop at in the current step ([`World::allow_instants`]).
+    instants_left: u64,
+    /// When the current step began.
+    step_began: SimTime,
     /// Every distinct note of the route tables translated so far (what the translation
     /// skipped or could not honour), in the order first seen.
     pub route_notes: Vec<crate::endpoints::Note>,
@@ -101,6 +125,7 @@ impl World {
         let mut api = ApiServer::new();
         api.istio_weight_rules = config.istio_weight_rules;
         api.set_keep_log(config.watch_log);
+        let instants_left = config.instant_budget;
         World {
             api,
             config,
@@ -114,6 +139,8 @@ impl World {
             mesh: Mesh::new(),
             pushed: None,
             serving_pods: None,
+            instants_left,
+            step_began: SimTime::ZERO,
             route_notes: Vec::new(),
             metrics: crate::analysis::Prometheus::new(seed),
             scripted_results: BTreeMap::new(),
@@ -251,34 +278,78 @@ impl World {
     /// One more round, watched: the objects whose resourceVersion it moves, so that an
     /// unsettled world names what keeps changing rather than only that something does.
     fn who_keeps_writing(&mut self) -> Result<String, SimError> {
-        let versions = |api: &ApiServer| -> Vec<(ObjectKey, String)> {
-            Kind::SIMULATED
-                .iter()
-                .flat_map(|k| api.list(*k, None, None))
-                .map(|o| {
-                    let rv = o.value["metadata"]["resourceVersion"]
-                        .as_str()
-                        .unwrap_or("")
-                        .to_string();
-                    (o.key(), rv)
-                })
-                .collect()
-        };
-        let before: BTreeMap<ObjectKey, String> = versions(&self.api).into_iter().collect();
+        let before = self.resource_versions();
         self.round()?;
-        let written: Vec<String> = versions(&self.api)
+        Ok(match self.written_since(&before) {
+            None => "each round wrote, yet no object changed (a controller counts a write the API server did not store)".into(),
+            Some(objects) => format!("each round writes {objects} again"),
+        })
+    }
+
+    /// Every simulated object's resourceVersion.
+    fn resource_versions(&self) -> BTreeMap<ObjectKey, String> {
+        Kind::SIMULATED
+            .iter()
+            .flat_map(|k| self.api.list(*k, None, None))
+            .map(|o| (o.key(), o.resource_version().to_string()))
+            .collect()
+    }
+
+    /// The objects written since `before` was taken, named (the first five), or None.
+    fn written_since(&self, before: &BTreeMap<ObjectKey, String>) -> Option<String> {
+        let written: Vec<String> = self
+            .resource_versions()
             .into_iter()
             .filter(|(key, rv)| before.get(key) != Some(rv))
             .map(|(key, _)| format!("{} {}/{}", key.kind, key.namespace, key.name))
             .collect();
-        Ok(match written.as_slice() {
-            [] => "each round wrote, yet no object changed (a controller counts a write the API server did not store)".into(),
-            [one] => format!("each round writes {one} again"),
-            many => format!(
-                "each round writes {} again{}",
+        match written.as_slice() {
+            [] => None,
+            [one] => Some(one.clone()),
+            many => Some(format!(
+                "{}{}",
                 many[..many.len().min(5)].join(", "),
-                if many.len() > 5 { format!(" and {} more", many.len() - 5) } else { String::new() }
-            ),
+                if many.len() > 5 {
+                    format!(" and {} more", many.len() - 5)
+                } else {
+                    String::new()
+                }
+            )),
+        }
+    }
+
+    /// A new step begins: its clock may stop at `config.instant_budget` instants.
+    pub fn allow_instants(&mut self) {
+        self.instants_left = self.config.instant_budget;
+        self.step_began = self.now;
+    }
+
+    /// Moves the clock to `t` and settles there, counting the instant against the step's
+    /// allowance; the last one allowed is watched, to name what keeps the clock busy.
+    fn stop_at(&mut self, t: SimTime) -> Result<(), SimError> {
+        if self.instants_left > 0 {
+            self.instants_left -= 1;
+            self.now = t;
+            return self.settle();
+        }
+        let before = self.resource_versions();
+        self.now = t;
+        self.settle()?;
+        let mut who = match self.written_since(&before) {
+            Some(objects) => format!("the last instant wrote {objects}"),
+            None => "the last instant wrote no object".into(),
+        };
+        if let Some(e) = self.events.last().filter(|e| e.time >= self.step_began) {
+            who.push_str(&format!(
+                "; the last event: {} {} at {}",
+                e.object, e.reason, e.time
+            ));
+        }
+        Err(SimError::TooBusy {
+            instants: self.config.instant_budget,
+            at: self.now,
+            reached: crate::model::duration::format(self.now.since(self.step_began)),
+            who,
         })
     }
 
@@ -470,14 +541,12 @@ impl World {
                 return Ok(true);
             }
             match self.wake {
-                Some(t) if t <= end => self.now = t,
+                Some(t) if t <= end => self.stop_at(t)?,
                 _ => {
-                    self.now = end;
-                    self.settle()?;
+                    self.stop_at(end)?;
                     return Ok(done(self));
                 }
             }
-            self.settle()?;
         }
     }
 
