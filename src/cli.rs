@@ -106,7 +106,9 @@ pub enum Command {
     Lint {
         /// Manifest files (checked together: objects may refer to each other across files)
         /// or scenario files (each checked with all the manifests it applies); `-` reads
-        /// standard input (`helm template . | canarysim lint -`).
+        /// standard input (`helm template . | canarysim lint -`); a folder is read at every
+        /// depth (*.yaml, *.yml, *.json; files that hold no `kind` are passed over, said so
+        /// on stderr).
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -936,34 +938,57 @@ fn lint_files(paths: &[PathBuf]) -> (u8, String, String) {
             },
         },
     };
-    let mut seen_stdin = false;
+    // The files named, standard input once, and every file found under a folder named.
+    let mut inputs: Vec<PathBuf> = Vec::new();
+    let mut passed_over = String::new();
     for path in paths {
-        let loaded = if path == dash {
-            if std::mem::replace(&mut seen_stdin, true) {
-                continue;
+        if path == dash {
+            let stdin = PathBuf::from(STDIN_NAME);
+            if !inputs.contains(&stdin) {
+                inputs.push(stdin);
             }
-            let text = files.stdin.as_deref().unwrap_or_default();
-            let name = Path::new(STDIN_NAME);
-            if scenario::discover::kind_of_text(STDIN_NAME, text)
-                == scenario::discover::FileKind::Scenario
-            {
-                scenario::parse(name, &files)
-                    .map(|plan| sets.push((plan.all_manifests(), plan.istio_weight_rules)))
-                    .map_err(|e| e.to_string())
-            } else {
-                yaml::load_str(STDIN_NAME, text, LINT_NAMESPACE)
-                    .map(|m| pooled.extend(m))
-                    .map_err(|e| e.to_string())
+        } else if path.is_dir() {
+            match scenario::discover::lint_files_in(path) {
+                Err(e) => err.push_str(&format!("{}: cannot read: {e}\n", path.display())),
+                Ok(found) => {
+                    let before = inputs.len();
+                    for (file, what) in found {
+                        match what {
+                            scenario::discover::Found::PassedOver(why) => passed_over
+                                .push_str(&format!("{}: passed over: {why}\n", file.display())),
+                            _ => inputs.push(file),
+                        }
+                    }
+                    if inputs.len() == before {
+                        err.push_str(&format!(
+                            "{}: no Kubernetes manifests or scenarios (*.yaml, *.yml, *.json) in this folder or below\n",
+                            path.display()
+                        ));
+                    }
+                }
             }
-        } else if scenario::discover::kind_of(path) == scenario::discover::FileKind::Scenario {
-            scenario::parse(path, &files)
-                .map(|plan| sets.push((plan.all_manifests(), plan.istio_weight_rules)))
-                .map_err(|e| e.to_string())
         } else {
-            yaml::load_file(path, LINT_NAMESPACE)
-                .map(|m| pooled.extend(m))
-                .map_err(|e| e.to_string())
-        };
+            inputs.push(path.clone());
+        }
+    }
+    for path in &inputs {
+        let name = path.display().to_string();
+        let loaded = files
+            .read(path)
+            .map_err(|e| format!("{name}: cannot read: {e}"))
+            .and_then(|text| {
+                if scenario::discover::kind_of_text(&name, &text)
+                    == scenario::discover::FileKind::Scenario
+                {
+                    scenario::parse(path, &files)
+                        .map(|plan| sets.push((plan.all_manifests(), plan.istio_weight_rules)))
+                        .map_err(|e| e.to_string())
+                } else {
+                    yaml::load_str(&name, &text, LINT_NAMESPACE)
+                        .map(|m| pooled.extend(m))
+                        .map_err(|e| e.to_string())
+                }
+            });
         if let Err(e) = loaded {
             err.push_str(&e);
             err.push('\n');
@@ -971,7 +996,7 @@ fn lint_files(paths: &[PathBuf]) -> (u8, String, String) {
     }
     // Checking the rest while a file is unreadable would report its objects as missing.
     if !err.is_empty() {
-        return (2, String::new(), err);
+        return (2, String::new(), passed_over + &err);
     }
     sets.push((pooled, IstioWeightRules::default()));
     let mut diagnostics: Vec<Diagnostic> = sets
@@ -994,7 +1019,7 @@ fn lint_files(paths: &[PathBuf]) -> (u8, String, String) {
         plural(errors, "error"),
         plural(warnings, "warning")
     ));
-    (u8::from(errors > 0), out, String::new())
+    (u8::from(errors > 0), out, passed_over)
 }
 
 /// `1 error`, `2 errors`, `0 errors`.

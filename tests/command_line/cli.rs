@@ -297,6 +297,85 @@ fn backend_takes_its_version_as_name_and_keeps_the_older_spelling() {
 
 /// `helm template . | canarysim lint -`: standard input is linted like a file, named STDIN
 /// in messages (as kubectl names it), and may be given beside files.
+/// `lint DIR` reads a repository as it is: every manifest and scenario at any depth (JSON
+/// too), the rest passed over with the reason on stderr, dot-folders skipped; a folder with
+/// nothing to check is bad input.
+#[test]
+fn lint_reads_a_folder_at_every_depth_and_says_what_it_passed_over() {
+    let repo = tempfile::tempdir().unwrap();
+    let dir = repo.path();
+    let write = |path: &str, text: &str| {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    let rendered = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/helm/rendered.yaml"
+    );
+    write(
+        "deploy/base/all.yaml",
+        &std::fs::read_to_string(rendered).unwrap(),
+    );
+    write(
+        "deploy/extra/settings.json",
+        r#"{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}}"#,
+    );
+    write(
+        "chart/Chart.yaml",
+        "apiVersion: v2\nname: demo\nversion: 0.1.0\n",
+    );
+    write("chart/values.yaml", "replicas: 3\n");
+    write(
+        "chart/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n",
+    );
+    write(".github/workflows/ci.yml", "on: push\njobs: {}\n");
+    write("notes.txt", "kind: ConfigMap\n");
+    let shown = dir.to_str().unwrap();
+    let (code, out, err) = run(&["lint", shown]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("warning: not simulated: 1 ServiceAccount, 1 Secret, 2 ConfigMaps,"),
+        "the JSON file's ConfigMap is counted with the chart's: {out}"
+    );
+    let passed_over: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        passed_over,
+        [
+            format!(
+                "{shown}/chart/Chart.yaml: passed over: no document has a `kind`: not Kubernetes objects"
+            ),
+            format!(
+                "{shown}/chart/templates/cm.yaml: passed over: a template, not manifests until rendered (`helm template … | canarysim lint -`)"
+            ),
+            format!(
+                "{shown}/chart/values.yaml: passed over: no document has a `kind`: not Kubernetes objects"
+            ),
+        ],
+        "{err}"
+    );
+    // A broken manifest in the tree is an error at its place, as a file named would be.
+    write("deploy/extra/broken.yaml", "apiVersion: v1\nkind: [\n");
+    let (code, _, err) = run(&["lint", shown]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!("{shown}/deploy/extra/broken.yaml:3:1: ")),
+        "{err}"
+    );
+    // Nothing to check: exit 2, said so.
+    let empty = tempfile::tempdir().unwrap();
+    std::fs::write(empty.path().join("values.yaml"), "replicas: 3\n").unwrap();
+    let (code, _, err) = run(&["lint", empty.path().to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(
+            "no Kubernetes manifests or scenarios (*.yaml, *.yml, *.json) in this folder or below"
+        ),
+        "{err}"
+    );
+}
+
 #[test]
 fn lint_reads_standard_input_for_a_dash() {
     use std::io::Write;

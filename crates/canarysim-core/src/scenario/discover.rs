@@ -69,6 +69,96 @@ pub(crate) fn yaml_files(dir: &Path, recursive: bool) -> std::io::Result<Vec<Pat
     Ok(out)
 }
 
+/// What `canarysim lint DIR` makes of a file it finds in the folder's tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// A scenario, manifests, or a file that does not read as YAML (checked as a file named
+    /// would be, so that its error is reported at its place).
+    ToCheck,
+    /// Neither: passed over, and said why (a chart's `values.yaml` and `Chart.yaml`, a
+    /// workflow, a template that is not YAML until rendered).
+    PassedOver(String),
+}
+
+/// Every `*.yaml`, `*.yml` and `*.json` file under `dir`, at any depth (as `kubectl apply -R
+/// -f DIR` reads them, folders whose name starts with a dot apart), sorted, with what each
+/// holds. A file is a manifest when a document has `kind`.
+pub fn lint_files_in(dir: &Path) -> std::io::Result<Vec<(PathBuf, Found)>> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let path = entry?.path();
+            let hidden = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'));
+            if path.is_dir() {
+                if !hidden {
+                    pending.push(path);
+                }
+            } else if matches!(
+                path.extension().and_then(|e| e.to_str()),
+                Some("yaml" | "yml" | "json")
+            ) {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files
+        .into_iter()
+        .map(|path| {
+            let found = found_in(&path);
+            (path, found)
+        })
+        .collect())
+}
+
+/// Whether `text` holds a Go template action (helm's `{{ .Values.x }}`, `{{- include … }}`,
+/// `{{ if … }}`), not Argo's own `{{args.name}}` placeholders, which manifests carry.
+fn is_go_template(text: &str) -> bool {
+    const ACTIONS: [&str; 12] = [
+        ".",
+        "$",
+        "if ",
+        "else",
+        "end",
+        "range ",
+        "with ",
+        "include ",
+        "template ",
+        "define ",
+        "toYaml ",
+        "tpl ",
+    ];
+    text.match_indices("{{").any(|(at, _)| {
+        let action = text[at + 2..].trim_start_matches('-').trim_start();
+        ACTIONS.iter().any(|a| action.starts_with(a))
+    })
+}
+
+fn found_in(path: &Path) -> Found {
+    let Ok(text) = yaml::read_text(path) else {
+        return Found::ToCheck;
+    };
+    if is_go_template(&text) {
+        return Found::PassedOver(
+            "a template, not manifests until rendered (`helm template … | canarysim lint -`)"
+                .into(),
+        );
+    }
+    let Ok(docs) = yaml::parse_documents(&path.display().to_string(), &text) else {
+        return Found::ToCheck;
+    };
+    let scenario = kind_of_text(&path.display().to_string(), &text) == FileKind::Scenario;
+    if scenario || docs.iter().any(|(v, _)| v.get("kind").is_some()) {
+        Found::ToCheck
+    } else {
+        Found::PassedOver("no document has a `kind`: not Kubernetes objects".into())
+    }
+}
+
 /// The files of `dir` to run as scenarios (every YAML file but manifests, so that a broken
 /// scenario reports why), and the manifests passed over.
 pub fn scenarios_in(dir: &Path, recursive: bool) -> std::io::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
@@ -130,5 +220,24 @@ mod tests {
             m.contains("`name` and `steps`") && m.contains("2 YAML files are Kubernetes manifests"),
             "{m}"
         );
+    }
+
+    #[test]
+    fn helms_actions_are_templates_and_argos_placeholders_are_not() {
+        for template in [
+            "name: {{ .Release.Name }}",
+            "{{- include \"demo.labels\" . | nindent 4 }}",
+            "{{ if .Values.canary }}x{{ end }}",
+            "replicas: {{$.Values.replicas}}",
+        ] {
+            assert!(is_go_template(template), "{template}");
+        }
+        for manifest in [
+            "query: sum(rate(x{service=\"{{args.service-name}}\"}[5m]))",
+            "query: '{{ args.svc }}'",
+            "text: no braces at all",
+        ] {
+            assert!(!is_go_template(manifest), "{manifest}");
+        }
     }
 }
