@@ -456,6 +456,16 @@ fn lint_reads_standard_input_for_a_dash() {
         "{out}"
     );
     assert!(out.ends_with("0 errors, 2 warnings\n"), "{out}");
+    // A finding in a rendered document names the chart template helm's `# Source:` gives.
+    let wrong = std::fs::read_to_string(rendered)
+        .unwrap()
+        .replace("setWeight: 20", "setWeight: 120");
+    let (code, out, _) = lint(&["-"], &wrong);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("SetWeight needs to be between 0 and 100 (# Source: demo/templates/seed-004-rollout.yaml)\n"),
+        "{out}"
+    );
     // A misspelt kind is an error where it is written, not an object stored.
     let misspelt = std::fs::read_to_string(rendered)
         .unwrap()
@@ -464,7 +474,8 @@ fn lint_reads_standard_input_for_a_dash() {
     assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains(
-            "no matches for kind \"ConfigMpa\" in version \"v1\"; did you mean ConfigMap?"
+            "no matches for kind \"ConfigMpa\" in version \"v1\"; did you mean ConfigMap? \
+             (# Source: demo/templates/configmap.yaml)"
         ),
         "{err}"
     );

@@ -59,7 +59,8 @@ impl fmt::Display for Diagnostic {
             Severity::Error => "error",
             Severity::Warning => "warning",
         };
-        write!(f, "{}: {sev}: {}", self.location, self.message)
+        let template = self.location.template_note();
+        write!(f, "{}: {sev}: {}{template}", self.location, self.message)
     }
 }
 

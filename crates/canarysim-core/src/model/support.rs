@@ -68,6 +68,7 @@ impl Warning {
             file: self.file.clone(),
             line: self.line,
             column: self.column,
+            template: None,
         }
     }
 }

@@ -18,11 +18,14 @@ use super::object::{Kind, Object};
 use super::stored_kind::{self, CrdNames};
 
 /// A place in a source file (line and column are 1-based).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Location {
     pub file: String,
     pub line: usize,
     pub column: usize,
+    /// The chart template the document was rendered from, where helm's `# Source:` comment
+    /// names it (`demo/templates/rollout.yaml`).
+    pub template: Option<Arc<str>>,
 }
 
 impl fmt::Display for Location {
@@ -31,10 +34,24 @@ impl fmt::Display for Location {
     }
 }
 
+impl Location {
+    /// ` (# Source: demo/templates/rollout.yaml)` after a message about a rendered
+    /// document, so the template to edit is named; empty elsewhere. The position itself
+    /// stays `file:line:column` of the text read, as editors and CI annotations parse it.
+    pub fn template_note(&self) -> String {
+        match &self.template {
+            Some(t) => format!(" (# Source: {t})"),
+            None => String::new(),
+        }
+    }
+}
+
 /// Where each node of one YAML document starts.
 #[derive(Debug, Clone, Default)]
 pub struct SourceMap {
     pub file: String,
+    /// Helm's `# Source:` for the document, if its text names one.
+    template: Option<Arc<str>>,
     /// 1-based (line, column) of the node at each JSON pointer; "" is the document root.
     nodes: HashMap<String, (usize, usize)>,
 }
@@ -50,6 +67,7 @@ impl SourceMap {
                     file: self.file.clone(),
                     line,
                     column,
+                    template: self.template.clone(),
                 };
             }
             match p.rfind('/') {
@@ -57,8 +75,9 @@ impl SourceMap {
                 None => {
                     return Location {
                         file: self.file.clone(),
-                        line: 1,
+                        line: self.nodes.get("").map_or(1, |at| at.0),
                         column: 1,
+                        template: self.template.clone(),
                     };
                 }
             }
@@ -87,6 +106,7 @@ impl SourceMap {
             .collect();
         SourceMap {
             file: self.file.clone(),
+            template: self.template.clone(),
             nodes,
         }
     }
@@ -95,6 +115,7 @@ impl SourceMap {
     pub(crate) fn synthetic(name: &str) -> Self {
         SourceMap {
             file: name.to_string(),
+            template: None,
             nodes: HashMap::new(),
         }
     }
@@ -121,7 +142,7 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{location}: {message}")]
+    #[error("{location}: {message}{}", location.template_note())]
     Invalid { location: Location, message: String },
 }
 
@@ -238,6 +259,7 @@ fn check_flow_depth(file: &str, text: &str) -> Result<(), LoadError> {
                             file: file.to_string(),
                             line,
                             column,
+                            template: None,
                         }));
                     }
                 }
@@ -264,7 +286,8 @@ fn documents(
 ) -> Result<Vec<(Value, Arc<SourceMap>)>, LoadError> {
     let text = without_bom(text);
     check_flow_depth(file, text)?;
-    let maps = source_maps(file, text, manifests)?;
+    let mut maps = source_maps(file, text, manifests)?;
+    name_helm_templates(text, &mut maps);
     let mut out = Vec::new();
     // Merge keys (`<<: *base`) as kubectl reads them (YAML 1.1, go-yaml): only where the
     // text could hold one, so every other file keeps the one direct pass.
@@ -285,6 +308,26 @@ fn documents(
         out.push((value, Arc::new(map)));
     }
     Ok(out)
+}
+
+/// Gives each document the chart template helm rendered it from: the `# Source: PATH`
+/// comment helm writes between a document's `---` and its first line.
+fn name_helm_templates(text: &str, maps: &mut [SourceMap]) {
+    if !text.contains("# Source: ") {
+        return;
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    for map in maps {
+        let Some(&(root_line, _)) = map.nodes.get("") else {
+            continue;
+        };
+        map.template = lines[..root_line.saturating_sub(1).min(lines.len())]
+            .iter()
+            .rev()
+            .take_while(|l| !l.starts_with("---"))
+            .find_map(|l| l.trim().strip_prefix("# Source: "))
+            .map(|t| Arc::from(t.trim()));
+    }
 }
 
 /// One document with its `<<` keys merged into their mappings (keys written beside a `<<`
@@ -492,6 +535,7 @@ pub(crate) fn yaml_error(file: &str, e: &serde_yaml::Error) -> LoadError {
             file: file.to_string(),
             line,
             column,
+            template: None,
         },
         message,
     )
@@ -529,6 +573,7 @@ fn source_maps(file: &str, text: &str, finite: bool) -> Result<Vec<SourceMap>, L
         file: file.to_string(),
         line: mark.line(),
         column: mark.col() + 1,
+        template: None,
     };
     while let Ok((event, mark)) = parser.next_token() {
         if event == Event::StreamEnd {
@@ -675,6 +720,7 @@ impl MarkedEventReceiver for MapBuilder {
             Event::DocumentStart => {
                 self.docs.push(SourceMap {
                     file: self.file.clone(),
+                    template: None,
                     nodes: HashMap::new(),
                 });
                 self.stack.clear();
@@ -763,6 +809,44 @@ pub fn to_yaml(value: &Value) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn helms_source_comment_names_its_document_and_no_other() {
+        let text = "\
+---
+# Source: demo/templates/a.yaml
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: a}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: b}
+---
+# a comment
+# Source: demo/templates/c.yaml
+
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: c}
+";
+        let docs = parse_documents("STDIN", text).unwrap();
+        let templates: Vec<Option<String>> = docs
+            .iter()
+            .map(|(_, map)| map.locate("/metadata/name").template.map(|t| t.to_string()))
+            .collect();
+        assert_eq!(
+            templates,
+            [
+                Some("demo/templates/a.yaml".to_string()),
+                None,
+                Some("demo/templates/c.yaml".to_string())
+            ]
+        );
+        let at = docs[2].1.locate("");
+        assert_eq!(at.to_string(), "STDIN:14:1", "the position is the text's");
+        assert_eq!(at.template_note(), " (# Source: demo/templates/c.yaml)");
+    }
 
     const TWO_DOCS: &str = "\
 apiVersion: v1

@@ -82,6 +82,7 @@ impl From<yaml::LoadError> for ScenarioError {
                     file,
                     line: 1,
                     column: 1,
+                    template: None,
                 },
                 message: format!("cannot read: {source}"),
             },
@@ -320,6 +321,7 @@ pub fn parse(path: &Path, files: &dyn Files) -> Result<Plan, ScenarioError> {
                 file: file.clone(),
                 line: 1,
                 column: 1,
+                template: None,
             },
             format!("cannot read scenario: {e}"),
         )

@@ -250,6 +250,7 @@ impl<'p> Runner<'p> {
                 file: "(interactive)".into(),
                 line: 0,
                 column: 0,
+                template: None,
             },
             kind,
         };
