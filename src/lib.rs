@@ -11,8 +11,8 @@
 //!
 //! ## Layout
 //!
-//! The core (re-exported): [`model`]; [`world`] ([`apiserver`], [`controller`], [`analysis`],
-//! [`sim`], [`clock`]); [`dataplane`] ([`endpoints`], [`mesh`], [`kubeproxy`]); [`load`];
+//! The core (re-exported): [`model`]; [`world`] ([`apiserver`], [`controller`],
+//! [`event_recorder`], [`analysis`], [`sim`], [`clock`]); [`dataplane`] ([`endpoints`], [`mesh`], [`kubeproxy`]); [`load`];
 //! [`verdict`] ([`verify`], [`outcome`]); [`scenario`], [`rollout_info`], [`lint`],
 //! [`report`], [`demo`], [`random`], [`go`]; see
 //! `canarysim_core` for what each holds. The edge:
@@ -33,8 +33,8 @@
 //!   on a terminal; [`style`] — colour on a terminal (`--color`, `NO_COLOR`).
 
 pub use canarysim_core::{
-    analysis, clock, controller, dataplane, demo, endpoints, go, kubeproxy, lint, mesh, model,
-    outcome, random, report, rollout_info, scenario, sim, verdict, verify, world,
+    analysis, clock, controller, dataplane, demo, endpoints, event_recorder, go, kubeproxy, lint,
+    mesh, model, outcome, random, report, rollout_info, scenario, sim, verdict, verify, world,
 };
 
 /// The core's workloads and accounting, and the real HTTP client on top of them.

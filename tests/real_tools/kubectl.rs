@@ -147,6 +147,54 @@ fn discovery_and_get_show_the_seed_walkthrough() {
 
 #[test]
 #[ignore = "needs kubectl; run by .ci/run"]
+fn the_controllers_events_are_listed_and_described_as_argo_writes_them() {
+    let cluster = Cluster::start();
+    let events = cluster.ok(&["get", "events", "-n", "my-demo"]);
+    let header = events.lines().next().unwrap_or_default();
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
+        "{events}"
+    );
+    let completed = events
+        .lines()
+        .find(|l| l.contains("RolloutCompleted"))
+        .unwrap_or_else(|| panic!("RolloutCompleted in:\n{events}"));
+    assert_eq!(
+        completed
+            .split_whitespace()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join(" "),
+        "Normal RolloutCompleted rollout/rollouts-demo Rollout completed: Initial deploy",
+        "{events}"
+    );
+    // kubectl describe finds them by the involved object's kind, name, namespace and uid.
+    let described = cluster.ok(&["describe", "rollout", "rollouts-demo", "-n", "my-demo"]);
+    let section = described
+        .split("Events:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("an Events section in:\n{described}"));
+    assert!(
+        section.contains("rollouts-controller  Rollout completed: Initial deploy")
+            && section.contains("NewReplicaSetCreated"),
+        "{described}"
+    );
+    let other = cluster.ok(&[
+        "describe",
+        "service",
+        "rollouts-demo-stable",
+        "-n",
+        "my-demo",
+    ]);
+    assert!(
+        !other.contains("Rollout completed"),
+        "a Service's events are its own: {other}"
+    );
+}
+
+#[test]
+#[ignore = "needs kubectl; run by .ci/run"]
 fn a_charts_other_kinds_are_applied_stored_and_listed() {
     let cluster = Cluster::start();
     let rendered = repo_file("tests/fixtures/helm/rendered.yaml");

@@ -374,3 +374,64 @@ fn promote_full_clears_an_abort_and_promotes() {
     );
     assert_eq!(rs_replicas(&w, "5cf4fb69f8"), 4);
 }
+
+/// Served (`serve --api`), the controllers' events are Event objects as client-go's recorder
+/// writes Argo's: about the rollout (its uid), from `rollouts-controller`, a repeat counted
+/// on the first; a plain run keeps them in memory only.
+#[test]
+fn served_events_are_event_objects_and_a_repeat_counts_on_the_first() {
+    use canarysim::scenario::{Disk, Runner, load};
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/seed-004-walkthrough.yaml");
+    let plan = load(&path, &Disk).unwrap();
+    let event_kind = Kind::Stored(canarysim::model::stored_kind::known("", "Event").unwrap());
+
+    let mut served = Runner::with_watch_log(&plan, None, true);
+    while served.step().is_some() {}
+    let world = &served.world;
+    let stored = world.api.list(event_kind, Some(NS), None);
+    let uid = world
+        .api
+        .get(Kind::Rollout, NS, RO)
+        .unwrap()
+        .uid()
+        .to_string();
+    let paused: Vec<_> = world
+        .events
+        .iter()
+        .filter(|e| e.reason == "RolloutPaused")
+        .collect();
+    assert!(paused.len() > 1, "the walkthrough pauses more than once");
+    let paused_objects: Vec<_> = stored
+        .iter()
+        .filter(|e| e.value["reason"] == "RolloutPaused")
+        .collect();
+    assert_eq!(paused_objects.len(), 1, "one Event, counted");
+    assert_eq!(paused_objects[0].value["count"], paused.len());
+    assert_ne!(
+        paused_objects[0].value["firstTimestamp"],
+        paused_objects[0].value["lastTimestamp"]
+    );
+    let mut distinct: Vec<_> = world
+        .events
+        .iter()
+        .map(|e| (&e.object, &e.reason, &e.message, e.warning))
+        .collect();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(stored.len(), distinct.len());
+    for e in &stored {
+        let v = &e.value;
+        assert_eq!(v["involvedObject"]["uid"], uid.as_str(), "{v}");
+        assert_eq!(
+            v["involvedObject"]["apiVersion"], "argoproj.io/v1alpha1",
+            "{v}"
+        );
+        assert_eq!(v["source"]["component"], "rollouts-controller", "{v}");
+        assert!(e.name().starts_with("rollouts-demo."), "{v}");
+    }
+
+    let mut plain = Runner::new(&plan, None);
+    while plain.step().is_some() {}
+    assert_eq!(plain.world.events.len(), world.events.len());
+    assert!(plain.world.api.list(event_kind, None, None).is_empty());
+}

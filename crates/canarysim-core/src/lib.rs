@@ -16,6 +16,8 @@
 //!     layer (requests in, answers out; the socket is the edge's).
 //!   * [`controller`] — the Argo-Rollouts-like reconciler and the ReplicaSet/Pod lifecycle it
 //!     drives; it touches objects only through the apiserver.
+//!   * [`event_recorder`] — the controllers' events written as Event objects, as client-go's
+//!     recorder writes them (for a world served to kubectl).
 //!   * [`analysis`] — Argo's AnalysisRuns on the virtual clock: measurements against a
 //!     built-in Prometheus (Istio's request metrics, counted from the simulated traffic;
 //!     PromQL), conditions in Argo's expression language, phases and limits.
@@ -64,4 +66,4 @@ pub mod world;
 
 pub use dataplane::{endpoints, kubeproxy, mesh};
 pub use verdict::{outcome, verify};
-pub use world::{analysis, apiserver, clock, controller, sim};
+pub use world::{analysis, apiserver, clock, controller, event_recorder, sim};

@@ -102,6 +102,14 @@ fn version_of(api_version: &str) -> &str {
     api_version.rsplit('/').next().unwrap_or(api_version)
 }
 
+/// A kind of the table canarysim knows (Kubernetes' built-ins among them), by group and kind.
+pub fn known(group: &str, kind: &str) -> Option<StoredKind> {
+    KNOWN
+        .iter()
+        .find(|k| k.group == group && k.kind == kind)
+        .map(StoredKind)
+}
+
 /// The stored kind for `apiVersion`/`kind`, or why it is refused. `crds` are the
 /// CustomResourceDefinitions among the manifests, which name their kinds' plural and scope.
 pub fn resolve(

@@ -89,6 +89,7 @@ impl<'p> Runner<'p> {
             push_delay: plan.push_delay,
             istio_weight_rules: plan.istio_weight_rules,
             watch_log,
+            record_events: watch_log,
             instant_budget: plan.instant_budget,
             ..ClusterConfig::default()
         };

@@ -7,4 +7,5 @@ pub mod analysis;
 pub mod apiserver;
 pub mod clock;
 pub mod controller;
+pub mod event_recorder;
 pub mod sim;

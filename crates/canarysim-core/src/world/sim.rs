@@ -40,6 +40,9 @@ pub struct ClusterConfig {
     pub istio_weight_rules: crate::apiserver::admission::IstioWeightRules,
     /// Keep the API server's watch log (only watches read it: `serve --api`).
     pub watch_log: bool,
+    /// Write the controllers' events as Event objects (`kubectl get events` reads them
+    /// from `serve --api`; a run reads [`World::events`]).
+    pub record_events: bool,
     /// Instants one step may stop the clock at ([`DEFAULT_INSTANT_BUDGET`]).
     pub instant_budget: u64,
 }
@@ -52,6 +55,7 @@ impl Default for ClusterConfig {
             push_delay: mesh::DEFAULT_PUSH_DELAY,
             istio_weight_rules: Default::default(),
             watch_log: false,
+            record_events: false,
             instant_budget: DEFAULT_INSTANT_BUDGET,
         }
     }
@@ -105,6 +109,8 @@ pub struct World {
     /// The serving pods' part of the last fingerprint, and the pods' version it was taken
     /// at ([`ApiServer::kind_changed_at`]): unchanged pods are not walked again.
     serving_pods: Option<(u64, u64)>,
+    /// Writes [`World::events`] as Event objects when `config.record_events`.
+    recorder: crate::world::event_recorder::Recorder,
     /// Instants the clock may still stop at in the current step ([`World::allow_instants`]).
     instants_left: u64,
     /// When the current step began.
@@ -139,6 +145,7 @@ impl World {
             mesh: Mesh::new(),
             pushed: None,
             serving_pods: None,
+            recorder: Default::default(),
             instants_left,
             step_began: SimTime::ZERO,
             route_notes: Vec::new(),
@@ -264,6 +271,9 @@ impl World {
         for _ in 0..MAX_ROUNDS {
             let (changed, wake) = self.round()?;
             if !changed {
+                if self.config.record_events {
+                    self.recorder.record(&mut self.api, &self.events);
+                }
                 self.push_routes();
                 self.api.forget_decoded();
                 self.wake =

@@ -33,8 +33,39 @@ impl Requirement {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Selector {
     labels: Vec<Requirement>,
-    /// `metadata.name` / `metadata.namespace` requirements: (field, value, equal).
+    /// Field requirements: (field, value, equal).
     fields: Vec<(String, String, bool)>,
+}
+
+/// The fields an Event is selected by, besides its name and namespace, as the API server
+/// supports them (`kubectl describe` finds an object's events by `involvedObject.*`).
+const EVENT_FIELDS: [&str; 11] = [
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+];
+
+/// The value of a selectable field (`source` is the source's component); "" when absent,
+/// as the API server compares a missing field.
+fn field_value<'o>(object: &'o Object, field: &str) -> &'o str {
+    match field {
+        "metadata.name" => object.name(),
+        "metadata.namespace" => object.namespace(),
+        "source" => object.value["source"]["component"].as_str().unwrap_or(""),
+        _ => field
+            .split('.')
+            .fold(&object.value, |v, key| &v[key])
+            .as_str()
+            .unwrap_or(""),
+    }
 }
 
 impl Selector {
@@ -61,9 +92,14 @@ impl Selector {
                     ));
                 };
                 let field = field.trim();
-                if field != "metadata.name" && field != "metadata.namespace" {
+                // Other kinds' own fields (a Pod's status.phase) are not selectable here; the
+                // Event's are accepted for every kind and match nothing on other kinds.
+                if field != "metadata.name"
+                    && field != "metadata.namespace"
+                    && !EVENT_FIELDS.contains(&field)
+                {
                     return Err(format!(
-                        "field label not supported: {field} (canarysim selects by metadata.name and metadata.namespace)"
+                        "field label not supported: {field} (canarysim selects by metadata.name and metadata.namespace, and an Event by its involvedObject, reason, source and type)"
                     ));
                 }
                 selector
@@ -83,14 +119,10 @@ impl Selector {
     }
 
     pub fn matches(&self, object: &Object) -> bool {
-        let fields_hold = self.fields.iter().all(|(field, value, equal)| {
-            let actual = if field == "metadata.name" {
-                object.name()
-            } else {
-                object.namespace()
-            };
-            (actual == value) == *equal
-        });
+        let fields_hold = self
+            .fields
+            .iter()
+            .all(|(field, value, equal)| (field_value(object, field) == value) == *equal);
         if !fields_hold {
             return false;
         }
@@ -211,5 +243,27 @@ mod tests {
             err.contains("field label not supported: status.phase"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn events_are_selected_by_the_object_they_are_about_as_kubectl_describe_asks() {
+        let event = |name: &str, about: &str, kind: &str| {
+            let mut o = pod(name, json!({}));
+            o.value["involvedObject"] = json!({"kind": kind, "name": about, "uid": "u-1"});
+            o.value["source"] = json!({"component": "rollouts-controller"});
+            o.value["type"] = json!("Normal");
+            o
+        };
+        let describe = Selector::parse(
+            None,
+            Some("involvedObject.name=rollouts-demo,involvedObject.namespace=,involvedObject.kind=Rollout,involvedObject.uid=u-1"),
+        )
+        .unwrap();
+        assert!(describe.matches(&event("e1", "rollouts-demo", "Rollout")));
+        assert!(!describe.matches(&event("e2", "rollouts-demo", "Service")));
+        assert!(!describe.matches(&event("e3", "other", "Rollout")));
+        let by_source =
+            Selector::parse(None, Some("source=rollouts-controller,type!=Warning")).unwrap();
+        assert!(by_source.matches(&event("e4", "x", "Rollout")));
     }
 }

@@ -49,6 +49,10 @@ enum Cell {
     Images,
     /// Entries of a ConfigMap's or Secret's `data` and `binaryData`.
     DataCount,
+    /// How long ago the timestamp at a path was (an Event's LAST SEEN, FIRST SEEN).
+    Since(&'static str),
+    /// An Event's OBJECT: `rollout/rollouts-demo`.
+    InvolvedObject,
 }
 
 struct Column {
@@ -76,7 +80,30 @@ const fn wide(name: &'static str, kind: &'static str, cell: Cell) -> Column {
     }
 }
 
+/// Kubernetes' columns for `kubectl get events`: the name only in the wide view.
+fn event_columns() -> Vec<Column> {
+    vec![
+        col("Last Seen", "string", Cell::Since("lastTimestamp")),
+        col("Type", "string", Cell::Path("type")),
+        col("Reason", "string", Cell::Path("reason")),
+        col("Object", "string", Cell::InvolvedObject),
+        wide(
+            "Subobject",
+            "string",
+            Cell::Path("involvedObject.fieldPath"),
+        ),
+        wide("Source", "string", Cell::Path("source.component")),
+        col("Message", "string", Cell::Path("message")),
+        wide("First Seen", "string", Cell::Since("firstTimestamp")),
+        wide("Count", "string", Cell::Path("count")),
+        wide("Name", "string", Cell::Name),
+    ]
+}
+
 fn columns(kind: Kind) -> Vec<Column> {
+    if matches!(kind, Kind::Stored(s) if s.info().group.is_empty() && s.info().kind == "Event") {
+        return event_columns();
+    }
     let mut out = vec![col("Name", "string", Cell::Name)];
     out.extend(match kind {
         Kind::Rollout => vec![
@@ -216,6 +243,19 @@ fn cell(object: &Object, cell: Cell, now: SimTime) -> Value {
                 .map(|created| crate::go::human_duration(now.since(created)))
                 .unwrap_or_else(|| "<unknown>".into())
         ),
+        Cell::Since(path) => json!(
+            at_path(object, path)
+                .as_str()
+                .and_then(SimTime::parse_rfc3339)
+                .map(|then| crate::go::human_duration(now.since(then)))
+                .unwrap_or_else(|| "<unknown>".into())
+        ),
+        Cell::InvolvedObject => {
+            let involved = &object.value["involvedObject"];
+            let kind = involved["kind"].as_str().unwrap_or_default();
+            let name = involved["name"].as_str().unwrap_or_default();
+            json!(format!("{}/{name}", kind.to_ascii_lowercase()))
+        }
         Cell::PodReady => {
             let statuses = container_statuses(object);
             let ready = statuses.iter().filter(|s| s["ready"] == true).count();

@@ -235,6 +235,7 @@ fn completion_event(run: &Object, status: &RunStatus, now: SimTime, events: &mut
     events.push(Event {
         time: now,
         object: format!("AnalysisRun/{}", run.name()),
+        namespace: run.namespace().to_string(),
         warning,
         reason: format!("AnalysisRun{}", status.phase),
         message: format!("Analysis Completed. Result: {}", status.phase),
@@ -544,6 +545,7 @@ fn assess_run(
                 events.push(Event {
                     time: now,
                     object: format!("AnalysisRun/{}", run.name()),
+                    namespace: run.namespace().to_string(),
                     warning: matches!(metric_phase, Phase::Failed | Phase::Error),
                     reason: format!("Metric{}", metric_phase.as_str()),
                     message: format!(

@@ -51,6 +51,8 @@ pub struct Event {
     pub time: SimTime,
     /// `Rollout/rollouts-demo`, `AnalysisRun/rollouts-demo-5cf4fb69f8-2`
     pub object: String,
+    /// The object's namespace.
+    pub namespace: String,
     pub warning: bool,
     pub reason: String,
     pub message: String,
@@ -206,6 +208,7 @@ impl Reconciler<'_> {
         self.events.push(Event {
             time: self.now,
             object: format!("Rollout/{}", self.rollout.name()),
+            namespace: self.rollout.namespace().to_string(),
             warning,
             reason: reason.to_string(),
             message,
