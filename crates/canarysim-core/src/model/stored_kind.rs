@@ -301,12 +301,16 @@ pub fn described() -> impl Iterator<Item = StoredKind> {
     KNOWN.iter().map(StoredKind)
 }
 
-/// The kinds nothing describes that manifests have named so far, in this process.
-pub fn met() -> Vec<StoredKind> {
-    let table = interned()
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    table.values().map(|info| StoredKind(info)).collect()
+/// The stored kind served in `group` under `plural`: one Kubernetes or a common CRD
+/// describes, else one manifests have named so far.
+pub fn served_as(group: &str, plural: &str) -> Option<StoredKind> {
+    let of = |k: &&KindInfo| k.group == group && k.plural == plural;
+    KNOWN.iter().find(of).map(StoredKind).or_else(|| {
+        let table = interned()
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        table.values().copied().find(of).map(StoredKind)
+    })
 }
 
 const fn kind(

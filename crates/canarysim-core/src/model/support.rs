@@ -19,6 +19,7 @@ use std::fmt;
 use std::sync::LazyLock;
 
 use super::object::Kind;
+use super::stored_kind::StoredKind;
 use super::yaml::{Location, Manifest};
 
 /// What canarysim does with one field.
@@ -512,8 +513,8 @@ pub fn review_all<'a>(manifests: impl IntoIterator<Item = &'a Manifest>) -> Revi
     let mut out = Review::default();
     let mut manifests_of_stored_kinds = Vec::new();
     for m in manifests {
-        if m.object.kind.is_stored_only() {
-            manifests_of_stored_kinds.push(m);
+        if let Kind::Stored(kind) = m.object.kind {
+            manifests_of_stored_kinds.push((kind, m));
         }
         let r = review(m);
         out.warnings.extend(r.warnings);
@@ -529,22 +530,19 @@ pub fn review_all<'a>(manifests: impl IntoIterator<Item = &'a Manifest>) -> Revi
 
 /// One warning for every object of a kind canarysim only stores ("not simulated: 3
 /// ConfigMaps, 1 HorizontalPodAutoscaler"), at the first such object.
-fn not_simulated_kinds(manifests: Vec<&Manifest>) -> Option<Warning> {
-    let first = manifests.first()?;
-    let mut counts: Vec<(Kind, usize)> = Vec::new();
-    for m in &manifests {
-        match counts.iter_mut().find(|(k, _)| *k == m.object.kind) {
+fn not_simulated_kinds(manifests: Vec<(StoredKind, &Manifest)>) -> Option<Warning> {
+    let (_, first) = manifests.first()?;
+    let mut counts: Vec<(StoredKind, usize)> = Vec::new();
+    for (kind, _) in &manifests {
+        match counts.iter_mut().find(|(k, _)| k == kind) {
             Some((_, n)) => *n += 1,
-            None => counts.push((m.object.kind, 1)),
+            None => counts.push((*kind, 1)),
         }
     }
     let listed: Vec<String> = counts
         .into_iter()
         .map(|(kind, n)| {
-            let Kind::Stored(stored) = kind else {
-                return format!("{n} {kind}");
-            };
-            let info = stored.info();
+            let info = kind.info();
             let name = if n == 1 {
                 info.kind.to_string()
             } else {

@@ -109,12 +109,12 @@ fn served(stored: &[Kind]) -> Vec<Resource> {
 /// The resource served at `group`/`version` under the plural `name` (any kind met in
 /// manifests so far, whichever store holds it: a store without such objects lists none).
 pub fn find(group: &str, version: &str, plural: &str) -> Option<Resource> {
-    Kind::SIMULATED
+    let kind = Kind::SIMULATED
         .into_iter()
-        .chain(stored_kind::described().map(Kind::Stored))
-        .chain(stored_kind::met().into_iter().map(Kind::Stored))
-        .map(resource)
-        .find(|r| r.group() == group && r.kind.plural() == plural && r.versions.contains(&version))
+        .find(|k| k.group() == group && k.plural() == plural)
+        .or_else(|| stored_kind::served_as(group, plural).map(Kind::Stored))?;
+    let found = resource(kind);
+    found.versions.contains(&version).then_some(found)
 }
 
 /// Groups other than the core one, each with its versions (preferred first; a group's
