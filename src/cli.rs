@@ -112,6 +112,19 @@ pub enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Write the scenario that rolls each canary Rollout of the manifests out to a new image
+    /// through all its steps, sending traffic at every pause and judging the share that
+    /// reaches the canary against the step's weight; edit it and run it with `run`.
+    Init {
+        /// Manifest files or folders (read as `lint` reads them); `-` reads standard input,
+        /// which the scenario then holds inline.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Where to write the scenario (default: standard output); manifest paths are
+        /// written relative to its folder.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Watch scenarios run in the terminal: the steps, the four weights (set,
     /// VirtualService, router, observed), the share over time, the rollout as `get rollout`
     /// shows it, latency and errors per version, events; promote, abort and retry with keys.
@@ -355,6 +368,7 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
         }
         Command::Compare { path, seed, format } => compare(path.as_deref(), seed, format),
         Command::Lint { files } => lint_files(&files),
+        Command::Init { paths, output } => init(&paths, output.as_deref()),
         Command::Load(args) => load_command(&args),
         Command::Plan {
             share,
@@ -914,35 +928,13 @@ impl Files for DiskAndStdin {
     }
 }
 
-/// `canarysim lint FILE…`; `-` is standard input (`helm template . | canarysim lint -`).
-fn lint_files(paths: &[PathBuf]) -> (u8, String, String) {
-    // Plain manifest files form one set; a scenario is its own world, so its manifests are
-    // checked apart from everything else (two scenarios may define the same objects).
-    let mut pooled: Vec<Manifest> = Vec::new();
-    // Each set with the istiod that checks its VirtualServices (a scenario's `istio_version`).
-    let mut sets: Vec<(Vec<Manifest>, IstioWeightRules)> = Vec::new();
-    let mut err = String::new();
-    let dash = Path::new("-");
-    let files = DiskAndStdin {
-        stdin: match paths.iter().any(|p| p == dash) {
-            false => None,
-            true => match yaml::read_bounded(std::io::stdin().lock()) {
-                Ok(text) => Some(text),
-                Err(e) => {
-                    return (
-                        2,
-                        String::new(),
-                        format!("{STDIN_NAME}: cannot read: {e}\n"),
-                    );
-                }
-            },
-        },
-    };
-    // The files named, standard input once, and every file found under a folder named.
-    let mut inputs: Vec<PathBuf> = Vec::new();
-    let mut passed_over = String::new();
+/// What `lint` and `init` read: the files named, standard input once (as [`STDIN_NAME`]),
+/// and every file found under a folder named; then the files passed over (why, one a line)
+/// and the errors.
+fn manifest_inputs(paths: &[PathBuf]) -> (Vec<PathBuf>, String, String) {
+    let (mut inputs, mut passed_over, mut err) = (Vec::new(), String::new(), String::new());
     for path in paths {
-        if path == dash {
+        if path == Path::new("-") {
             let stdin = PathBuf::from(STDIN_NAME);
             if !inputs.contains(&stdin) {
                 inputs.push(stdin);
@@ -971,6 +963,106 @@ fn lint_files(paths: &[PathBuf]) -> (u8, String, String) {
             inputs.push(path.clone());
         }
     }
+    (inputs, passed_over, err)
+}
+
+/// Standard input, read once up front when `paths` name it.
+fn stdin_if_named(paths: &[PathBuf]) -> Result<DiskAndStdin, String> {
+    if !paths.iter().any(|p| p == Path::new("-")) {
+        return Ok(DiskAndStdin { stdin: None });
+    }
+    yaml::read_bounded(std::io::stdin().lock())
+        .map(|text| DiskAndStdin { stdin: Some(text) })
+        .map_err(|e| format!("{STDIN_NAME}: cannot read: {e}\n"))
+}
+
+/// `canarysim init PATH… [-o FILE]`.
+fn init(paths: &[PathBuf], output: Option<&Path>) -> (u8, String, String) {
+    let files = match stdin_if_named(paths) {
+        Ok(files) => files,
+        Err(e) => return (2, String::new(), e),
+    };
+    let (inputs, passed_over, mut err) = manifest_inputs(paths);
+    // Paths in the scenario are relative to the folder it is written to.
+    let base = match output.and_then(Path::parent) {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut sources = Vec::new();
+    for path in &inputs {
+        let name = path.display().to_string();
+        let text = match files.read(path) {
+            Ok(text) => text,
+            Err(e) => {
+                err.push_str(&format!("{name}: cannot read: {e}\n"));
+                continue;
+            }
+        };
+        if scenario::discover::kind_of_text(&name, &text) == scenario::discover::FileKind::Scenario
+        {
+            err.push_str(&format!("{name}: a scenario; init reads manifests\n"));
+            continue;
+        }
+        let manifests = match yaml::load_str(&name, &text, "default") {
+            Ok(m) => m,
+            Err(e) => {
+                err.push_str(&format!("{e}\n"));
+                continue;
+            }
+        };
+        let source = if name == STDIN_NAME {
+            scenario::init::ManifestSource::Inline(text)
+        } else {
+            let relative = pathdiff::diff_paths(absolute(path), absolute(&base))
+                .unwrap_or_else(|| absolute(path));
+            scenario::init::ManifestSource::File(relative.display().to_string())
+        };
+        sources.push((source, manifests));
+    }
+    if !err.is_empty() {
+        return (2, String::new(), passed_over + &err);
+    }
+    let written = match scenario::init::scenario(&sources) {
+        Ok(w) => w,
+        Err(e) => return (2, String::new(), format!("{passed_over}{e}\n")),
+    };
+    let mut notes = passed_over;
+    for n in &written.notes {
+        notes.push_str(&format!("note: {n}\n"));
+    }
+    match output {
+        None => (0, written.text, notes),
+        Some(file) => match std::fs::write(file, &written.text) {
+            Ok(()) => {
+                notes.push_str(&format!(
+                    "wrote {}; run it with `canarysim run {}`\n",
+                    file.display(),
+                    file.display()
+                ));
+                (0, String::new(), notes)
+            }
+            Err(e) => (
+                2,
+                String::new(),
+                format!("{notes}{}: cannot write: {e}\n", file.display()),
+            ),
+        },
+    }
+}
+
+/// `canarysim lint FILE…`; `-` is standard input (`helm template . | canarysim lint -`).
+fn lint_files(paths: &[PathBuf]) -> (u8, String, String) {
+    // Plain manifest files form one set; a scenario is its own world, so its manifests are
+    // checked apart from everything else (two scenarios may define the same objects).
+    let mut pooled: Vec<Manifest> = Vec::new();
+    // Each set with the istiod that checks its VirtualServices (a scenario's `istio_version`).
+    let mut sets: Vec<(Vec<Manifest>, IstioWeightRules)> = Vec::new();
+    let files = match stdin_if_named(paths) {
+        Ok(files) => files,
+        Err(e) => return (2, String::new(), e),
+    };
+    let (inputs, passed_over, mut err) = manifest_inputs(paths);
     for path in &inputs {
         let name = path.display().to_string();
         let loaded = files

@@ -376,6 +376,63 @@ fn lint_reads_a_folder_at_every_depth_and_says_what_it_passed_over() {
     );
 }
 
+/// `init` writes the scenario that rolls a repository's Rollout out through every step and
+/// judges the share at each pause; `run` passes it, as written, from where it is written.
+#[test]
+fn init_writes_a_scenario_that_rolls_the_rollout_out_and_run_passes_it() {
+    let repo = tempfile::tempdir().unwrap();
+    let deploy = repo.path().join("deploy");
+    std::fs::create_dir_all(&deploy).unwrap();
+    let rendered = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/helm/rendered.yaml"
+    );
+    std::fs::copy(rendered, deploy.join("all.yaml")).unwrap();
+    // A blue-green Rollout beside it is named as left out, not dropped in silence.
+    let blue_green = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/scenarios/manifests/seed-004-rollout.yaml"
+    ))
+    .unwrap()
+    .replace("name: rollouts-demo\n", "name: bg-demo\n")
+    .replace(
+        "strategy:\n",
+        "strategy:\n    blueGreen: {activeService: rollouts-demo-stable}\n  unused:\n",
+    );
+    std::fs::write(deploy.join("bg.yaml"), &blue_green).unwrap();
+    let out_dir = repo.path().join("checks");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let scenario = out_dir.join("rollout.yaml");
+    let (code, out, err) = run(&[
+        "init",
+        deploy.to_str().unwrap(),
+        "-o",
+        scenario.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("note: Rollout bg-demo: left out"), "{err}");
+    let text = std::fs::read_to_string(&scenario).unwrap();
+    assert!(text.contains("- file: ../deploy/all.yaml"), "{text}");
+    let expected_splits: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("canary: "))
+        .collect();
+    assert_eq!(expected_splits, ["20%", "40%", "60%", "80%"], "{text}");
+    let (code, out, err) = run(&["run", scenario.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("PASSED: 24 steps"), "{out}");
+    // A repository with no Rollout has nothing to roll out.
+    let (code, _, err) = run(&[
+        "init",
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/scenarios/manifests/seed-004-services.yaml"
+        ),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no Rollout among the manifests"), "{err}");
+}
+
 #[test]
 fn lint_reads_standard_input_for_a_dash() {
     use std::io::Write;

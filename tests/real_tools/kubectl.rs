@@ -23,11 +23,17 @@ struct Cluster {
 
 impl Cluster {
     fn start() -> Cluster {
+        Cluster::serving(None)
+    }
+
+    /// The world of `scenario` (default: the seed walkthrough), held.
+    fn serving(scenario: Option<&Path>) -> Cluster {
         let dir = support::temp_dir();
         let kubeconfig = dir.path().join("kubeconfig");
         let mut server = Command::new(env!("CARGO_BIN_EXE_canarysim"))
             .args(["serve", "--api", "--hold", "--kubeconfig"])
             .arg(&kubeconfig)
+            .args(scenario)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -191,6 +197,35 @@ fn the_controllers_events_are_listed_and_described_as_argo_writes_them() {
         !other.contains("Rollout completed"),
         "a Service's events are its own: {other}"
     );
+}
+
+/// The scenario `init` writes for a chart's output is served whole: kubectl sees the
+/// chart's ConfigMap beside the Rollout.
+#[test]
+#[ignore = "needs kubectl; run by .ci/run"]
+fn the_scenario_init_writes_serves_the_charts_objects() {
+    let dir = support::temp_dir();
+    let scenario = dir.path().join("check.yaml");
+    let init = Command::new(env!("CARGO_BIN_EXE_canarysim"))
+        .args(["init"])
+        .arg(repo_file("tests/fixtures/helm/rendered.yaml"))
+        .arg("-o")
+        .arg(&scenario)
+        .output()
+        .unwrap();
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let cluster = Cluster::serving(Some(&scenario));
+    let got = cluster.ok(&["get", "configmaps,rollouts", "-n", "default"]);
+    for expected in [
+        "configmap/rollouts-demo-config",
+        "rollout.argoproj.io/rollouts-demo",
+    ] {
+        assert!(got.contains(expected), "{expected} in:\n{got}");
+    }
 }
 
 #[test]

@@ -344,6 +344,11 @@ fn with_merge_keys(
         .map_err(|e| LoadError::invalid(map.locate(""), format!("after merging `<<` keys: {e}")))
 }
 
+/// `value` written as YAML (keys in their order): what `canarysim init` writes.
+pub fn to_text(value: &Value) -> Result<String, serde_yaml::Error> {
+    serde_yaml::to_string(value)
+}
+
 /// Parses multi-document YAML into Kubernetes objects. Every document must be a mapping with
 /// a known `kind`, a matching `apiVersion` and `metadata.name`; objects without a namespace
 /// get `default_namespace`.

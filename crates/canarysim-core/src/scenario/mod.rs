@@ -5,6 +5,7 @@ pub mod compare;
 pub mod discover;
 pub mod expect;
 pub mod format;
+pub mod init;
 pub mod invariants;
 pub mod plan;
 pub mod runner;

@@ -1,0 +1,246 @@
+//! `canarysim init`: from a set of manifests, the scenario that rolls each canary Rollout
+//! out to a new image through all its steps and, at each pause, sends traffic and judges
+//! the share that reaches the canary against the step's weight. Written out for the user to
+//! read, edit and keep (`run`, the TUI and `cargo test` take it as any scenario).
+
+use serde_json::{Map, Value, json};
+
+use crate::model::{Kind, Manifest, yaml};
+
+/// Requests sent at each pause: enough for a share within one point at 99.9 % confidence.
+const REQUESTS: u64 = 100_000;
+
+/// Where the scenario reads one manifest file from.
+#[derive(Debug, Clone)]
+pub enum ManifestSource {
+    /// A path, as the scenario writes it (relative to the scenario's folder).
+    File(String),
+    /// Text that has no file (standard input), embedded in the scenario.
+    Inline(String),
+}
+
+/// The scenario, and what it leaves out and why.
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub text: String,
+    pub notes: Vec<String>,
+}
+
+/// The scenario for the manifests of `sources` (each source with the objects it holds).
+/// Err when there is no Rollout to roll out.
+pub fn scenario(sources: &[(ManifestSource, Vec<Manifest>)]) -> Result<Written, String> {
+    // `run` refuses a blue-green Rollout (not simulated yet): its file stays out.
+    let blue_green = |m: &Manifest| {
+        m.object.kind == Kind::Rollout && !m.object.spec()["strategy"]["blueGreen"].is_null()
+    };
+    let mut notes = Vec::new();
+    let kept: Vec<&(ManifestSource, Vec<Manifest>)> = sources
+        .iter()
+        .filter(|(source, objects)| {
+            let Some(bg) = objects.iter().find(|m| blue_green(m)) else {
+                return true;
+            };
+            let shown = match source {
+                ManifestSource::File(path) => path.as_str(),
+                ManifestSource::Inline(_) => "standard input",
+            };
+            notes.push(format!(
+                "Rollout {}: left out with its file {shown}: the blue-green strategy is not simulated yet",
+                bg.object.name()
+            ));
+            false
+        })
+        .collect();
+    let manifests: Vec<Manifest> = kept.iter().flat_map(|(_, m)| m.iter().cloned()).collect();
+    let rollouts: Vec<&Manifest> = manifests
+        .iter()
+        .filter(|m| m.object.kind == Kind::Rollout)
+        .collect();
+    let Some(first) = rollouts.first() else {
+        notes.insert(
+            0,
+            "no Rollout among the manifests: nothing to roll out".into(),
+        );
+        return Err(notes.join("; "));
+    };
+    let namespace = first.object.namespace().to_string();
+    let mut steps = Vec::new();
+    let mut walked = Vec::new();
+    for rollout in &rollouts {
+        let name = rollout.object.name();
+        if rollout.object.namespace() != namespace {
+            notes.push(format!(
+                "Rollout {}/{name}: left out, the scenario's namespace is {namespace}",
+                rollout.object.namespace()
+            ));
+            continue;
+        }
+        match rollout_steps(rollout, &manifests) {
+            Ok(s) => {
+                steps.extend(s);
+                walked.push(name.to_string());
+            }
+            Err(why) => notes.push(format!("Rollout {name}: left out, {why}")),
+        }
+    }
+    if walked.is_empty() {
+        return Err(format!(
+            "no Rollout canarysim can roll out: {}",
+            notes.join("; ")
+        ));
+    }
+    let files: Vec<Value> = kept
+        .iter()
+        .map(|(s, _)| match s {
+            ManifestSource::File(path) => json!({"file": path}),
+            ManifestSource::Inline(text) => json!({"inline": text}),
+        })
+        .collect();
+    let scenario = json!({
+        "name": format!("check-{}", walked.join("-")),
+        "description": format!(
+            "Written by `canarysim init`: {} rolled out to a new image through every canary \
+             step; at each pause {REQUESTS} requests are sent and the share that reaches the \
+             canary must be the step's weight within 1 point at 99.9 % confidence.",
+            walked.join(", ")
+        ),
+        "namespace": namespace,
+        "manifests": files,
+        "steps": steps,
+    });
+    let text = yaml::to_text(&scenario).map_err(|e| e.to_string())?;
+    Ok(Written { text, notes })
+}
+
+fn map(pairs: Vec<(&str, Value)>) -> Value {
+    Value::Object(
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect::<Map<_, _>>(),
+    )
+}
+
+fn step(action: &str, body: Value) -> Value {
+    map(vec![(action, body)])
+}
+
+/// The steps that roll `rollout` out, or why it cannot be.
+fn rollout_steps(rollout: &Manifest, manifests: &[Manifest]) -> Result<Vec<Value>, String> {
+    let name = rollout.object.name().to_string();
+    let spec = rollout.object.spec();
+    let canary = &spec["strategy"]["canary"];
+    if canary.is_null() {
+        return Err("only the canary strategy is simulated".into());
+    }
+    let container = &spec["template"]["spec"]["containers"][0];
+    let (Some(container_name), Some(image)) =
+        (container["name"].as_str(), container["image"].as_str())
+    else {
+        return Err("its template names no container with an image (a workloadRef?)".into());
+    };
+    let host = routed_host(canary, manifests, rollout.object.namespace());
+    let until = |phase: &str, timeout: &str| {
+        step(
+            "wait",
+            map(vec![
+                ("until", phase.into()),
+                ("rollout", name.clone().into()),
+                ("timeout", timeout.into()),
+            ]),
+        )
+    };
+    let mut out = vec![
+        until("healthy", "10m"),
+        step(
+            "set_image",
+            map(vec![
+                ("rollout", name.clone().into()),
+                ("container", container_name.into()),
+                ("image", next_image(image).into()),
+            ]),
+        ),
+    ];
+    let mut weight = 0.0;
+    for s in canary["steps"].as_array().into_iter().flatten() {
+        if let Some(w) = s["setWeight"].as_f64() {
+            weight = w;
+        }
+        if s.get("pause").is_none() {
+            continue;
+        }
+        out.push(until("paused", "30m"));
+        if let Some(host) = &host {
+            out.push(step("wait", "1s".into()));
+            out.push(step(
+                "load",
+                map(vec![
+                    ("requests", REQUESTS.into()),
+                    ("host", host.clone().into()),
+                ]),
+            ));
+            out.push(step(
+                "expect_split",
+                map(vec![
+                    ("canary", format!("{weight}%").into()),
+                    ("within", "1%".into()),
+                    ("confidence", "99.9%".into()),
+                ]),
+            ));
+        }
+        out.push(step("promote", name.clone().into()));
+    }
+    out.push(until("healthy", "30m"));
+    out.push(step(
+        "expect",
+        map(vec![("rollout", name.into()), ("phase", "Healthy".into())]),
+    ));
+    Ok(out)
+}
+
+/// The host a load reaches the rollout's VirtualService by: its first host. None when the
+/// rollout routes through no VirtualService found among the manifests.
+fn routed_host(
+    canary: &serde_json::Value,
+    manifests: &[Manifest],
+    namespace: &str,
+) -> Option<String> {
+    let istio = &canary["trafficRouting"]["istio"];
+    let vs_name = istio["virtualService"]["name"]
+        .as_str()
+        .or_else(|| istio["virtualServices"][0]["name"].as_str())?;
+    let vs_name = vs_name.split('.').next().unwrap_or(vs_name);
+    manifests
+        .iter()
+        .find(|m| {
+            m.object.kind == Kind::VirtualService
+                && m.object.name() == vs_name
+                && m.object.namespace() == namespace
+        })
+        .and_then(|vs| vs.object.spec()["hosts"][0].as_str())
+        .map(str::to_string)
+}
+
+/// A new image for the rollout to roll out to: the tag with `-next` added.
+fn next_image(image: &str) -> String {
+    let name_start = image.rfind('/').map_or(0, |i| i + 1);
+    match image[name_start..].rfind(':') {
+        Some(_) => format!("{image}-next"),
+        None => format!("{image}:next"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_new_image_keeps_the_repository_and_changes_the_tag() {
+        assert_eq!(
+            next_image("argoproj/rollouts-demo:blue"),
+            "argoproj/rollouts-demo:blue-next"
+        );
+        assert_eq!(next_image("registry:5000/app"), "registry:5000/app:next");
+        assert_eq!(next_image("nginx"), "nginx:next");
+    }
+}
