@@ -112,6 +112,33 @@ pub enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Check a repository's Rollouts without writing a scenario: each canary Rollout of the
+    /// manifests is deployed, rolled out to a new image through all its steps (pauses
+    /// promoted), and at each pause a load is sent through the router it configures and
+    /// without a mesh; prints per Rollout the share each step sent with its verdict, and the
+    /// lint findings about its objects. Exits 0 when every step's share is right, 1 when one
+    /// is not (or lint finds an error), 2 on unreadable input. `init` writes the scenario
+    /// played, to edit and keep.
+    Check {
+        /// Manifest files or folders (read as `lint` reads them); `-` reads standard input.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Requests sent at each pause.
+        #[arg(long, value_name = "N", default_value_t = scenario::init::REQUESTS,
+              value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+        requests: u64,
+        /// Connections each load opens (the no-mesh share is drawn per connection).
+        #[arg(long, value_name = "N", default_value_t = scenario::check::Settings::default().connections,
+              value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        connections: u32,
+        /// The seed of every draw (the same seed gives the same report).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Output format: `text` for people, `json` for scripts
+        /// (`schemas/check.schema.json`).
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
     /// Write the scenario that rolls each canary Rollout of the manifests out to a new image
     /// through all its steps, sending traffic at every pause and judging the share that
     /// reaches the canary against the step's weight; edit it and run it with `run`.
@@ -204,38 +231,42 @@ pub enum Command {
     },
     /// Serve as a real pod on loopback: every answer carries the version (header
     /// `x-version` and JSON body `{"version", "pod"}`). Stops on Ctrl-C.
-    Backend {
-        /// The version this pod reports (`--version NAME`, the older spelling, still works).
-        #[arg(long = "name", value_name = "NAME", alias = "version")]
-        version_name: String,
-        /// Port (0: one the system picks; the address is printed).
-        #[arg(long, default_value_t = 0)]
-        port: u16,
-        /// Address to listen on (loopback by default).
-        #[arg(long, default_value = "127.0.0.1")]
-        address: std::net::IpAddr,
-        /// Time before each answer, e.g. `5ms`.
-        #[arg(long)]
-        latency: Option<String>,
-        /// Share of answers that are errors (0..1).
-        #[arg(long, default_value_t = 0.0)]
-        error_rate: f64,
-        /// The status of an error answer.
-        #[arg(long, default_value_t = 500)]
-        error_status: u16,
-        /// The pod name in the body (default `backend-VERSION`).
-        #[arg(long)]
-        pod: Option<String>,
-        /// Seed of the error draws.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-    },
+    Backend(BackendArgs),
     /// Print a shell completion script: `canarysim completions bash > ~/.local/share/bash-completion/completions/canarysim`
     /// (zsh: a file `_canarysim` on $fpath; fish: ~/.config/fish/completions/canarysim.fish).
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
     },
+}
+
+/// `canarysim backend`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct BackendArgs {
+    /// The version this pod reports (`--version NAME`, the older spelling, still works).
+    #[arg(long = "name", value_name = "NAME", alias = "version")]
+    pub version_name: String,
+    /// Port (0: one the system picks; the address is printed).
+    #[arg(long, default_value_t = 0)]
+    pub port: u16,
+    /// Address to listen on (loopback by default).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub address: std::net::IpAddr,
+    /// Time before each answer, e.g. `5ms`.
+    #[arg(long)]
+    pub latency: Option<String>,
+    /// Share of answers that are errors (0..1).
+    #[arg(long, default_value_t = 0.0)]
+    pub error_rate: f64,
+    /// The status of an error answer.
+    #[arg(long, default_value_t = 500)]
+    pub error_status: u16,
+    /// The pod name in the body (default `backend-VERSION`).
+    #[arg(long)]
+    pub pod: Option<String>,
+    /// Seed of the error draws.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 /// `canarysim load`'s flags.
@@ -369,6 +400,20 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
         Command::Compare { path, seed, format } => compare(path.as_deref(), seed, format),
         Command::Lint { files } => lint_files(&files),
         Command::Init { paths, output } => init(&paths, output.as_deref()),
+        Command::Check {
+            paths,
+            requests,
+            connections,
+            seed,
+            format,
+        } => {
+            let settings = scenario::check::Settings {
+                requests,
+                connections,
+                seed,
+            };
+            check(&paths, &settings, format)
+        }
         Command::Load(args) => load_command(&args),
         Command::Plan {
             share,
@@ -410,48 +455,49 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
                 String::new(),
             )
         }
-        Command::Backend {
-            version_name,
-            port,
-            address,
-            latency,
-            error_rate,
-            error_status,
-            pod,
-            seed,
-        } => {
-            let latency = match latency.as_deref().map(humantime::parse_duration) {
-                None => std::time::Duration::ZERO,
-                Some(Ok(d)) => d,
-                Some(Err(e)) => {
-                    return (2, String::new(), format!("--latency: {e} (e.g. 5ms)\n"));
-                }
-            };
-            if !(0.0..=1.0).contains(&error_rate) {
-                return (
-                    2,
-                    String::new(),
-                    "--error-rate: a share between 0 and 1\n".into(),
-                );
-            }
-            let mut spec = crate::pod_server::PodSpec::new(&version_name).answering(
-                latency,
-                error_rate,
-                error_status,
-            );
-            spec.seed = seed;
-            if let Some(pod) = pod {
-                spec.pod = pod;
-            }
-            match crate::pod_server::serve_until_interrupted(spec, (address, port).into()) {
-                Ok(()) => (0, String::new(), String::new()),
-                Err(e) => (
-                    2,
-                    String::new(),
-                    format!("cannot serve on {address}:{port}: {e}\n"),
-                ),
-            }
+        Command::Backend(args) => backend(args),
+    }
+}
+
+/// `canarysim backend`: one pod server on the address given, until interrupted.
+fn backend(args: BackendArgs) -> (u8, String, String) {
+    let BackendArgs {
+        version_name,
+        port,
+        address,
+        latency,
+        error_rate,
+        error_status,
+        pod,
+        seed,
+    } = args;
+    let latency = match latency.as_deref().map(humantime::parse_duration) {
+        None => std::time::Duration::ZERO,
+        Some(Ok(d)) => d,
+        Some(Err(e)) => {
+            return (2, String::new(), format!("--latency: {e} (e.g. 5ms)\n"));
         }
+    };
+    if !(0.0..=1.0).contains(&error_rate) {
+        return (
+            2,
+            String::new(),
+            "--error-rate: a share between 0 and 1\n".into(),
+        );
+    }
+    let mut spec =
+        crate::pod_server::PodSpec::new(&version_name).answering(latency, error_rate, error_status);
+    spec.seed = seed;
+    if let Some(pod) = pod {
+        spec.pod = pod;
+    }
+    match crate::pod_server::serve_until_interrupted(spec, (address, port).into()) {
+        Ok(()) => (0, String::new(), String::new()),
+        Err(e) => (
+            2,
+            String::new(),
+            format!("cannot serve on {address}:{port}: {e}\n"),
+        ),
     }
 }
 
@@ -976,18 +1022,18 @@ fn stdin_if_named(paths: &[PathBuf]) -> Result<DiskAndStdin, String> {
         .map_err(|e| format!("{STDIN_NAME}: cannot read: {e}\n"))
 }
 
-/// `canarysim init PATH… [-o FILE]`.
-fn init(paths: &[PathBuf], output: Option<&Path>) -> (u8, String, String) {
-    let files = match stdin_if_named(paths) {
-        Ok(files) => files,
-        Err(e) => return (2, String::new(), e),
-    };
+/// Each manifest input with the objects it holds.
+type Sources = Vec<(scenario::init::ManifestSource, Vec<Manifest>)>;
+
+/// The manifests `init` and `check` read: each input with the objects it holds, named as
+/// the scenario will name it (`relative_to`: paths relative to that folder; else as given);
+/// the files passed over. Err: the exit code 2 answer.
+fn manifest_sources(
+    paths: &[PathBuf],
+    files: &DiskAndStdin,
+    relative_to: Option<&Path>,
+) -> Result<(Sources, String), (u8, String, String)> {
     let (inputs, passed_over, mut err) = manifest_inputs(paths);
-    // Paths in the scenario are relative to the folder it is written to.
-    let base = match output.and_then(Path::parent) {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
     let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     let mut sources = Vec::new();
     for path in &inputs {
@@ -1001,28 +1047,83 @@ fn init(paths: &[PathBuf], output: Option<&Path>) -> (u8, String, String) {
         };
         if scenario::discover::kind_of_text(&name, &text) == scenario::discover::FileKind::Scenario
         {
-            err.push_str(&format!("{name}: a scenario; init reads manifests\n"));
+            err.push_str(&format!(
+                "{name}: a scenario; this command reads manifests\n"
+            ));
             continue;
         }
-        let manifests = match yaml::load_str(&name, &text, "default") {
+        let manifests = match yaml::load_str(&name, &text, LINT_NAMESPACE) {
             Ok(m) => m,
             Err(e) => {
                 err.push_str(&format!("{e}\n"));
                 continue;
             }
         };
-        let source = if name == STDIN_NAME {
-            scenario::init::ManifestSource::Inline(text)
-        } else {
-            let relative = pathdiff::diff_paths(absolute(path), absolute(&base))
-                .unwrap_or_else(|| absolute(path));
-            scenario::init::ManifestSource::File(relative.display().to_string())
+        let source = match relative_to {
+            _ if name == STDIN_NAME => scenario::init::ManifestSource::Inline(text),
+            Some(base) => {
+                let relative = pathdiff::diff_paths(absolute(path), absolute(base))
+                    .unwrap_or_else(|| absolute(path));
+                scenario::init::ManifestSource::File(relative.display().to_string())
+            }
+            None => scenario::init::ManifestSource::File(name),
         };
         sources.push((source, manifests));
     }
-    if !err.is_empty() {
-        return (2, String::new(), passed_over + &err);
+    if err.is_empty() {
+        Ok((sources, passed_over))
+    } else {
+        Err((2, String::new(), passed_over + &err))
     }
+}
+
+/// `canarysim check PATH…`.
+fn check(
+    paths: &[PathBuf],
+    settings: &scenario::check::Settings,
+    format: Format,
+) -> (u8, String, String) {
+    let files = match stdin_if_named(paths) {
+        Ok(files) => files,
+        Err(e) => return (2, String::new(), e),
+    };
+    let (sources, passed_over) = match manifest_sources(paths, &files, None) {
+        Ok(read) => read,
+        Err(answer) => return answer,
+    };
+    let all: Vec<Manifest> = sources
+        .iter()
+        .flat_map(|(_, m)| m.iter().cloned())
+        .collect();
+    let mut findings = lint::check(&all, IstioWeightRules::default());
+    findings.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    findings.dedup_by(|a, b| a.sort_key() == b.sort_key());
+    let report = match scenario::check::check(&sources, &files, &findings, settings) {
+        Ok(report) => report,
+        Err(e) => return (2, String::new(), format!("{passed_over}{e}\n")),
+    };
+    let out = match format {
+        Format::Text => report::text::check(&report),
+        Format::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
+    };
+    (u8::from(!report.passed), out, passed_over)
+}
+
+/// `canarysim init PATH… [-o FILE]`.
+fn init(paths: &[PathBuf], output: Option<&Path>) -> (u8, String, String) {
+    let files = match stdin_if_named(paths) {
+        Ok(files) => files,
+        Err(e) => return (2, String::new(), e),
+    };
+    // Paths in the scenario are relative to the folder it is written to.
+    let base = match output.and_then(Path::parent) {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let (sources, passed_over) = match manifest_sources(paths, &files, Some(&base)) {
+        Ok(read) => read,
+        Err(answer) => return answer,
+    };
     let written = match scenario::init::scenario(&sources) {
         Ok(w) => w,
         Err(e) => return (2, String::new(), format!("{passed_over}{e}\n")),
@@ -1108,19 +1209,10 @@ fn lint_files(paths: &[PathBuf]) -> (u8, String, String) {
     }
     out.push_str(&format!(
         "{}, {}\n",
-        plural(errors, "error"),
-        plural(warnings, "warning")
+        report::text::count(errors, "error"),
+        report::text::count(warnings, "warning")
     ));
     (u8::from(errors > 0), out, passed_over)
-}
-
-/// `1 error`, `2 errors`, `0 errors`.
-fn plural(n: usize, word: &str) -> String {
-    if n == 1 {
-        format!("1 {word}")
-    } else {
-        format!("{n} {word}s")
-    }
 }
 
 fn compare(path: Option<&Path>, seed: Option<u64>, format: Format) -> (u8, String, String) {

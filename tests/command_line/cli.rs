@@ -283,8 +283,8 @@ fn backend_takes_its_version_as_name_and_keeps_the_older_spelling() {
         let cli = Cli::try_parse_from(["canarysim", "backend", flag, "yellow"])
             .unwrap_or_else(|e| panic!("{flag}: {e}"));
         match cli.command {
-            canarysim::cli::Command::Backend { version_name, .. } => {
-                assert_eq!(version_name, "yellow", "{flag}")
+            canarysim::cli::Command::Backend(args) => {
+                assert_eq!(args.version_name, "yellow", "{flag}")
             }
             other => panic!("{flag}: parsed as {other:?}"),
         }

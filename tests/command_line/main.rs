@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod check;
 mod cli;
 mod cli_conventions;
 mod doc_examples;

@@ -412,6 +412,177 @@ pub fn compare(r: &crate::outcome::CompareReport) -> String {
     out
 }
 
+/// `canarysim check`: the settings once, then per Rollout its table (one row per pause:
+/// the weights, the share through its router with the verdict, the share without a mesh),
+/// its end, its lint findings and notes; then what was left out and the verdict.
+pub fn check(r: &crate::outcome::CheckReport) -> String {
+    let mut out = String::new();
+    let s = &r.settings;
+    push_wrapped(
+        &mut out,
+        &format!(
+            "check: at each pause {} over {} (seed {}); a share passes within {} of the \
+             step's weight at {} % confidence; no mesh: trafficRouting removed, clients \
+             without sidecars through kube-proxy",
+            count(s.requests as usize, "request"),
+            count(s.connections as usize, "connection"),
+            s.seed,
+            count(s.within_points as usize, "point"),
+            s.confidence * 100.0
+        ),
+        WIDTH,
+        "  ",
+    );
+    for ro in &r.rollouts {
+        rollout_check(&mut out, ro);
+    }
+    if !r.left_out.is_empty() || !r.other_findings.is_empty() {
+        let _ = writeln!(out);
+    }
+    for l in &r.left_out {
+        push_wrapped(&mut out, &format!("left out: {l}"), WIDTH, "  ");
+    }
+    if !r.other_findings.is_empty() {
+        push_findings(&mut out, "lint, other objects", &r.other_findings);
+    }
+    let _ = writeln!(out);
+    let failed = r.rollouts.iter().filter(|ro| !ro.passed).count();
+    let checked = r.rollouts.len();
+    let undecided = r.rollouts.iter().any(|ro| {
+        ro.rows
+            .iter()
+            .any(|row| row.verdict == Some(crate::verify::Outcome::Inconclusive))
+    });
+    let wrong = r.rollouts.iter().any(|ro| {
+        !ro.failures.is_empty()
+            || ro
+                .rows
+                .iter()
+                .any(|row| row.verdict == Some(crate::verify::Outcome::Fail))
+    });
+    let _ = if r.passed {
+        writeln!(out, "PASSED: {} checked", count(checked, "Rollout"))
+    } else if undecided && !wrong {
+        writeln!(
+            out,
+            "CANNOT TELL YET: more requests would decide (above); nothing was found wrong"
+        )
+    } else if failed == 0 {
+        writeln!(out, "FAILED: lint errors about other objects")
+    } else {
+        writeln!(out, "FAILED: {failed} of {}", count(checked, "Rollout"))
+    };
+    out
+}
+
+/// `1 request`, `2 requests`, `0 errors`.
+pub fn count(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// One Rollout of `check`: where it is, its table, its end, findings, notes and failures.
+fn rollout_check(out: &mut String, ro: &crate::outcome::RolloutCheck) {
+    let columns = [
+        ("STEP", Align::Right),
+        ("SET", Align::Right),
+        ("ROUTER", Align::Right),
+        ("SHARE %", Align::Right),
+        ("99 % INTERVAL", Align::Left),
+        ("VERDICT", Align::Left),
+        ("NEW PODS %", Align::Right),
+        ("NO MESH %", Align::Right),
+        ("99 % INTERVAL", Align::Left),
+    ];
+    let _ = writeln!(out);
+    push_wrapped(
+        out,
+        &format!(
+            "Rollout {} (namespace {}) — {}",
+            ro.name, ro.namespace, ro.location
+        ),
+        WIDTH,
+        "  ",
+    );
+    if !ro.router.is_empty() {
+        push_wrapped(out, &format!("through: {}", ro.router), WIDTH, "  ");
+    }
+    let mesh = intervals(ro.rows.iter().map(|row| &row.observed.interval));
+    let no_mesh = intervals(ro.rows.iter().map(|row| &row.no_mesh.interval));
+    let rows: Vec<Vec<String>> = ro
+        .rows
+        .iter()
+        .zip(mesh.into_iter().zip(no_mesh))
+        .map(|(row, (mesh, no_mesh))| {
+            vec![
+                row.step
+                    .map(|i| format!("{i}/{}", ro.steps))
+                    .unwrap_or_else(|| "-".into()),
+                row.set_weight.to_string(),
+                row.router_weight
+                    .map(|w| w.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                percent(row.observed.share),
+                mesh,
+                row.verdict.map(|v| v.as_str()).unwrap_or("-").to_string(),
+                format!("{:.1}", row.pod_ratio * 100.0),
+                percent(row.no_mesh.share),
+                format!("{no_mesh} {} conn", row.no_mesh.effective_n),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        let _ = writeln!(
+            out,
+            "no pause with a VirtualService to send traffic through"
+        );
+    } else {
+        out.push_str(&table(&columns, &rows));
+    }
+    for row in ro.rows.iter().filter(|row| !row.advice.is_empty()) {
+        let step = row
+            .step
+            .map(|i| format!("{i}/{}", ro.steps))
+            .unwrap_or_default();
+        push_wrapped(out, &format!("step {step}: {}", row.advice), WIDTH, "  ");
+    }
+    let end = if ro.message.is_empty() {
+        format!("end: {}", ro.phase)
+    } else {
+        format!("end: {} ({})", ro.phase, ro.message)
+    };
+    push_wrapped(out, &end, WIDTH, "  ");
+    push_findings(out, "lint", &ro.findings);
+    for n in &ro.notes {
+        push_wrapped(out, &format!("note: {n}"), WIDTH, "  ");
+    }
+    for f in &ro.failures {
+        push_wrapped(out, &format!("FAIL: {f}"), WIDTH, "  ");
+    }
+}
+
+/// `lint: 0 errors, 1 warning`, then each finding as `canarysim lint` prints it.
+fn push_findings(out: &mut String, heading: &str, findings: &[crate::outcome::Finding]) {
+    let errors = findings.iter().filter(|f| f.severity == "error").count();
+    let _ = writeln!(
+        out,
+        "{heading}: {}, {}",
+        count(errors, "error"),
+        count(findings.len() - errors, "warning")
+    );
+    for f in findings {
+        push_wrapped(
+            out,
+            &format!("  {}: {}: {}", f.location, f.severity, f.message),
+            WIDTH,
+            "    ",
+        );
+    }
+}
+
 // Long: the report top to bottom, one block per section it shows; every block only reads the
 // report.
 /// `canarysim load`: what was sent and how each request ended, the unit of randomisation as

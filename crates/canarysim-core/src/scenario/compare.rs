@@ -25,9 +25,26 @@ pub(crate) fn plain_service_name(rollout: &str) -> String {
 
 /// Runs `plan` with and without traffic routing.
 pub fn compare(plan: &Plan, seed: Option<u64>) -> CompareReport {
-    let no_mesh_plan = without_traffic_routing(plan);
-    let mesh = collect(plan, seed, true);
-    let no_mesh = collect(&no_mesh_plan, seed, false);
+    compared(plan, seed, None).report
+}
+
+/// A comparison, with what `check` reads beside it.
+pub(crate) struct Compared {
+    pub report: CompareReport,
+    /// Per row: the rollout's canary step (Argo's `currentStepIndex`) when the load ran.
+    pub canary_steps: Vec<Option<i64>>,
+    /// Per row: the data plane the mesh run's load went through.
+    pub paths: Vec<String>,
+    /// The run of the scenario as written.
+    pub mesh: RunReport,
+}
+
+/// [`compare`] about `rollout` (default: the namespace's first): its weights, its new
+/// version, and the plain Service the no-mesh loads are sent to.
+pub(crate) fn compared(plan: &Plan, seed: Option<u64>, rollout: Option<&str>) -> Compared {
+    let no_mesh_plan = without_traffic_routing(plan, rollout);
+    let mesh = collect(plan, seed, true, rollout);
+    let no_mesh = collect(&no_mesh_plan, seed, false, rollout);
     let mut notes: Vec<String> = mesh
         .1
         .into_iter()
@@ -35,6 +52,8 @@ pub fn compare(plan: &Plan, seed: Option<u64>) -> CompareReport {
         .collect();
     notes.extend(no_mesh.1.into_iter().map(|n| format!("no-mesh run: {n}")));
     let failures = failures(&mesh.2, &no_mesh.2);
+    let canary_steps = mesh.0.iter().map(|m| m.canary_step).collect();
+    let paths = mesh.0.iter().map(|m| m.load.path.clone()).collect();
     let rows = mesh
         .0
         .into_iter()
@@ -49,13 +68,18 @@ pub fn compare(plan: &Plan, seed: Option<u64>) -> CompareReport {
             no_mesh: observed(&n.load, &n.version, m.set_weight),
         })
         .collect();
-    CompareReport {
-        name: plan.name.clone(),
-        file: plan.file.clone(),
-        seed: seed.unwrap_or(plan.seed),
-        rows,
-        notes,
-        failures,
+    Compared {
+        report: CompareReport {
+            name: plan.name.clone(),
+            file: plan.file.clone(),
+            seed: seed.unwrap_or(plan.seed),
+            rows,
+            notes,
+            failures,
+        },
+        canary_steps,
+        paths,
+        mesh: mesh.2,
     }
 }
 
@@ -93,6 +117,7 @@ struct Sample {
     time: String,
     set_weight: i32,
     vs_weight: Option<i32>,
+    canary_step: Option<i64>,
     /// Image tag of the rollout's current pod template.
     version: String,
     /// Ready pods of the current template / ready pods of the rollout.
@@ -102,7 +127,12 @@ struct Sample {
 
 /// Runs a plan step by step and keeps, for each load step, the load report and the
 /// rollout's weights at that moment.
-fn collect(plan: &Plan, seed: Option<u64>, mesh: bool) -> (Vec<Sample>, Vec<String>, RunReport) {
+fn collect(
+    plan: &Plan,
+    seed: Option<u64>,
+    mesh: bool,
+    rollout: Option<&str>,
+) -> (Vec<Sample>, Vec<String>, RunReport) {
     let mut runner = Runner::new(plan, seed);
     let mut samples = Vec::new();
     let mut notes = Vec::new();
@@ -115,13 +145,17 @@ fn collect(plan: &Plan, seed: Option<u64>, mesh: bool) -> (Vec<Sample>, Vec<Stri
             ));
         }
         let Some(load) = step.load else { continue };
-        let (set_weight, vs_weight) = rollout_weights(&runner, &plan.namespace);
-        let (version, pod_ratio) = new_version(&runner, &plan.namespace);
+        let ro = the_rollout(&runner, &plan.namespace, rollout);
+        let (set_weight, vs_weight) = ro.map(rollout_weights).unwrap_or((0, None));
+        let (version, pod_ratio) = ro
+            .map(|ro| new_version(&runner, ro))
+            .unwrap_or((String::new(), 0.0));
         samples.push(Sample {
             step: step.index,
             time: step.time.clone(),
             set_weight,
             vs_weight: vs_weight.filter(|_| mesh),
+            canary_step: ro.and_then(|ro| ro.status()["currentStepIndex"].as_i64()),
             version,
             pod_ratio,
             load,
@@ -130,31 +164,29 @@ fn collect(plan: &Plan, seed: Option<u64>, mesh: bool) -> (Vec<Sample>, Vec<Stri
     (samples, notes, runner.finish())
 }
 
-/// SetWeight and the canary weight written to the VirtualService, of the scenario's
-/// (first) rollout.
-fn rollout_weights(runner: &Runner, ns: &str) -> (i32, Option<i32>) {
-    let Some(ro) = runner
+/// The rollout named (or the namespace's first).
+fn the_rollout<'r>(runner: &'r Runner, ns: &str, name: Option<&str>) -> Option<&'r Object> {
+    runner
         .world
         .api
         .list(Kind::Rollout, Some(ns), None)
         .into_iter()
-        .next()
-    else {
-        return (0, None);
-    };
+        .find(|ro| name.is_none_or(|n| ro.name() == n))
+}
+
+/// SetWeight and the canary weight written to the VirtualService.
+fn rollout_weights(ro: &Object) -> (i32, Option<i32>) {
     let spec: RolloutSpec = ro.spec_as().unwrap_or_default();
     let status: RolloutStatus = ro.status_as().unwrap_or_default();
     let vs = status.canary.weights.as_ref().map(|w| w.canary.weight);
     (rollout_info::set_weight(&spec, &status), vs)
 }
 
-/// The image tag of the (first) rollout's current template, and the share of its ready pods
-/// that run it.
-fn new_version(runner: &Runner, ns: &str) -> (String, f64) {
+/// The image tag of the rollout's current template, and the share of its ready pods that
+/// run it.
+fn new_version(runner: &Runner, ro: &Object) -> (String, f64) {
     let api = &runner.world.api;
-    let Some(ro) = api.list(Kind::Rollout, Some(ns), None).into_iter().next() else {
-        return (String::new(), 0.0);
-    };
+    let ns = ro.namespace();
     let image = ro.spec()["template"]["spec"]["containers"][0]["image"]
         .as_str()
         .unwrap_or("");
@@ -212,7 +244,7 @@ fn observed(load: &LoadReport, version: &str, set_weight: i32) -> Observed {
 
 /// The plan without a mesh: every Rollout loses `trafficRouting`, a plain Service selects
 /// each rollout's pods, and every load comes from pods without sidecars to that Service.
-pub(crate) fn without_traffic_routing(plan: &Plan) -> Plan {
+pub(crate) fn without_traffic_routing(plan: &Plan, rollout: Option<&str>) -> Plan {
     let mut p = plan.clone();
     let mut rollouts = Vec::new();
     let strip = |m: &mut Manifest, rollouts: &mut Vec<(String, Value)>| {
@@ -250,7 +282,11 @@ pub(crate) fn without_traffic_routing(plan: &Plan) -> Plan {
             }
             StepKind::Load(w) => {
                 w.origin = OriginChoice::Plain;
-                if let Some((name, _)) = rollouts.first() {
+                let target = rollouts
+                    .iter()
+                    .find(|(name, _)| rollout.is_none_or(|r| name == r))
+                    .or(rollouts.first());
+                if let Some((name, _)) = target {
                     w.traffic.host = plain_service_name(name);
                 }
             }

@@ -8,7 +8,18 @@ use serde_json::{Map, Value, json};
 use crate::model::{Kind, Manifest, yaml};
 
 /// Requests sent at each pause: enough for a share within one point at 99.9 % confidence.
-const REQUESTS: u64 = 100_000;
+pub const REQUESTS: u64 = 100_000;
+
+/// What the written scenario sends, and which Rollouts it rolls out.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Requests per pause (default [`REQUESTS`]).
+    pub requests: Option<u64>,
+    /// Connections each load opens (default: the scenario format's).
+    pub connections: Option<u32>,
+    /// Roll out only this Rollout (the others are deployed and left alone).
+    pub only: Option<String>,
+}
 
 /// Where the scenario reads one manifest file from.
 #[derive(Debug, Clone)]
@@ -29,6 +40,15 @@ pub struct Written {
 /// The scenario for the manifests of `sources` (each source with the objects it holds).
 /// Err when there is no Rollout to roll out.
 pub fn scenario(sources: &[(ManifestSource, Vec<Manifest>)]) -> Result<Written, String> {
+    scenario_with(sources, &Options::default())
+}
+
+/// [`scenario`], sending and rolling out what `options` say.
+pub fn scenario_with(
+    sources: &[(ManifestSource, Vec<Manifest>)],
+    options: &Options,
+) -> Result<Written, String> {
+    let requests = options.requests.unwrap_or(REQUESTS);
     // `run` refuses a blue-green Rollout (not simulated yet): its file stays out.
     let blue_green = |m: &Manifest| {
         m.object.kind == Kind::Rollout && !m.object.spec()["strategy"]["blueGreen"].is_null()
@@ -55,6 +75,12 @@ pub fn scenario(sources: &[(ManifestSource, Vec<Manifest>)]) -> Result<Written, 
     let rollouts: Vec<&Manifest> = manifests
         .iter()
         .filter(|m| m.object.kind == Kind::Rollout)
+        .filter(|m| {
+            options
+                .only
+                .as_deref()
+                .is_none_or(|only| m.object.name() == only)
+        })
         .collect();
     let Some(first) = rollouts.first() else {
         notes.insert(
@@ -75,7 +101,7 @@ pub fn scenario(sources: &[(ManifestSource, Vec<Manifest>)]) -> Result<Written, 
             ));
             continue;
         }
-        match rollout_steps(rollout, &manifests) {
+        match rollout_steps(rollout, &manifests, requests, options.connections) {
             Ok(s) => {
                 steps.extend(s);
                 walked.push(name.to_string());
@@ -100,7 +126,7 @@ pub fn scenario(sources: &[(ManifestSource, Vec<Manifest>)]) -> Result<Written, 
         "name": format!("check-{}", walked.join("-")),
         "description": format!(
             "Written by `canarysim init`: {} rolled out to a new image through every canary \
-             step; at each pause {REQUESTS} requests are sent and the share that reaches the \
+             step; at each pause {requests} requests are sent and the share that reaches the \
              canary must be the step's weight within 1 point at 99.9 % confidence.",
             walked.join(", ")
         ),
@@ -126,7 +152,12 @@ fn step(action: &str, body: Value) -> Value {
 }
 
 /// The steps that roll `rollout` out, or why it cannot be.
-fn rollout_steps(rollout: &Manifest, manifests: &[Manifest]) -> Result<Vec<Value>, String> {
+fn rollout_steps(
+    rollout: &Manifest,
+    manifests: &[Manifest],
+    requests: u64,
+    connections: Option<u32>,
+) -> Result<Vec<Value>, String> {
     let name = rollout.object.name().to_string();
     let spec = rollout.object.spec();
     let canary = &spec["strategy"]["canary"];
@@ -172,13 +203,11 @@ fn rollout_steps(rollout: &Manifest, manifests: &[Manifest]) -> Result<Vec<Value
         out.push(until("paused", "30m"));
         if let Some(host) = &host {
             out.push(step("wait", "1s".into()));
-            out.push(step(
-                "load",
-                map(vec![
-                    ("requests", REQUESTS.into()),
-                    ("host", host.clone().into()),
-                ]),
-            ));
+            let mut load = vec![("requests", requests.into()), ("host", host.clone().into())];
+            if let Some(c) = connections {
+                load.push(("connections", c.into()));
+            }
+            out.push(step("load", map(load)));
             out.push(step(
                 "expect_split",
                 map(vec![

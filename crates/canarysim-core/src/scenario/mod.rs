@@ -1,6 +1,7 @@
 //! Scenarios: the file format (`shared/SCENARIOS.md`), loading it into a checked [`Plan`],
 //! and the runner that plays it on a simulated cluster.
 
+pub mod check;
 pub mod compare;
 pub mod discover;
 pub mod expect;

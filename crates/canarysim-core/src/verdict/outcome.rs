@@ -221,7 +221,8 @@ pub struct CompareRow {
 /// interval (99 %), and its error against the set weight in percentage points. (After full
 /// promotion the new version is the stable one: it then gets everything, as SetWeight 100
 /// says, while the VirtualService is back to canary 0.)
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Observed {
     pub share: f64,
     pub interval: Interval,
@@ -242,6 +243,94 @@ pub struct CompareReport {
     /// Why the comparison fails (exit 1): the scenario's own failed steps and broken
     /// invariants, or a no-mesh rollout that aborted alone. Empty when it passes.
     pub failures: Vec<String>,
+}
+
+/// What `canarysim check` found: per Rollout of the manifests, the share each canary step
+/// sent through the router the Rollout configures and without a mesh, with the verdict.
+/// `schemas/check.schema.json` is this type's schema.
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckReport {
+    /// What every pause's load sent and how the share was judged.
+    pub settings: CheckSettings,
+    pub rollouts: Vec<RolloutCheck>,
+    /// Rollouts left out, and why (a blue-green Rollout; no container image).
+    pub left_out: Vec<String>,
+    /// Lint findings about no Rollout's own objects.
+    pub other_findings: Vec<Finding>,
+    /// Every Rollout passed and no lint finding is an error (exit 0; else 1).
+    pub passed: bool,
+}
+
+/// The load at each pause and the verdict's terms.
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckSettings {
+    pub requests: u64,
+    pub connections: u32,
+    pub seed: u64,
+    /// The share passes within this many points of the step's weight.
+    pub within_points: f64,
+    pub confidence: f64,
+}
+
+/// One Rollout rolled out to a new image through all its steps.
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RolloutCheck {
+    pub name: String,
+    pub namespace: String,
+    /// Where the Rollout is written (`file:line:column`).
+    pub location: String,
+    /// The data plane the loads went through (e.g. `ingress gateway … → VirtualService …`).
+    pub router: String,
+    /// Canary steps in the Rollout's spec.
+    pub steps: usize,
+    /// One row per pause, in order.
+    pub rows: Vec<CheckRow>,
+    /// Lint findings about the Rollout and the objects it names.
+    pub findings: Vec<Finding>,
+    /// What the check could not play as written, and what it did instead.
+    pub notes: Vec<String>,
+    /// The rollout's status at the end (`Healthy`, `Degraded`, …) and its message.
+    pub phase: String,
+    pub message: String,
+    /// Why the check fails for this Rollout: failed steps, a no-mesh rollout that aborted.
+    pub failures: Vec<String>,
+    pub passed: bool,
+}
+
+/// One pause of the rollout: the weights, the share through the Rollout's router with its
+/// verdict, and what clients without a mesh saw.
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckRow {
+    /// Argo's step index (0-based, as `status.currentStepIndex`).
+    pub step: Option<i64>,
+    /// Scenario time when the load ended.
+    pub time: String,
+    pub set_weight: i32,
+    /// The canary weight the router was given (the VirtualService's).
+    pub router_weight: Option<i32>,
+    pub observed: Observed,
+    /// The share against the set weight: pass, fail or inconclusive.
+    pub verdict: Option<crate::verify::Outcome>,
+    /// When inconclusive: what would decide.
+    pub advice: String,
+    /// The new version's share of the rollout's ready pods (no mesh).
+    pub pod_ratio: f64,
+    pub no_mesh: Observed,
+}
+
+/// A lint finding, as `canarysim lint` prints it.
+#[derive(Debug, Clone, Serialize, PartialEq, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Finding {
+    /// `file:line:column`.
+    pub location: String,
+    /// `error` or `warning`.
+    pub severity: String,
+    pub message: String,
 }
 
 /// What `canarysim load` observed against a real endpoint, and its verdict.

@@ -7,7 +7,8 @@ use statrs::distribution::{Beta, ContinuousCDF};
 use super::{DEFAULT_CONFIDENCE, two_sided_z};
 
 /// A closed interval `[lo, hi]` for a proportion; always `0 <= lo <= hi <= 1`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Interval {
     /// Lower bound.
     pub lo: f64,

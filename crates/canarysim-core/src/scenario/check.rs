@@ -1,0 +1,428 @@
+//! `canarysim check`: no scenario to write. Each canary Rollout of a set of manifests is
+//! played through the scenario `canarysim init` writes for it (deploy, a new image, every
+//! step, a load and a verdict at each pause), once as written and once without a mesh
+//! (`compare`), and the lint findings about its objects are set beside it.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::compare::compared;
+use super::init::{ManifestSource, Options, scenario_with};
+use super::plan::{Files, Plan};
+use crate::lint::{Diagnostic, Severity};
+use crate::model::{Kind, Manifest};
+pub use crate::outcome::{CheckReport, CheckRow, CheckSettings, Finding, RolloutCheck};
+
+/// The tolerance and confidence of every pause's verdict (as `init` writes them).
+const WITHIN_POINTS: f64 = 1.0;
+const CONFIDENCE: f64 = 0.999;
+
+/// Where the scenario played for one Rollout is said to be: it has no file, and the
+/// manifests' paths are read as given (relative to the working folder).
+const SCENARIO_PATH: &str = "canarysim-check";
+
+/// The JSON Schema (draft 2020-12) of `canarysim check --format json`:
+/// `schemas/check.schema.json` is this, and a test keeps the two equal.
+pub fn json_schema() -> Value {
+    let mut schema =
+        serde_json::to_value(schemars::schema_for!(CheckReport)).expect("a schema is plain JSON");
+    schema["$id"] = "https://github.com/canarysim/canarysim/schemas/check.schema.json".into();
+    schema["title"] = "canarysim check report".into();
+    schema
+}
+
+/// What `check` sends at each pause.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub requests: u64,
+    pub connections: u32,
+    pub seed: Option<u64>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            requests: super::init::REQUESTS,
+            connections: crate::load::Traffic::default().connections,
+            seed: None,
+        }
+    }
+}
+
+/// The scenario `init` wrote, at [`SCENARIO_PATH`]; every other file from `files`.
+struct WithScenario<'a> {
+    text: String,
+    files: &'a dyn Files,
+}
+
+impl Files for WithScenario<'_> {
+    fn read(&self, path: &Path) -> std::io::Result<String> {
+        if path == Path::new(SCENARIO_PATH) {
+            Ok(self.text.clone())
+        } else {
+            self.files.read(path)
+        }
+    }
+}
+
+/// Checks every canary Rollout of `sources` (each source with the objects it holds; a
+/// `File` source's path is read through `files`), with `findings` from `canarysim lint`
+/// over the same manifests. Err when there is nothing to check or a scenario cannot load.
+pub fn check(
+    sources: &[(ManifestSource, Vec<Manifest>)],
+    files: &dyn Files,
+    findings: &[Diagnostic],
+    settings: &Settings,
+) -> Result<CheckReport, String> {
+    let manifests: Vec<&Manifest> = sources.iter().flat_map(|(_, m)| m).collect();
+    let mut left_out = std::collections::BTreeSet::new();
+    let mut rollouts = Vec::new();
+    let mut attributed = vec![false; findings.len()];
+    let mut seed = None;
+    let names: Vec<String> = manifests
+        .iter()
+        .filter(|m| m.object.kind == Kind::Rollout)
+        .map(|m| m.object.name().to_string())
+        .collect();
+    if names.is_empty() {
+        return Err("no Rollout among the manifests: nothing to check".into());
+    }
+    for name in names {
+        let options = Options {
+            requests: Some(settings.requests),
+            connections: Some(settings.connections),
+            only: Some(name.clone()),
+        };
+        let written = match scenario_with(sources, &options) {
+            Ok(w) => w,
+            Err(why) => {
+                left_out.insert(why);
+                continue;
+            }
+        };
+        left_out.extend(written.notes);
+        let Some(rollout) = manifests
+            .iter()
+            .find(|m| m.object.kind == Kind::Rollout && m.object.name() == name)
+        else {
+            continue;
+        };
+        let files = WithScenario {
+            text: written.text,
+            files,
+        };
+        let mut plan = super::load_runnable(&PathBuf::from(SCENARIO_PATH), &files)
+            .map_err(|e| e.to_string())?;
+        let notes = skip_missing_analysis(&mut plan, &name);
+        let mine = own_findings(rollout, &manifests, findings, &mut attributed);
+        let result = play(&plan, &name, settings, notes, mine, rollout);
+        seed = Some(settings.seed.unwrap_or(plan.seed));
+        rollouts.push(result);
+    }
+    let other_findings: Vec<Finding> = findings
+        .iter()
+        .zip(&attributed)
+        .filter(|(_, mine)| !**mine)
+        .map(|(d, _)| finding(d))
+        .collect();
+    let passed = !rollouts.is_empty()
+        && rollouts.iter().all(|r| r.passed)
+        && other_findings.iter().all(|f| f.severity != "error");
+    if rollouts.is_empty() {
+        return Err(format!(
+            "no Rollout canarysim can check: {}",
+            left_out.into_iter().collect::<Vec<_>>().join("; ")
+        ));
+    }
+    Ok(CheckReport {
+        settings: CheckSettings {
+            requests: settings.requests,
+            connections: settings.connections,
+            seed: seed.unwrap_or_default(),
+            within_points: WITHIN_POINTS,
+            confidence: CONFIDENCE,
+        },
+        rollouts,
+        left_out: left_out.into_iter().collect(),
+        other_findings,
+        passed,
+    })
+}
+
+/// Plays one Rollout's plan with and without the mesh and reads the verdict of each pause.
+fn play(
+    plan: &Plan,
+    name: &str,
+    settings: &Settings,
+    notes: Vec<String>,
+    findings: Vec<Finding>,
+    rollout: &Manifest,
+) -> RolloutCheck {
+    let c = compared(plan, settings.seed, Some(name));
+    let rows: Vec<CheckRow> = c
+        .report
+        .rows
+        .iter()
+        .zip(&c.canary_steps)
+        .map(|(row, canary_step)| {
+            // `init` writes the verdict right after the load.
+            let split = c
+                .mesh
+                .steps
+                .iter()
+                .find(|s| s.index == row.step + 1 && s.split.is_some());
+            CheckRow {
+                step: *canary_step,
+                time: row.time.clone(),
+                set_weight: row.set_weight,
+                router_weight: row.virtual_service_weight,
+                observed: row.mesh.clone(),
+                verdict: split.and_then(|s| s.split.as_ref()).map(|v| v.outcome),
+                advice: split
+                    .and_then(|s| s.split.as_ref())
+                    .map(advice)
+                    .unwrap_or_default(),
+                pod_ratio: row.pod_ratio,
+                no_mesh: row.no_mesh.clone(),
+            }
+        })
+        .collect();
+    let view = c.mesh.final_views.iter().find(|v| v.name == name);
+    let mut notes = notes;
+    notes.extend(c.report.notes.iter().cloned());
+    // A wrong share is the table's own row; what else failed (a wait that timed out, a
+    // rollout that degraded) is said apart.
+    let split_steps: Vec<String> = c
+        .mesh
+        .steps
+        .iter()
+        .filter(|s| s.split.is_some())
+        .map(|s| format!("mesh run: step {} (", s.index))
+        .collect();
+    let failures: Vec<String> = c
+        .report
+        .failures
+        .iter()
+        .filter(|f| !split_steps.iter().any(|p| f.starts_with(p.as_str())))
+        .cloned()
+        .collect();
+    let passed = failures.is_empty()
+        && rows
+            .iter()
+            .all(|r: &CheckRow| r.verdict == Some(crate::verify::Outcome::Pass))
+        && findings.iter().all(|f| f.severity != "error");
+    RolloutCheck {
+        name: name.to_string(),
+        namespace: rollout.object.namespace().to_string(),
+        location: {
+            let at = rollout.locate("");
+            format!("{at}{}", at.template_note())
+        },
+        router: c.paths.first().cloned().unwrap_or_default(),
+        steps: rollout.object.spec()["strategy"]["canary"]["steps"]
+            .as_array()
+            .map_or(0, Vec::len),
+        rows,
+        findings,
+        notes,
+        phase: view.map(|v| v.status.clone()).unwrap_or_default(),
+        message: view.map(|v| v.message.clone()).unwrap_or_default(),
+        failures,
+        passed,
+    }
+}
+
+/// The findings located in the Rollout's own document or in those of the objects it names
+/// (its Services, VirtualServices, DestinationRule, analysis templates); marks them taken.
+fn own_findings(
+    rollout: &Manifest,
+    manifests: &[&Manifest],
+    findings: &[Diagnostic],
+    taken: &mut [bool],
+) -> Vec<Finding> {
+    let named = named_objects(rollout);
+    let ns = rollout.object.namespace();
+    let mine: Vec<&Manifest> = manifests
+        .iter()
+        .copied()
+        .filter(|m| {
+            m.object.namespace() == ns
+                && (std::ptr::eq(*m, rollout)
+                    || named
+                        .iter()
+                        .any(|(kind, n)| *kind == m.object.kind && n == m.object.name()))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (i, d) in findings.iter().enumerate() {
+        if owner(d, manifests).is_some_and(|o| mine.iter().any(|m| std::ptr::eq(*m, o))) {
+            taken[i] = true;
+            out.push(finding(d));
+        }
+    }
+    out
+}
+
+/// The manifest a finding is about: the last document of its file that starts at or
+/// before the finding's line.
+fn owner<'m>(d: &Diagnostic, manifests: &[&'m Manifest]) -> Option<&'m Manifest> {
+    manifests
+        .iter()
+        .copied()
+        .filter(|m| {
+            let at = m.locate("");
+            at.file == d.location.file && at.line <= d.location.line
+        })
+        .max_by_key(|m| m.locate("").line)
+}
+
+/// The objects a Rollout names, by kind.
+fn named_objects(rollout: &Manifest) -> Vec<(Kind, String)> {
+    let canary = &rollout.object.spec()["strategy"]["canary"];
+    let istio = &canary["trafficRouting"]["istio"];
+    let mut out = Vec::new();
+    let mut add = |kind: Kind, v: &Value| {
+        if let Some(name) = v.as_str() {
+            // `name.namespace` or a host form: the object's own name comes first.
+            out.push((kind, name.split('.').next().unwrap_or(name).to_string()));
+        }
+    };
+    add(Kind::Service, &canary["stableService"]);
+    add(Kind::Service, &canary["canaryService"]);
+    add(Kind::VirtualService, &istio["virtualService"]["name"]);
+    for vs in istio["virtualServices"].as_array().into_iter().flatten() {
+        add(Kind::VirtualService, &vs["name"]);
+    }
+    add(Kind::DestinationRule, &istio["destinationRule"]["name"]);
+    for template in analysis_templates(canary) {
+        add(template.0, &Value::String(template.1));
+    }
+    out
+}
+
+/// The analysis templates a canary strategy names (steps and background), by kind.
+fn analysis_templates(canary: &Value) -> Vec<(Kind, String)> {
+    let steps = canary["steps"].as_array().into_iter().flatten();
+    steps
+        .map(|s| &s["analysis"])
+        .chain(std::iter::once(&canary["analysis"]))
+        .flat_map(|a| a["templates"].as_array().into_iter().flatten())
+        .filter_map(|t| {
+            let kind = if t["clusterScope"].as_bool() == Some(true) {
+                Kind::ClusterAnalysisTemplate
+            } else {
+                Kind::AnalysisTemplate
+            };
+            Some((kind, t["templateName"].as_str()?.to_string()))
+        })
+        .collect()
+}
+
+/// Analysis whose templates are not among the manifests cannot run (Argo would report the
+/// Rollout InvalidSpec): each such step becomes a step that keeps the weight, and such
+/// background analysis is dropped, each said in a note.
+fn skip_missing_analysis(plan: &mut Plan, name: &str) -> Vec<String> {
+    let present: Vec<(Kind, String)> = plan
+        .manifests
+        .iter()
+        .filter(|m| {
+            matches!(
+                m.object.kind,
+                Kind::AnalysisTemplate | Kind::ClusterAnalysisTemplate
+            )
+        })
+        .map(|m| (m.object.kind, m.object.name().to_string()))
+        .collect();
+    let missing = |analysis: &Value| -> Option<String> {
+        let wanted = analysis_templates(&serde_json::json!({ "analysis": analysis }));
+        let absent: Vec<String> = wanted
+            .into_iter()
+            .filter(|t| !present.contains(t))
+            .map(|(kind, n)| format!("{kind:?} '{n}'"))
+            .collect();
+        (!absent.is_empty()).then(|| absent.join(", "))
+    };
+    let mut notes = Vec::new();
+    let Some(rollout) = plan
+        .manifests
+        .iter_mut()
+        .find(|m| m.object.kind == Kind::Rollout && m.object.name() == name)
+    else {
+        return notes;
+    };
+    let Some(canary) = rollout
+        .object
+        .value
+        .pointer_mut("/spec/strategy/canary")
+        .and_then(Value::as_object_mut)
+    else {
+        return notes;
+    };
+    if let Some(absent) = canary.get("analysis").and_then(missing) {
+        canary.remove("analysis");
+        notes.push(format!(
+            "background analysis skipped: {absent} is not among the manifests"
+        ));
+    }
+    let mut weight = 0;
+    for (i, step) in canary
+        .get_mut("steps")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if let Some(w) = step["setWeight"].as_i64() {
+            weight = w;
+        }
+        let Some(absent) = step.get("analysis").and_then(missing) else {
+            continue;
+        };
+        // Same step count, same weight: the steps after it keep their indexes.
+        *step = serde_json::json!({ "setWeight": weight });
+        notes.push(format!(
+            "step {i}: analysis skipped (the weight stays {weight}%): {absent} is not among the manifests"
+        ));
+    }
+    notes
+}
+
+/// What would decide an inconclusive share; empty when decided.
+fn advice(v: &crate::verify::SplitVerdict) -> String {
+    if v.outcome != crate::verify::Outcome::Inconclusive {
+        return String::new();
+    }
+    match v.units_to_decide {
+        Some(n) => format!(
+            "inconclusive: about {n} {} in all would decide if the share held (`--requests`)",
+            match v.unit {
+                crate::verify::SplitUnit::Request => "requests",
+                crate::verify::SplitUnit::Connection => "connections",
+            }
+        ),
+        None => "inconclusive: the share lies on the tolerance's edge; no amount of traffic \
+                 would decide it at this tolerance"
+            .into(),
+    }
+}
+
+fn finding(d: &Diagnostic) -> Finding {
+    // The templates may live elsewhere (installed apart, cluster-scoped): `check` skips
+    // that analysis and says so, rather than failing what it can still check.
+    let missing_template =
+        d.check == crate::lint::Check::Reference && d.message.contains("AnalysisTemplate '");
+    let (severity, why) = match d.severity {
+        Severity::Error if missing_template => (
+            "warning",
+            "; check skipped this analysis, a cluster without the template reports the Rollout InvalidSpec",
+        ),
+        Severity::Error => ("error", ""),
+        Severity::Warning => ("warning", ""),
+    };
+    Finding {
+        location: d.location.to_string(),
+        severity: severity.to_string(),
+        message: format!("{}{why}{}", d.message, d.location.template_note()),
+    }
+}

@@ -1,0 +1,236 @@
+//! `canarysim check`: a repository's manifests, no scenario; per Rollout the share each
+//! pause sent, its verdict, the share without a mesh and the lint findings.
+
+use canarysim::cli::{Cli, execute};
+use clap::Parser;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn run(args: &[&str]) -> (u8, String, String) {
+    let mut argv = vec!["canarysim"];
+    argv.extend_from_slice(args);
+    execute(Cli::parse_from(argv))
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn rendered_chart() -> PathBuf {
+    root().join("tests/fixtures/helm/rendered.yaml")
+}
+
+fn json(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}\n{out}"))
+}
+
+/// The seed walkthrough's objects in a folder, the VirtualService as `vs` writes it.
+fn repository_with_virtual_service(vs: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["rollout", "services", "gateway"] {
+        let file = format!("seed-004-{name}.yaml");
+        std::fs::copy(
+            root().join("scenarios/manifests").join(&file),
+            dir.path().join(&file),
+        )
+        .unwrap();
+    }
+    std::fs::write(dir.path().join("vs.yaml"), vs).unwrap();
+    dir
+}
+
+const SEED_VS: &str = include_str!("../../scenarios/manifests/seed-004-virtualsvc.yaml");
+
+#[test]
+fn a_rendered_chart_is_rolled_out_step_by_step_and_every_share_passes() {
+    let chart = rendered_chart();
+    let (code, out, err) = run(&["check", chart.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let report = json(&out);
+    let rollouts = report["rollouts"].as_array().unwrap();
+    assert_eq!(rollouts.len(), 1, "{out}");
+    let ro = &rollouts[0];
+    assert_eq!(ro["name"], "rollouts-demo");
+    assert_eq!(ro["phase"], "Healthy", "{out}");
+    assert!(
+        ro["router"]
+            .as_str()
+            .unwrap()
+            .contains("rollouts-demo-gateway"),
+        "loads go through the gateway the VirtualService is bound to: {out}"
+    );
+    let rows = ro["rows"].as_array().unwrap();
+    let set: Vec<i64> = rows
+        .iter()
+        .map(|r| r["set_weight"].as_i64().unwrap())
+        .collect();
+    assert_eq!(set, [20, 40, 60, 80]);
+    for row in rows {
+        assert_eq!(row["verdict"], "pass", "{row}");
+        assert_eq!(row["router_weight"], row["set_weight"], "{row}");
+        let share = row["observed"]["share"].as_f64().unwrap() * 100.0;
+        assert!(
+            (share - row["set_weight"].as_f64().unwrap()).abs() < 1.0,
+            "{row}"
+        );
+        // Without a mesh the split is per connection: 16 draws.
+        assert_eq!(row["no_mesh"]["unit"], "connection", "{row}");
+        assert_eq!(row["no_mesh"]["effective_n"], 16, "{row}");
+    }
+    // The chart's other objects are named once, apart from the Rollout's findings.
+    let other = report["other_findings"].as_array().unwrap();
+    assert!(
+        other.iter().any(|f| f["message"]
+            .as_str()
+            .unwrap()
+            .contains("1 HorizontalPodAutoscaler")),
+        "{out}"
+    );
+    assert!(
+        ro["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["message"].as_str().unwrap().contains("not to `mesh`")),
+        "{out}"
+    );
+    // Text: a table per Rollout, the template named from helm's `# Source:`.
+    let (code, text, _) = run(&["check", chart.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(
+        text.contains("rendered.yaml:104:1 (#")
+            && text.contains("demo/templates/seed-004-rollout.yaml)"),
+        "{text}"
+    );
+    assert!(text.contains(" 1/9   20      20    20.05"), "{text}");
+    assert!(text.contains("PASSED: 1 Rollout checked"), "{text}");
+}
+
+#[test]
+fn a_route_that_hides_the_canary_fails_every_step_though_the_rollout_ends_healthy() {
+    // An unmanaged route first: every request matches it, none reaches the weighted one.
+    let vs = SEED_VS.replace(
+        "  http:\n",
+        "  http:\n  - name: everything-else\n    route:\n    - destination:\n        host: rollouts-demo-stable\n",
+    );
+    let repo = repository_with_virtual_service(&vs);
+    let (code, out, err) = run(&["check", repo.path().to_str().unwrap(), "--format", "json"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let ro = &json(&out)["rollouts"][0];
+    assert_eq!(ro["phase"], "Healthy", "Argo sees nothing wrong: {out}");
+    for row in ro["rows"].as_array().unwrap() {
+        assert_eq!(row["verdict"], "fail", "{row}");
+        assert_eq!(row["observed"]["share"], 0.0, "{row}");
+    }
+    assert_eq!(ro["passed"], false);
+    let (_, text, _) = run(&["check", repo.path().to_str().unwrap()]);
+    assert!(text.contains("FAILED: 1 of 1 Rollout"), "{text}");
+}
+
+#[test]
+fn too_few_requests_cannot_tell_and_say_how_many_would() {
+    let repo = repository_with_virtual_service(SEED_VS);
+    let dir = repo.path().to_str().unwrap();
+    let (code, text, err) = run(&["check", dir, "--requests", "200", "--seed", "3"]);
+    assert_eq!(code, 1, "{text}{err}");
+    assert!(text.contains("inconclusive"), "{text}");
+    assert!(text.contains("requests in all would decide"), "{text}");
+    assert!(text.contains("CANNOT TELL YET"), "{text}");
+    assert!(
+        !text.contains(" fail "),
+        "200 requests prove nothing wrong: {text}"
+    );
+    // The same seed gives the same report.
+    assert_eq!(
+        run(&["check", dir, "--requests", "200", "--seed", "3"]).1,
+        text
+    );
+}
+
+#[test]
+fn an_analysis_step_without_its_template_is_skipped_with_a_note_and_the_indexes_kept() {
+    let repo = repository_with_virtual_service(SEED_VS);
+    let rollout = repo.path().join("seed-004-rollout.yaml");
+    let text = std::fs::read_to_string(&rollout).unwrap().replace(
+        "      - setWeight: 40\n",
+        "      - analysis: {templates: [{templateName: success-rate}]}\n      - setWeight: 40\n",
+    );
+    std::fs::write(&rollout, text).unwrap();
+    let (code, out, err) = run(&["check", repo.path().to_str().unwrap(), "--format", "json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let ro = &json(&out)["rollouts"][0];
+    let notes = ro["notes"].to_string();
+    assert!(
+        notes.contains("step 2: analysis skipped (the weight stays 20%): AnalysisTemplate 'success-rate' is not among the manifests"),
+        "{notes}"
+    );
+    let steps: Vec<i64> = ro["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["step"].as_i64().unwrap())
+        .collect();
+    assert_eq!(steps, [1, 4, 6, 8], "the user's step numbers: {out}");
+    assert_eq!(ro["steps"], 10);
+}
+
+#[test]
+fn no_rollout_is_nothing_to_check_and_a_blue_green_one_is_named_as_left_out() {
+    let services = root().join("scenarios/manifests/seed-004-services.yaml");
+    let (code, _, err) = run(&["check", services.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no Rollout among the manifests"), "{err}");
+    let repo = repository_with_virtual_service(SEED_VS);
+    let blue_green =
+        std::fs::read_to_string(root().join("scenarios/manifests/seed-004-rollout.yaml"))
+            .unwrap()
+            .replace("name: rollouts-demo\n", "name: bg-demo\n")
+            .replace(
+                "strategy:\n",
+                "strategy:\n    blueGreen: {activeService: rollouts-demo-stable}\n  unused:\n",
+            );
+    std::fs::write(repo.path().join("bg.yaml"), blue_green).unwrap();
+    let (code, out, err) = run(&["check", repo.path().to_str().unwrap(), "--format", "json"]);
+    assert!(code < 2, "{out}{err}");
+    let report = json(&out);
+    assert_eq!(report["rollouts"].as_array().unwrap().len(), 1, "{out}");
+    assert!(
+        report["left_out"].to_string().contains("Rollout bg-demo"),
+        "{out}"
+    );
+}
+
+#[test]
+fn the_json_report_follows_its_committed_schema() {
+    let generated = canarysim::scenario::check::json_schema();
+    let path = root().join("schemas/check.schema.json");
+    let text = serde_json::to_string_pretty(&generated).unwrap() + "\n";
+    if std::env::var_os("CANARYSIM_WRITE_SCHEMA").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == text,
+        "schemas/check.schema.json differs from the report types; \
+         `CANARYSIM_WRITE_SCHEMA=1 cargo test --test command_line -- check::` writes it anew"
+    );
+    let validator = jsonschema::draft202012::new(&generated).unwrap();
+    let chart = rendered_chart();
+    let (_, out, _) = run(&["check", chart.to_str().unwrap(), "--format", "json"]);
+    let report = json(&out);
+    let errors: Vec<String> = validator
+        .iter_errors(&report)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    // Strict enough to refuse a report without a field or with one it does not know.
+    let mut broken = report.clone();
+    broken["rollouts"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("rows");
+    assert!(!validator.is_valid(&broken));
+    let mut extra = report;
+    extra["rollouts"][0]["rows"][0]["surprise"] = 1.into();
+    assert!(!validator.is_valid(&extra));
+}
