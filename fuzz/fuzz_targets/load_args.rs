@@ -14,9 +14,28 @@ use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
 
 const FLAGS: &[&str] = &[
-    "-n", "-z", "-c", "-q", "--http2", "--disable-keepalive", "-m", "-H", "--host", "-t",
-    "--insecure", "--cacert", "--sni", "--connect-to", "--classify", "--expect", "--within",
-    "--confidence", "--until-decided", "--unit", "--format", "--quiet",
+    "-n",
+    "-z",
+    "-c",
+    "-q",
+    "--http2",
+    "--disable-keepalive",
+    "-m",
+    "-H",
+    "--host",
+    "-t",
+    "--insecure",
+    "--cacert",
+    "--sni",
+    "--connect-to",
+    "--classify",
+    "--expect",
+    "--within",
+    "--confidence",
+    "--until-decided",
+    "--unit",
+    "--format",
+    "--quiet",
 ];
 const UNITS: &[&str] = &["ns", "us", "ms", "s", "m", "h", "d", "w", "y", ""];
 const URLS: &[&str] = &[
@@ -59,7 +78,9 @@ fuzz_target!(|input: Args| {
             Value::Count(n) => argv.push(n.to_string()),
             Value::Signed(n) => argv.push(n.to_string()),
             Value::Float(f) => argv.push(f.to_string()),
-            Value::Duration(n, u) => argv.push(format!("{n}{}", UNITS[usize::from(u) % UNITS.len()])),
+            Value::Duration(n, u) => {
+                argv.push(format!("{n}{}", UNITS[usize::from(u) % UNITS.len()]))
+            }
             Value::Share(v, f) => argv.push(format!("{v}={f}%")),
             Value::Header(k, v) => argv.push(format!("{k}: {v}")),
         }

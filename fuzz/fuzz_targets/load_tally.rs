@@ -121,7 +121,11 @@ fuzz_target!(|input: Input| {
     for conn in open {
         tally.closed(conn);
     }
-    assert_eq!(tally.sent, tally.classes.total(), "sent = the sum of the classes");
+    assert_eq!(
+        tally.sent,
+        tally.classes.total(),
+        "sent = the sum of the classes"
+    );
     let outcome = HttpOutcome {
         tally,
         elapsed: Duration::from_millis(1500),

@@ -71,13 +71,17 @@ fn walkthrough() -> &'static Vec<Manifest> {
     static MANIFESTS: OnceLock<Vec<Manifest>> = OnceLock::new();
     MANIFESTS.get_or_init(|| {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/manifests");
-        ["seed-004-services.yaml", "seed-004-gateway.yaml", "seed-004-virtualsvc.yaml"]
-            .iter()
-            .flat_map(|f| {
-                let text = std::fs::read_to_string(dir.join(f)).unwrap();
-                canarysim::model::yaml::load_str(f, &text, NS).unwrap()
-            })
-            .collect()
+        [
+            "seed-004-services.yaml",
+            "seed-004-gateway.yaml",
+            "seed-004-virtualsvc.yaml",
+        ]
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(dir.join(f)).unwrap();
+            canarysim::model::yaml::load_str(f, &text, NS).unwrap()
+        })
+        .collect()
     })
 }
 
@@ -85,7 +89,10 @@ fn check(world: &World, most: i64, after: &str) {
     for v in canarysim::scenario::invariants::violations(&world.api) {
         // Argo's own overshoot on promote --full with dynamicStableScale is explained, not a bug.
         let argo_overshoot = v.contains("promote --full with dynamicStableScale");
-        assert!(!v.contains("do not sum to 100") || argo_overshoot, "after {after}: {v}");
+        assert!(
+            !v.contains("do not sum to 100") || argo_overshoot,
+            "after {after}: {v}"
+        );
     }
     for rs in world.api.list(Kind::ReplicaSet, Some(NS), None) {
         let asked = rs.spec()["replicas"].as_i64().unwrap_or(0);
@@ -107,8 +114,12 @@ fuzz_target!(|input: Input| {
         .map(|s| match s {
             Step::SetWeight(w) => serde_json::json!({"setWeight": w % 101}),
             Step::Pause(None) => serde_json::json!({"pause": {}}),
-            Step::Pause(Some(d)) => serde_json::json!({"pause": {"duration": format!("{}s", d % 600)}}),
-            Step::CanaryScaleWeight(w) => serde_json::json!({"setCanaryScale": {"weight": w % 101}}),
+            Step::Pause(Some(d)) => {
+                serde_json::json!({"pause": {"duration": format!("{}s", d % 600)}})
+            }
+            Step::CanaryScaleWeight(w) => {
+                serde_json::json!({"setCanaryScale": {"weight": w % 101}})
+            }
             Step::CanaryScaleReplicas(n) => {
                 most = most.max(i64::from(n % 13));
                 serde_json::json!({"setCanaryScale": {"replicas": n % 13}})
@@ -141,7 +152,8 @@ fuzz_target!(|input: Input| {
             }}
         }
     });
-    let Ok(mut manifests) = canarysim::model::yaml::load_str("rollout.yaml", &rollout.to_string(), NS)
+    let Ok(mut manifests) =
+        canarysim::model::yaml::load_str("rollout.yaml", &rollout.to_string(), NS)
     else {
         return;
     };

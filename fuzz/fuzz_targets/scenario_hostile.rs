@@ -278,6 +278,52 @@ fn count(node: &Node) -> usize {
     }
 }
 
+/// About how many bytes `emit` writes for `node` at `indent` (an upper bound, saturating):
+/// edits that would grow a file past [`MOST_TEXT`] are skipped before they are made, so that
+/// the harness itself never holds gigabytes (255 copies of a 4 MB scalar).
+fn emitted(node: &Node, indent: usize) -> usize {
+    let sum = |sizes: &mut dyn Iterator<Item = usize>| sizes.fold(0usize, usize::saturating_add);
+    match node {
+        Node::Scalar(s) => s.len() + 1,
+        Node::Seq(items) => sum(&mut items
+            .iter()
+            .map(|i| (indent + 2).saturating_add(emitted(i, indent + 2))))
+        .max(3),
+        Node::Map(entries) => sum(&mut entries
+            .iter()
+            .map(|(k, v)| (indent + k.len() + 4).saturating_add(emitted(v, indent + 2))))
+        .max(3),
+        Node::Nest {
+            depth,
+            style,
+            inner,
+        } => {
+            let inner_at = |at: usize| emitted(inner, at);
+            match style {
+                Nesting::FlowList | Nesting::FlowMap => {
+                    depth.saturating_mul(5).saturating_add(inner_at(0)) + 1
+                }
+                Nesting::BlockList => {
+                    let at = indent.saturating_add(depth.saturating_mul(2));
+                    depth.saturating_mul(2).saturating_add(inner_at(at))
+                }
+                Nesting::BlockMap => {
+                    let at = indent.saturating_add(depth.saturating_mul(2));
+                    depth
+                        .saturating_mul(at.saturating_add(3))
+                        .saturating_add(inner_at(at))
+                }
+            }
+        }
+    }
+}
+
+fn emitted_tree(tree: &Tree) -> usize {
+    tree.iter()
+        .map(|doc| emitted(doc, 0) + 4)
+        .fold(0, usize::saturating_add)
+}
+
 /// The `n`-th node in pre-order.
 fn nth<'a>(node: &'a mut Node, n: &mut usize) -> Option<&'a mut Node> {
     if *n == 0 {
@@ -306,11 +352,14 @@ fn clone_at(tree: &mut Tree, at: usize) -> Option<Node> {
 }
 
 fn apply(tree: &mut Tree, edit: &Edit) {
+    // What the file may still grow by; an edit that would grow it more is not made.
+    let room = MOST_TEXT.saturating_sub(emitted_tree(tree));
     let graft = match edit.change {
         Change::Graft(g) => clone_at(tree, usize::from(g)),
         Change::KeyTwice { graft: Some(g), .. } => clone_at(tree, usize::from(g)),
         _ => None,
-    };
+    }
+    .filter(|g| emitted(g, 64) <= room);
     let Some(node) = node_at(tree, usize::from(edit.at)) else {
         return;
     };
@@ -330,8 +379,12 @@ fn apply(tree: &mut Tree, edit: &Edit) {
         Change::Repeat { item, times } => {
             if let Node::Seq(items) = node {
                 if !items.is_empty() {
-                    let again = items[usize::from(*item) % items.len()].clone();
-                    items.extend(std::iter::repeat_n(again, usize::from(*times)));
+                    let again = &items[usize::from(*item) % items.len()];
+                    // Measured at a generous indent: the copies may sit deep.
+                    if emitted(again, 64).saturating_mul(usize::from(*times)) <= room {
+                        let again = again.clone();
+                        items.extend(std::iter::repeat_n(again, usize::from(*times)));
+                    }
                 }
             }
         }
@@ -349,7 +402,12 @@ fn apply(tree: &mut Tree, edit: &Edit) {
                 inner,
             };
         }
-        Change::Long(len) => *node = Node::Scalar("a".repeat(*len as usize % (4 << 20))),
+        Change::Long(len) => {
+            let len = *len as usize % (4 << 20);
+            if len <= room {
+                *node = Node::Scalar("a".repeat(len));
+            }
+        }
         Change::Empty => {
             *node = match node {
                 Node::Map(_) => Node::Map(Vec::new()),
@@ -599,6 +657,14 @@ fuzz_target!(|input: Input| {
                 steps.push(pick_text(STEPS, *s));
             }
         }
+    }
+    // Past the limit only the parser's speed would be measured: not worth writing out.
+    if emitted_tree(&scenario) > MOST_TEXT
+        || edited
+            .iter()
+            .any(|(_, tree)| emitted_tree(tree) > MOST_TEXT)
+    {
+        return;
     }
     let text = text_of(&scenario, input.bom, input.crlf);
     let manifests: Vec<(String, String)> = edited

@@ -60,6 +60,8 @@ pub enum KindRefused {
     NotInCoreGroup,
     /// More distinct kinds than a cluster's worth.
     TooMany,
+    /// A kind, group or version no CustomResourceDefinition could name.
+    Malformed,
 }
 
 impl KindRefused {
@@ -80,6 +82,12 @@ impl KindRefused {
             KindRefused::TooMany => format!(
                 "more than {MAX_DISTINCT_KINDS} distinct kinds; canarysim stores at most that many"
             ),
+            KindRefused::Malformed => format!(
+                "{}: a CustomResourceDefinition's kind is a DNS-1035 label in any case (at most \
+                 63 letters, digits and '-', starting with a letter), its group a DNS-1123 \
+                 subdomain and its version a DNS-1035 label",
+                no_match_short(api_version, kind)
+            ),
         }
     }
 }
@@ -87,6 +95,43 @@ impl KindRefused {
 /// Distinct unknown kinds kept for a process's life (each is a few names): a bound, since
 /// any input may name new ones.
 const MAX_DISTINCT_KINDS: usize = 1024;
+
+/// `no matches for kind …` with the kind and version cut to a readable length.
+fn no_match_short(api_version: &str, kind: &str) -> String {
+    let cut = |s: &str| -> String {
+        match s.char_indices().nth(80) {
+            Some((i, _)) => format!("{}…", &s[..i]),
+            None => s.to_string(),
+        }
+    };
+    format!(
+        "no matches for kind \"{}\" in version \"{}\"",
+        cut(kind),
+        cut(api_version)
+    )
+}
+
+/// Whether a CustomResourceDefinition could name this kind (Kubernetes' validation of
+/// `spec.names` and `spec.group`): kept for the process's life, so never unbounded text.
+fn well_formed(group: &str, version: &str, kind: &str, crd: Option<&CrdNames>) -> bool {
+    let label = |s: &str| {
+        s.len() <= 63
+            && crate::model::kube_validation::matches_dns1123_label(s)
+            && s.starts_with(|c: char| c.is_ascii_lowercase())
+    };
+    let names_ok = crd.is_none_or(|c| {
+        label(&c.plural)
+            && (c.singular.is_empty() || label(&c.singular))
+            && c.short_names.len() <= 16
+            && c.short_names.iter().all(|n| label(n))
+            && c.versions.len() <= 16
+            && c.versions.iter().all(|v| label(v))
+    });
+    label(&kind.to_lowercase())
+        && crate::model::kube_validation::dns1123_subdomain_errors(group).is_empty()
+        && label(version)
+        && names_ok
+}
 
 /// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → `""`), if well formed.
 fn group_of(api_version: &str) -> Option<&str> {
@@ -122,6 +167,10 @@ pub fn resolve(
         return Err(KindRefused::NotInCoreGroup);
     };
     let version = version_of(api_version);
+    // Before any comparison: a kind of megabytes is refused at once, and never interned.
+    if kind.len() > 63 || api_version.len() > 253 + 64 {
+        return Err(KindRefused::Malformed);
+    }
     if let Some(info) = KNOWN.iter().find(|k| k.group == group && k.kind == kind) {
         return if info.versions.contains(&version) {
             Ok(StoredKind(info))
@@ -141,6 +190,10 @@ pub fn resolve(
     }
     if group.is_empty() {
         return Err(KindRefused::NotInCoreGroup);
+    }
+    let crd = crds.iter().find(|c| c.group == group && c.kind == kind);
+    if !well_formed(group, version, kind, crd) {
+        return Err(KindRefused::Malformed);
     }
     intern(group, version, kind, crds)
 }
@@ -799,6 +852,35 @@ static KNOWN: &[KindInfo] = &[
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_kind_no_definition_could_name_is_refused_before_it_is_compared_or_kept() {
+        let refused = |api_version: &str, kind: &str| resolve(api_version, kind, &[], &[]);
+        let huge = "K".repeat(4 << 20);
+        assert_eq!(
+            refused("example.com/v1", &huge),
+            Err(KindRefused::Malformed)
+        );
+        assert_eq!(
+            refused("example.com/v1", "Widget_2"),
+            Err(KindRefused::Malformed)
+        );
+        assert_eq!(
+            refused("ex_ample.com/v1", "Widget"),
+            Err(KindRefused::Malformed)
+        );
+        assert_eq!(
+            refused("example.com/V1", "Widget"),
+            Err(KindRefused::Malformed)
+        );
+        // (A group of its own: an interned kind is served for the process's life.)
+        assert!(refused("kind-test.example/v1", "Thing").is_ok());
+        // The message stays readable, however long the kind.
+        let message = KindRefused::Malformed.message("example.com/v1", &huge);
+        assert!(message.len() < 400, "{} bytes", message.len());
+        assert!(message.contains("DNS-1035 label"), "{message}");
+    }
+
     use super::*;
 
     const SIMULATED: &[(&str, &str)] = &[("argoproj.io", "Rollout"), ("", "Service")];
