@@ -234,3 +234,47 @@ fn the_json_report_follows_its_committed_schema() {
     extra["rollouts"][0]["rows"][0]["surprise"] = 1.into();
     assert!(!validator.is_valid(&extra));
 }
+
+#[test]
+fn a_basic_canary_is_judged_through_kube_proxy_and_a_weight_the_pods_cannot_make_fails() {
+    let walkthrough =
+        std::fs::read_to_string(root().join("scenarios/basic-canary-no-mesh.yaml")).unwrap();
+    let start = walkthrough.find("      apiVersion").unwrap();
+    let end = walkthrough.find("steps:\n  - wait").unwrap();
+    let rollout: String = walkthrough[start..end]
+        .lines()
+        .map(|l| format!("{}\n", l.get(6..).unwrap_or("")))
+        .collect();
+    let service = "---\napiVersion: v1\nkind: Service\nmetadata: {name: rollouts-demo}\nspec:\n  selector: {app: rollouts-demo}\n  ports: [{port: 80, name: http}]\n";
+    let shares = |replicas: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let text = rollout.replace("replicas: 4", replicas) + service;
+        std::fs::write(dir.path().join("all.yaml"), text).unwrap();
+        let (code, out, err) = run(&["check", dir.path().to_str().unwrap(), "--format", "json"]);
+        let ro = json(&out)["rollouts"][0].clone();
+        assert_eq!(ro["router"], "kube-proxy (iptables)", "{out}{err}");
+        let rows: Vec<(String, f64)> = ro["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                // A new connection per request: every request is a draw.
+                assert_eq!(r["observed"]["effective_n"], 100_000, "{r}");
+                (
+                    r["verdict"].as_str().unwrap().to_string(),
+                    r["observed"]["share"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        (code, rows)
+    };
+    // 4 replicas and the surge pod: 1, 2, 3, 4 canary pods of 5 make every weight exact.
+    let (code, rows) = shares("replicas: 4");
+    assert_eq!(code, 0, "{rows:?}");
+    assert!(rows.iter().all(|(v, _)| v == "pass"), "{rows:?}");
+    // 3 replicas: setWeight 20 is one canary pod of four, 25 %.
+    let (code, rows) = shares("replicas: 3");
+    assert_eq!(code, 1, "{rows:?}");
+    assert_eq!(rows[0].0, "fail", "{rows:?}");
+    assert!((rows[0].1 - 0.25).abs() < 0.01, "{rows:?}");
+}

@@ -421,9 +421,10 @@ pub fn check(r: &crate::outcome::CheckReport) -> String {
     push_wrapped(
         &mut out,
         &format!(
-            "check: at each pause {} over {} (seed {}); a share passes within {} of the \
-             step's weight at {} % confidence; no mesh: trafficRouting removed, clients \
-             without sidecars through kube-proxy",
+            "check: at each pause {} over {} (seed {}; without a VirtualService, a new \
+             connection per request); a share passes within {} of the step's weight at {} % \
+             confidence; no mesh: trafficRouting removed, clients without sidecars through \
+             kube-proxy",
             count(s.requests as usize, "request"),
             count(s.connections as usize, "connection"),
             s.seed,

@@ -170,7 +170,7 @@ fn rollout_steps(
     else {
         return Err("its template names no container with an image (a workloadRef?)".into());
     };
-    let host = routed_host(canary, manifests, rollout.object.namespace());
+    let target = load_target(rollout, manifests);
     let until = |phase: &str, timeout: &str| {
         step(
             "wait",
@@ -201,9 +201,14 @@ fn rollout_steps(
             continue;
         }
         out.push(until("paused", "30m"));
-        if let Some(host) = &host {
+        if let Some((host, through_service)) = &target {
             out.push(step("wait", "1s".into()));
             let mut load = vec![("requests", requests.into()), ("host", host.clone().into())];
+            if *through_service {
+                // kube-proxy draws per connection: a new one per request makes each request a
+                // draw, so that the share is judged as sharply as the mesh's.
+                load.push(("keepalive", false.into()));
+            }
             if let Some(c) = connections {
                 load.push(("connections", c.into()));
             }
@@ -225,6 +230,35 @@ fn rollout_steps(
         map(vec![("rollout", name.into()), ("phase", "Healthy".into())]),
     ));
     Ok(out)
+}
+
+/// Where the loads go, and whether that is a plain Service (no VirtualService): the first
+/// host of the rollout's VirtualService; else a Service that selects all the rollout's pods
+/// (not its stable or canary Service, which Argo narrows to one ReplicaSet), as clients of
+/// a basic canary reach it. None when there is neither.
+fn load_target(rollout: &Manifest, manifests: &[Manifest]) -> Option<(String, bool)> {
+    let spec = rollout.object.spec();
+    let canary = &spec["strategy"]["canary"];
+    let namespace = rollout.object.namespace();
+    if let Some(host) = routed_host(canary, manifests, namespace) {
+        return Some((host, false));
+    }
+    let labels = &spec["template"]["metadata"]["labels"];
+    let narrowed = [
+        canary["stableService"].as_str(),
+        canary["canaryService"].as_str(),
+    ];
+    manifests
+        .iter()
+        .filter(|m| m.object.kind == Kind::Service && m.object.namespace() == namespace)
+        .filter(|m| !narrowed.contains(&Some(m.object.name())))
+        .find(|m| {
+            let selector = m.object.spec()["selector"].as_object();
+            selector.is_some_and(|sel| {
+                !sel.is_empty() && sel.iter().all(|(k, v)| labels.get(k) == Some(v))
+            })
+        })
+        .map(|m| (m.object.name().to_string(), true))
 }
 
 /// The host a load reaches the rollout's VirtualService by: its first host. None when the

@@ -70,7 +70,7 @@ pub enum SimError {
     Unsettled(SimTime, String),
     /// A step's clock stopped at more instants than it may ([`DEFAULT_INSTANT_BUDGET`]).
     #[error(
-        "this step stopped the clock at {instants} instants and reached only {at}, {reached} into the step ({who}); a step this busy is not played event by event: shorten its timeout or duration (or raise --instant-budget)"
+        "this step stopped the clock at {instants} instants and reached only {at}, {reached} into the step ({who}); a step this busy is not played event by event: shorten its timeout or duration (or raise it: `canarysim run --instant-budget N`)"
     )]
     TooBusy {
         instants: u64,
