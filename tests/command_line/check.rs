@@ -278,3 +278,23 @@ fn a_basic_canary_is_judged_through_kube_proxy_and_a_weight_the_pods_cannot_make
     assert_eq!(rows[0].0, "fail", "{rows:?}");
     assert!((rows[0].1 - 0.25).abs() < 0.01, "{rows:?}");
 }
+
+#[test]
+fn a_rollout_written_twice_is_left_out_naming_both_places() {
+    let repo = repository_with_virtual_service(SEED_VS);
+    std::fs::copy(
+        repo.path().join("seed-004-rollout.yaml"),
+        repo.path().join("copy.yaml"),
+    )
+    .unwrap();
+    let (code, out, err) = run(&["check", repo.path().to_str().unwrap()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("Rollout default/rollouts-demo: left out, written 2 times"),
+        "{err}"
+    );
+    assert!(
+        err.contains("copy.yaml:3:1") && err.contains("seed-004-rollout.yaml:3:1"),
+        "{err}"
+    );
+}

@@ -80,19 +80,26 @@ pub fn check(
     let mut rollouts = Vec::new();
     let mut attributed = vec![false; findings.len()];
     let mut seed = None;
-    let names: Vec<String> = manifests
+    let mut seen = std::collections::BTreeSet::new();
+    let keys: Vec<(String, String)> = manifests
         .iter()
         .filter(|m| m.object.kind == Kind::Rollout)
-        .map(|m| m.object.name().to_string())
+        .map(|m| {
+            (
+                m.object.namespace().to_string(),
+                m.object.name().to_string(),
+            )
+        })
+        .filter(|key| seen.insert(key.clone()))
         .collect();
-    if names.is_empty() {
+    if keys.is_empty() {
         return Err("no Rollout among the manifests: nothing to check".into());
     }
-    for name in names {
+    for (namespace, name) in keys {
         let options = Options {
             requests: Some(settings.requests),
             connections: Some(settings.connections),
-            only: Some(name.clone()),
+            only: Some((namespace.clone(), name.clone())),
         };
         let written = match scenario_with(sources, &options) {
             Ok(w) => w,
@@ -102,10 +109,11 @@ pub fn check(
             }
         };
         left_out.extend(written.notes);
-        let Some(rollout) = manifests
-            .iter()
-            .find(|m| m.object.kind == Kind::Rollout && m.object.name() == name)
-        else {
+        let Some(rollout) = manifests.iter().find(|m| {
+            m.object.kind == Kind::Rollout
+                && m.object.namespace() == namespace
+                && m.object.name() == name
+        }) else {
             continue;
         };
         let files = WithScenario {

@@ -17,8 +17,9 @@ pub struct Options {
     pub requests: Option<u64>,
     /// Connections each load opens (default: the scenario format's).
     pub connections: Option<u32>,
-    /// Roll out only this Rollout (the others are deployed and left alone).
-    pub only: Option<String>,
+    /// Roll out only this Rollout, by namespace and name (the others are deployed and left
+    /// alone).
+    pub only: Option<(String, String)>,
 }
 
 /// Where the scenario reads one manifest file from.
@@ -78,15 +79,22 @@ pub fn scenario_with(
         .filter(|m| {
             options
                 .only
-                .as_deref()
-                .is_none_or(|only| m.object.name() == only)
+                .as_ref()
+                .is_none_or(|(ns, name)| m.object.namespace() == ns && m.object.name() == name)
         })
         .collect();
+    let twice = written_twice(&rollouts, &mut notes);
+    let rollouts: Vec<&Manifest> = rollouts
+        .into_iter()
+        .filter(|r| !twice.contains(&r.object.key()))
+        .collect();
     let Some(first) = rollouts.first() else {
-        notes.insert(
-            0,
-            "no Rollout among the manifests: nothing to roll out".into(),
-        );
+        if twice.is_empty() {
+            notes.insert(
+                0,
+                "no Rollout among the manifests: nothing to roll out".into(),
+            );
+        }
         return Err(notes.join("; "));
     };
     let namespace = first.object.namespace().to_string();
@@ -136,6 +144,36 @@ pub fn scenario_with(
     });
     let text = yaml::to_text(&scenario).map_err(|e| e.to_string())?;
     Ok(Written { text, notes })
+}
+
+/// Rollouts written more than once (the same namespace and name), each said in a note.
+/// Two objects to the reader are one to `kubectl apply` (the last wins): which one the user
+/// means cannot be told.
+fn written_twice(
+    rollouts: &[&Manifest],
+    notes: &mut Vec<String>,
+) -> std::collections::BTreeSet<crate::model::ObjectKey> {
+    let written_at = |r: &Manifest| -> Vec<String> {
+        rollouts
+            .iter()
+            .filter(|o| o.object.key() == r.object.key())
+            .map(|o| o.locate("").to_string())
+            .collect()
+    };
+    let mut twice = std::collections::BTreeSet::new();
+    for r in rollouts {
+        let at = written_at(r);
+        if at.len() > 1 && twice.insert(r.object.key()) {
+            notes.push(format!(
+                "Rollout {}/{}: left out, written {} times ({}): `kubectl apply` keeps only the last; check each file apart",
+                r.object.namespace(),
+                r.object.name(),
+                at.len(),
+                at.join(", ")
+            ));
+        }
+    }
+    twice
 }
 
 fn map(pairs: Vec<(&str, Value)>) -> Value {
