@@ -290,9 +290,10 @@ def generated(root):
          lambda tmp: write(f"{tmp}/many.yaml", head, STEPS,
                            repeat("  - wait: 2562047h47m16.854775807s\n", 10_000)))
     case("many-loads", "run", ["{tmp}/many.yaml"], "any",
-         "20,000 load steps of 1,000 requests each (20 million simulated requests)",
+         "5,000 load steps of 1,000 requests each (5 million simulated requests; 20 million "
+         "took 26 s of the 30 on a slow CI machine, a throughput race, not a hang)",
          lambda tmp: write(f"{tmp}/many.yaml", head, STEPS,
-                           repeat("  - load: {requests: 1000}\n", 20_000)))
+                           repeat("  - load: {requests: 1000}\n", 5_000)))
     case("many-promotes", "run", ["{tmp}/many.yaml"], "any",
          "set_image, then 20,000 promote/abort/retry steps without waits",
          lambda tmp: write(f"{tmp}/many.yaml", head, STEPS,

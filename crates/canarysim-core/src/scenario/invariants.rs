@@ -7,7 +7,7 @@
 //! available nothing has pods, and that is the user's starting point, not the rollout's doing.
 
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::apiserver::ApiServer;
 use crate::model::object::string_map;
@@ -17,6 +17,9 @@ use crate::model::{Kind, Object};
 pub fn violations(api: &ApiServer) -> Vec<String> {
     let mut out = Vec::new();
     for vs in api.list(Kind::VirtualService, None, None) {
+        // Routes repeat destinations (thousands of copies, in a hostile VirtualService):
+        // each is looked up once.
+        let mut endpoints: HashMap<(&str, &str), Option<usize>> = HashMap::new();
         for section in ["http", "tls", "tcp"] {
             let Some(routes) = vs.spec().get(section).and_then(Value::as_array) else {
                 continue;
@@ -52,7 +55,10 @@ pub fn violations(api: &ApiServer) -> Vec<String> {
                     }
                     let host = d["destination"]["host"].as_str().unwrap_or("");
                     let subset = d["destination"]["subset"].as_str().unwrap_or("");
-                    if let Some(0) = ready_endpoints(api, vs, host, subset) {
+                    let ready = *endpoints
+                        .entry((host, subset))
+                        .or_insert_with(|| ready_endpoints(api, vs, host, subset));
+                    if let Some(0) = ready {
                         out.push(format!(
                             "VirtualService {} {label}: destination {host}{} has weight {w} but no ready endpoint",
                             vs.name(),

@@ -1387,12 +1387,12 @@ fn order_routes(obj: &mut Value, managed: Option<&[String]>) -> Result<(), Order
             )));
         }
         Ok(None) => return Err(OrderError::NotFound),
-        Ok(Some(a)) => a.clone(),
+        Ok(Some(a)) => a,
     };
     let Some(managed) = managed else {
         return Ok(());
     };
-    let (within, not_within) = split_managed(managed, &routes).map_err(|e| {
+    let (within, not_within) = split_managed(managed, routes).map_err(|e| {
         OrderError::Failed(format!(
             "[orderRoutes] could not split routes between managed and non managed: {e}"
         ))

@@ -224,15 +224,15 @@ impl Reconciler<'_> {
     ) -> Result<(), String> {
         for vs_ref in istio_cfg.virtual_service_list() {
             let (vs_ns, vs_name) = istio::virtual_service_namespace_name(&vs_ref.name, &self.ns());
-            let vs = match self.api.get(Kind::VirtualService, &vs_ns, &vs_name) {
-                Ok(o) => o.clone(),
+            // Read in place: a VirtualService can be megabytes, and it is read every round.
+            let next = match self.api.get(Kind::VirtualService, &vs_ns, &vs_name) {
+                Ok(vs) => istio::set_weight(&vs.value, vs_ref, ctx, weight, &[]),
                 Err(e) => {
                     self.istio_event(istio::virtual_service_not_found_event(&vs_name));
                     return Err(e.to_string());
                 }
             };
-            let next = istio::set_weight(&vs.value, vs_ref, ctx, weight, &[])
-                .map_err(|e| e.to_string())?;
+            let next = next.map_err(|e| e.to_string())?;
             if let Some(next) = next {
                 let written = self
                     .write(Object::new(Kind::VirtualService, next))
@@ -267,7 +267,7 @@ impl Reconciler<'_> {
                 istio::IstioOperation::SetMirrorRoute
             };
             let vs = match self.api.get(Kind::VirtualService, &vs_ns, &vs_name) {
-                Ok(o) => o.clone(),
+                Ok(o) => o,
                 Err(e) => {
                     let message = istio::virtual_service_not_found_error(op, &vs_name)
                         .map(|e| e.to_string())
@@ -284,9 +284,11 @@ impl Reconciler<'_> {
             } else {
                 continue;
             };
+            // Only whether it changed outlives the borrow of the stored object.
+            let result = result.map(|(next, event)| (next != vs.value, next, event));
             match result {
-                Ok((next, event)) => {
-                    if next != vs.value {
+                Ok((changed, next, event)) => {
+                    if changed {
                         if let Err(e) = self.api.update(Object::new(Kind::VirtualService, next)) {
                             return Ok(Err(e.to_string()));
                         }
@@ -310,14 +312,15 @@ impl Reconciler<'_> {
             let Ok(vs) = self.api.get(Kind::VirtualService, &vs_ns, &vs_name) else {
                 continue;
             };
-            let vs = vs.clone();
-            match istio::remove_managed_routes(&vs.value, ctx) {
+            let outcome = istio::remove_managed_routes(&vs.value, ctx).map(|o| match o {
+                RemoveOutcome::Write(next) if next == vs.value => RemoveOutcome::Unchanged,
+                other => other,
+            });
+            match outcome {
                 Ok(RemoveOutcome::Write(next)) => {
-                    if next != vs.value {
-                        self.api.update(Object::new(Kind::VirtualService, next))?;
-                        self.outcome.changed = true;
-                        self.istio_event(istio::removed_managed_routes_event(&vs_name));
-                    }
+                    self.api.update(Object::new(Kind::VirtualService, next))?;
+                    self.outcome.changed = true;
+                    self.istio_event(istio::removed_managed_routes_event(&vs_name));
                 }
                 Ok(RemoveOutcome::Unchanged) => {}
                 Ok(RemoveOutcome::StopNoHttp) => break,
