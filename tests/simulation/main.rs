@@ -9,6 +9,7 @@ mod support;
 mod analysis_metrics;
 mod architecture;
 mod argo_errors;
+mod blue_green;
 mod bounds;
 mod bundled_scenarios;
 mod controller_behaviour;

@@ -201,16 +201,16 @@ fn whole_set_weights(m: &Manifest, out: &mut Vec<Diagnostic>) -> Value {
     spec_json
 }
 
-/// The Services the canary strategy names (canary, stable, ping and pong) exist, as Argo's
-/// `getReferencedServices` requires.
+/// The Services the strategy names (canary, stable, ping and pong; active and preview)
+/// exist, as Argo's `getReferencedServices` requires.
 fn check_services(
     m: &Manifest,
     all: &[Manifest],
-    canary: &crate::model::rollout::CanaryStrategy,
+    services: Vec<(&'static str, &str)>,
     out: &mut Vec<Diagnostic>,
 ) {
     let ns = m.object.namespace();
-    for (field, svc) in crate::controller::rollout::referenced_services(canary) {
+    for (field, svc) in services {
         if find(all, Kind::Service, ns, svc).is_none() {
             let pointer = format!("/{}", field.replace('.', "/"));
             out.push(diag(
@@ -498,9 +498,14 @@ fn check_rollout<'a>(
             validation::invalid_spec_message(name, &err),
         ));
     }
+    if let (Some(Ok(bg)), None) = (spec.blue_green(), spec.canary()) {
+        let services = crate::controller::rollout::blue_green_services(&bg);
+        check_services(m, all, services, out);
+    }
     let Some(canary) = spec.canary() else { return };
 
-    check_services(m, all, canary, out);
+    let services = crate::controller::rollout::referenced_services(canary);
+    check_services(m, all, services, out);
     check_analysis_templates(m, all, canary, out);
 
     if canary

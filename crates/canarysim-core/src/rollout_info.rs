@@ -30,14 +30,27 @@ pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<Rollo
     let mut replica_sets: Vec<&Object> = owned_replica_sets(api, rollout);
     replica_sets.sort_by_key(|rs| std::cmp::Reverse(revision(rs)));
 
+    let blue_green = spec.canary().is_none() && spec.strategy.blue_green.is_some();
     let hash_of = |rs: &Object| rs.labels().get(HASH_LABEL).cloned().unwrap_or_default();
     let is_stable = |rs: &Object| hash_of(rs) == status.stable_r_s;
-    let is_canary = |rs: &Object| hash_of(rs) == status.current_pod_hash && !is_stable(rs);
+    let is_canary =
+        |rs: &Object| !blue_green && hash_of(rs) == status.current_pod_hash && !is_stable(rs);
     // The plugin's replicaset_info: with pingPong the stable ReplicaSet is ping when
-    // stablePingPong is "ping", the canary the other one.
+    // stablePingPong is "ping", the canary the other one; with blue-green the ReplicaSet
+    // each Service selects is active or preview.
     let uses_ping_pong = spec.canary().is_some_and(|c| c.ping_pong.is_some());
     let stable_is_ping = status.canary.stable_ping_pong == "ping";
-    let ping_pong = |rs: &Object| -> Option<&'static str> {
+    let service_tag = |rs: &Object| -> Option<&'static str> {
+        if blue_green {
+            let hash = hash_of(rs);
+            return if hash == status.blue_green.active_selector {
+                Some("active")
+            } else if hash == status.blue_green.preview_selector {
+                Some("preview")
+            } else {
+                None
+            };
+        }
         let ping = if !uses_ping_pong {
             return None;
         } else if is_stable(rs) {
@@ -82,12 +95,14 @@ pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<Rollo
         }
         for image in template_images(&rs.spec()["template"]).into_values() {
             let tags = images.entry(image).or_default();
-            let ping_pong = ping_pong(rs);
+            let service_tag = service_tag(rs);
             for (tag, yes) in [
                 ("canary", is_canary(rs)),
                 ("stable", is_stable(rs)),
-                ("ping", ping_pong == Some("ping")),
-                ("pong", ping_pong == Some("pong")),
+                ("active", service_tag == Some("active")),
+                ("preview", service_tag == Some("preview")),
+                ("ping", service_tag == Some("ping")),
+                ("pong", service_tag == Some("pong")),
             ] {
                 if yes && !tags.iter().any(|t| t == tag) {
                     tags.push(tag.to_string());
@@ -133,7 +148,7 @@ pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<Rollo
             age: age(rs, now),
             stable: is_stable(rs),
             canary: is_canary(rs),
-            ping_pong: ping_pong(rs),
+            service_tag: service_tag(rs),
             scale_down_delay: delay,
             pods,
         };
@@ -190,6 +205,7 @@ pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<Rollo
             status.phase.clone()
         },
         message: status.message.clone(),
+        blue_green,
         step: status
             .current_step_index
             .filter(|_| !steps.is_empty())
@@ -255,7 +271,7 @@ fn pod_view(name: &str, pod: &crate::apiserver::PodFacts, now: SimTime) -> PodVi
     }
 }
 
-/// Data for one `get rollout` screen (canary strategy).
+/// Data for one `get rollout` screen.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RolloutView {
     /// Rollout name (`Name:` and the `⟳` tree row).
@@ -267,6 +283,8 @@ pub struct RolloutView {
     pub status: String,
     /// `Message:` line; omitted when empty (e.g. `CanaryPauseStep`).
     pub message: String,
+    /// `Strategy: BlueGreen`, without the canary's step and weight lines.
+    pub blue_green: bool,
     /// Current step index and number of steps, shown as `index/len`; `None`
     /// leaves the `Step:` value blank as the plugin does.
     pub step: Option<(u32, u32)>,
@@ -339,9 +357,9 @@ pub struct ReplicaSetView {
     pub stable: bool,
     /// Adds the `canary` INFO tag (and colours the name yellow).
     pub canary: bool,
-    /// With pingPong: which of the two Services selects this ReplicaSet (`ping` or `pong`),
-    /// shown after stable/canary.
-    pub ping_pong: Option<&'static str>,
+    /// Which Service selects this ReplicaSet, shown after stable/canary: `ping` or `pong`
+    /// with pingPong, `active` or `preview` with blue-green.
+    pub service_tag: Option<&'static str>,
     /// Adds `delay:<remaining>` or `delay:passed` to INFO.
     pub scale_down_delay: Option<ScaleDownDelay>,
     /// Pods, in display order (the plugin sorts oldest first, then by name).

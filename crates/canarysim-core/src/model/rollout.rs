@@ -46,6 +46,41 @@ impl RolloutSpec {
     pub fn canary(&self) -> Option<&CanaryStrategy> {
         self.strategy.canary.as_ref()
     }
+
+    /// `spec.strategy.blueGreen`, typed; an error when a field has the wrong type.
+    pub fn blue_green(&self) -> Option<Result<BlueGreenStrategy, String>> {
+        let raw = self.strategy.blue_green.as_ref()?;
+        Some(serde_json::from_value(raw.clone()).map_err(|e| e.to_string()))
+    }
+}
+
+/// `spec.strategy.blueGreen`: two Services, the active one switched to the new ReplicaSet at
+/// promotion (Argo's `BlueGreenStrategy`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BlueGreenStrategy {
+    #[serde(default)]
+    pub active_service: String,
+    #[serde(default)]
+    pub preview_service: String,
+    /// nil counts as true.
+    pub auto_promotion_enabled: Option<bool>,
+    #[serde(default)]
+    pub auto_promotion_seconds: i32,
+    pub preview_replica_count: Option<i32>,
+    pub scale_down_delay_seconds: Option<i32>,
+    pub scale_down_delay_revision_limit: Option<i32>,
+    pub abort_scale_down_delay_seconds: Option<i32>,
+    pub pre_promotion_analysis: Option<Value>,
+    pub post_promotion_analysis: Option<Value>,
+}
+
+impl BlueGreenStrategy {
+    /// Argo's `needsBlueGreenControllerPause`: the controller pauses before the switch when
+    /// auto-promotion is off, or delayed.
+    pub fn controller_pauses(&self) -> bool {
+        self.auto_promotion_enabled == Some(false) || self.auto_promotion_seconds > 0
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -386,6 +421,8 @@ pub struct RolloutStatus {
     pub conditions: Vec<Condition>,
     #[serde(default)]
     pub canary: CanaryStatus,
+    #[serde(default, skip_serializing_if = "BlueGreenStatus::is_empty")]
+    pub blue_green: BlueGreenStatus,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub stable_r_s: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -434,6 +471,25 @@ pub struct CanaryStatus {
     /// The background AnalysisRun (`strategy.canary.analysis`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_background_analysis_run_status: Option<AnalysisRunRef>,
+}
+
+/// `status.blueGreen`: the pod-template-hash each Service selects, as last read.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BlueGreenStatus {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub active_selector: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub preview_selector: String,
+    /// Past the pause with `previewReplicaCount`: the new ReplicaSet may scale to full size.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scale_up_preview_check_point: bool,
+}
+
+impl BlueGreenStatus {
+    pub fn is_empty(&self) -> bool {
+        *self == BlueGreenStatus::default()
+    }
 }
 
 /// `RolloutAnalysisRunStatus`: a run's name, phase and message as the rollout records them.

@@ -140,14 +140,18 @@ pub(crate) fn render_untrimmed(view: &RolloutView, color: bool) -> String {
     if !view.message.is_empty() {
         push_field(&mut out, "Message:", &view.message);
     }
-    push_field(&mut out, "Strategy:", "Canary");
-    let step = view
-        .step
-        .map(|(index, len)| format!("{index}/{len}"))
-        .unwrap_or_default();
-    push_field(&mut out, "  Step:", &step);
-    push_field(&mut out, "  SetWeight:", &view.set_weight.to_string());
-    push_field(&mut out, "  ActualWeight:", &view.actual_weight.to_string());
+    if view.blue_green {
+        push_field(&mut out, "Strategy:", "BlueGreen");
+    } else {
+        push_field(&mut out, "Strategy:", "Canary");
+        let step = view
+            .step
+            .map(|(index, len)| format!("{index}/{len}"))
+            .unwrap_or_default();
+        push_field(&mut out, "  Step:", &step);
+        push_field(&mut out, "  SetWeight:", &view.set_weight.to_string());
+        push_field(&mut out, "  ActualWeight:", &view.actual_weight.to_string());
+    }
 
     // The plugin keeps images sorted by name (mergeImageAndTags).
     let mut images: Vec<&ImageView> = view.images.iter().collect();
@@ -296,7 +300,7 @@ fn push_replica_set(
         info.push(c.colorize(TAG_CANARY));
         name = c.colorize_status(&name, TAG_CANARY);
     }
-    if let Some(tag) = rs.ping_pong {
+    if let Some(tag) = rs.service_tag {
         info.push(c.colorize(tag));
         name = c.colorize_status(&name, tag);
     }
@@ -649,6 +653,7 @@ NAME                                       KIND        STATUS        AGE    INFO
             namespace: "my-demo".to_string(),
             status: status.to_string(),
             message: message.to_string(),
+            blue_green: false,
             step: Some(step),
             set_weight: weight,
             actual_weight: weight,

@@ -50,7 +50,7 @@ pub fn scenario_with(
     options: &Options,
 ) -> Result<Written, String> {
     let requests = options.requests.unwrap_or(REQUESTS);
-    // `run` refuses a blue-green Rollout (not simulated yet): its file stays out.
+    // The scenario init writes walks canary steps; a blue-green Rollout's file stays out.
     let blue_green = |m: &Manifest| {
         m.object.kind == Kind::Rollout && !m.object.spec()["strategy"]["blueGreen"].is_null()
     };
@@ -66,7 +66,7 @@ pub fn scenario_with(
                 ManifestSource::Inline(_) => "standard input",
             };
             notes.push(format!(
-                "Rollout {}: left out with its file {shown}: the blue-green strategy is not simulated yet",
+                "Rollout {}: left out with its file {shown}: init and check do not play blue-green Rollouts yet (`canarysim run` simulates them from a scenario: scenarios/blue-green.yaml)",
                 bg.object.name()
             ));
             false

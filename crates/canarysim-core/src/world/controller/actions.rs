@@ -48,10 +48,13 @@ pub fn promote(api: &mut ApiServer, ns: &str, name: &str, full: bool) -> Result<
         // The controller sees controllerPause with no CanaryPauseStep condition and treats
         // the pause step as done.
         json!({"status": {"pauseConditions": null}})
-    } else {
+    } else if rollout.spec()["strategy"]["canary"].is_object() {
         // Skips the current step.
         let next = (status.current_step_index.unwrap_or(0) + 1).min(steps);
         json!({"status": {"pauseConditions": null, "currentStepIndex": next}})
+    } else {
+        // Blue-green, not paused: the plugin sends no status patch.
+        return api.get(Kind::Rollout, ns, name).cloned();
     };
     api.patch(Kind::Rollout, ns, name, &Patch::Merge(patch))
 }

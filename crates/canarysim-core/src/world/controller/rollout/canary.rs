@@ -17,11 +17,7 @@ impl Reconciler<'_> {
         let traffic_routed = canary.traffic_routing.is_some();
 
         // ReplicaSets of this rollout, and the one for the current template.
-        let new_hash = hash::pod_template_hash(
-            &spec.template,
-            self.status.collision_count,
-            self.settings.hash_flavor,
-        );
+        let new_hash = self.template_hash(spec);
         let all: Vec<Rs> = self.owned_replica_sets();
 
         // A new template (or the first reconcile): restart the steps.

@@ -10,6 +10,7 @@
 //! change → Services → traffic routing (header/mirror step, DestinationRule, VirtualService
 //! weights) → scaling (stable, canary, older) → step progress and full promotion → status.
 
+mod blue_green;
 mod canary;
 mod replica_sets;
 mod service;
@@ -231,6 +232,15 @@ impl Reconciler<'_> {
         Ok(changed)
     }
 
+    /// The pod-template-hash of the current template (`ComputeHash` with the collision count).
+    fn template_hash(&self, spec: &RolloutSpec) -> String {
+        hash::pod_template_hash(
+            &spec.template,
+            self.status.collision_count,
+            self.settings.hash_flavor,
+        )
+    }
+
     fn wake_at(&mut self, t: SimTime) {
         self.outcome.wake = min_time(self.outcome.wake, Some(t));
     }
@@ -241,12 +251,20 @@ impl Reconciler<'_> {
             Err(e) => return self.invalid_spec(format!("spec: Invalid value: {e}")),
         };
         self.summary = SpecSummary::of(&spec);
-        let Some(canary) = spec.canary().cloned() else {
+        let blue_green = match spec.blue_green() {
+            Some(Ok(bg)) if spec.canary().is_none() => Some(bg),
+            Some(Err(e)) => {
+                return self.invalid_spec(format!("spec.strategy.blueGreen: Invalid value: {e}"));
+            }
+            _ => None,
+        };
+        let canary = spec.canary().cloned();
+        if canary.is_none() && blue_green.is_none() {
             return self.invalid_spec(
-                "spec.strategy: Invalid value: canarysim simulates the canary strategy only"
+                "spec.strategy: Invalid value: canarysim simulates the canary and blue-green strategies only"
                     .to_string(),
             );
-        };
+        }
         // Spec validation depends on the spec alone: a generation already observed without
         // an InvalidSpec condition was valid then and is valid now.
         let observed_valid = self.original_status.observed_generation
@@ -261,11 +279,33 @@ impl Reconciler<'_> {
                 return self.invalid_spec(err.to_string());
             }
         }
-        if let Some(message) = self.referenced_resources_error(&spec, &canary) {
+        let missing = match (&canary, &blue_green) {
+            (Some(canary), _) => self.referenced_resources_error(&spec, canary),
+            (None, Some(bg)) => self.blue_green_services_error(bg),
+            (None, None) => None,
+        };
+        if let Some(message) = missing {
             return self.invalid_spec(message);
         }
         remove_condition(&mut self.status.conditions, "InvalidSpec");
-        self.canary(&spec, &canary)
+        match (canary, blue_green) {
+            (Some(canary), _) => self.canary(&spec, &canary),
+            (None, Some(bg)) => self.blue_green(&spec, &bg),
+            (None, None) => Ok(()),
+        }
+    }
+
+    /// `getReferencedServices` for blue-green: the active Service and, when named, the
+    /// preview one must exist.
+    fn blue_green_services_error(
+        &self,
+        bg: &crate::model::rollout::BlueGreenStrategy,
+    ) -> Option<String> {
+        let ns = self.rollout.namespace();
+        blue_green_services(bg)
+            .into_iter()
+            .find(|(_, svc)| self.api.get(Kind::Service, ns, svc).is_err())
+            .map(|(field, svc)| service_not_found(field, svc))
     }
 
     /// Records an InvalidSpec condition (phase Degraded) and stops.
@@ -365,10 +405,17 @@ struct SpecSummary {
     /// Per step: whether it waits without counting against the deadline (pause, analysis,
     /// experiment: Argo's `isIndefiniteStep`).
     indefinite_steps: Vec<bool>,
+    /// The blue-green strategy (phase and counts follow the active ReplicaSet).
+    blue_green: bool,
 }
 
 impl SpecSummary {
     fn of(spec: &RolloutSpec) -> Self {
+        let blue_green = spec
+            .blue_green()
+            .and_then(Result::ok)
+            .filter(|_| spec.canary().is_none());
+        let blue_green = blue_green.as_ref();
         SpecSummary {
             replicas: spec.desired_replicas(),
             paused: spec.paused,
@@ -392,7 +439,9 @@ impl SpecSummary {
                 c.traffic_routing.is_some()
                     && c.abort_scale_down_delay_seconds != Some(0)
                     && !(c.dynamic_stable_scale && c.abort_scale_down_delay_seconds.is_none())
-            }),
+            }) || blue_green
+                .is_some_and(|b| b.abort_scale_down_delay_seconds != Some(0)),
+            blue_green: blue_green.is_some(),
             indefinite_steps: spec
                 .canary()
                 .map(|c| {
@@ -432,6 +481,24 @@ pub(crate) fn referenced_services(canary: &CanaryStrategy) -> Vec<(&'static str,
         ));
     }
     out.retain(|(_, svc)| !svc.is_empty());
+    out
+}
+
+/// The Services a blue-green strategy names, each with its field path: the active one
+/// always (it is required), the preview one when set.
+pub(crate) fn blue_green_services(
+    bg: &crate::model::rollout::BlueGreenStrategy,
+) -> Vec<(&'static str, &str)> {
+    let mut out = vec![(
+        "spec.strategy.blueGreen.activeService",
+        bg.active_service.as_str(),
+    )];
+    if !bg.preview_service.is_empty() {
+        out.push((
+            "spec.strategy.blueGreen.previewService",
+            bg.preview_service.as_str(),
+        ));
+    }
     out
 }
 

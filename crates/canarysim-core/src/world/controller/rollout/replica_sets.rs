@@ -311,19 +311,29 @@ impl Reconciler<'_> {
             }
             None => {
                 let deadline = self.now.after(delay);
-                let patch =
-                    json!({"metadata": {"annotations": {SCALE_DOWN_DEADLINE: deadline.rfc3339()}}});
-                self.api.patch(
-                    Kind::ReplicaSet,
-                    &rs.namespace,
-                    rs.name(),
-                    &Patch::Merge(patch),
-                )?;
-                self.outcome.changed = true;
+                self.set_scale_down_deadline(rs, Some(deadline))?;
                 self.wake_at(deadline);
                 Ok(true)
             }
         }
+    }
+
+    /// Writes (or, with None, removes) a ReplicaSet's `scale-down-deadline` annotation.
+    pub(super) fn set_scale_down_deadline(
+        &mut self,
+        rs: &Rs,
+        deadline: Option<SimTime>,
+    ) -> Result<(), ApiError> {
+        let value = deadline.map(|d| Value::String(d.rfc3339()));
+        let patch = json!({"metadata": {"annotations": {SCALE_DOWN_DEADLINE: value}}});
+        self.api.patch(
+            Kind::ReplicaSet,
+            &rs.namespace,
+            rs.name(),
+            &Patch::Merge(patch),
+        )?;
+        self.outcome.changed = true;
+        Ok(())
     }
 
     /// ReplicaSets that are neither stable nor current: with traffic routing they stay up

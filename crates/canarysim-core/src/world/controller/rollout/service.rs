@@ -63,21 +63,32 @@ impl Reconciler<'_> {
             if !ready {
                 continue;
             }
-            let patch = json!({
-                "metadata": {"annotations": {MANAGED_BY: self.rollout.name()}},
-                "spec": {"selector": {HASH_LABEL: target}},
-            });
-            self.api
-                .patch(Kind::Service, &ns, svc_name, &Patch::Merge(patch))?;
-            self.outcome.changed = true;
-            self.event(
-                false,
-                "SwitchService",
-                format!(
-                    "Switched selector for service '{svc_name}' from '{current}' to '{target}'"
-                ),
-            );
+            self.write_service_selector(svc_name, &current, &target)?;
         }
+        Ok(())
+    }
+
+    /// The write of `switchServiceSelector`: the Service selects `target`, is marked as
+    /// managed by this rollout, and an event names the switch from `current`.
+    pub(super) fn write_service_selector(
+        &mut self,
+        service: &str,
+        current: &str,
+        target: &str,
+    ) -> Result<(), ApiError> {
+        let patch = json!({
+            "metadata": {"annotations": {MANAGED_BY: self.rollout.name()}},
+            "spec": {"selector": {HASH_LABEL: target}},
+        });
+        let ns = self.ns();
+        self.api
+            .patch(Kind::Service, &ns, service, &Patch::Merge(patch))?;
+        self.outcome.changed = true;
+        self.event(
+            false,
+            "SwitchService",
+            format!("Switched selector for service '{service}' from '{current}' to '{target}'"),
+        );
         Ok(())
     }
 }

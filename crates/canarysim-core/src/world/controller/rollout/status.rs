@@ -30,6 +30,26 @@ impl Reconciler<'_> {
         ) = totals;
         s.observed_generation = self.rollout.generation().to_string();
         s.selector.clone_from(&self.summary.selector);
+        if self.summary.blue_green {
+            // Availability and the selector are the active ReplicaSet's.
+            let active = &s.blue_green.active_selector;
+            if let Some(rs) = rss
+                .iter()
+                .find(|rs| !active.is_empty() && rs.hash == *active)
+            {
+                s.available_replicas = rs.available;
+                s.ready_replicas = rs.ready;
+                let mut labels: Vec<String> = s
+                    .selector
+                    .split(',')
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                labels.push(format!("{HASH_LABEL}={}", rs.hash));
+                labels.sort();
+                s.selector = labels.join(",");
+            }
+        }
         let invalid = s.conditions.iter().any(|c| c.type_ == "InvalidSpec");
         if !invalid {
             let revision = rss
@@ -275,6 +295,19 @@ fn phase(spec: &SpecSummary, s: &RolloutStatus) -> (&'static str, String) {
             "Progressing",
             "updated replicas are still becoming available".into(),
         );
+    }
+    if spec.blue_green {
+        let active = &s.blue_green.active_selector;
+        if active.is_empty() || *active != s.current_pod_hash {
+            return ("Progressing", "active service cutover pending".into());
+        }
+        if s.stable_r_s != s.current_pod_hash {
+            return (
+                "Progressing",
+                "waiting for post-promotion verification to complete".into(),
+            );
+        }
+        return ("Healthy", String::new());
     }
     if !spec.traffic_routed && s.replicas > s.updated_replicas {
         return ("Progressing", "old replicas are pending termination".into());
