@@ -115,8 +115,9 @@ pub enum Command {
     /// Check a repository's Rollouts without writing a scenario: each canary Rollout of the
     /// manifests is deployed, rolled out to a new image through all its steps (pauses
     /// promoted), and at each pause a load is sent through the router it configures and
-    /// without a mesh; prints per Rollout the share each step sent with its verdict, and the
-    /// lint findings about its objects. Exits 0 when every step's share is right, 1 when one
+    /// without a mesh (a blue-green one: through its active and preview Services, before
+    /// and after the switch); prints per Rollout the share each step sent with its verdict,
+    /// and the lint findings about its objects. Exits 0 when every step's share is right, 1 when one
     /// is not (or lint finds an error), 2 on unreadable input. `init` writes the scenario
     /// played, to edit and keep.
     Check {
@@ -139,9 +140,10 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
-    /// Write the scenario that rolls each canary Rollout of the manifests out to a new image
-    /// through all its steps, sending traffic at every pause and judging the share that
-    /// reaches the canary against the step's weight; edit it and run it with `run`.
+    /// Write the scenario that rolls each Rollout of the manifests out to a new image
+    /// through all its steps (blue-green: through the switch), sending traffic at every
+    /// pause and judging the share that reaches the new version; edit it and run it with
+    /// `run`.
     Init {
         /// Manifest files or folders (read as `lint` reads them); `-` reads standard input,
         /// which the scenario then holds inline.

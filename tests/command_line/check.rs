@@ -176,29 +176,52 @@ fn an_analysis_step_without_its_template_is_skipped_with_a_note_and_the_indexes_
 }
 
 #[test]
-fn no_rollout_is_nothing_to_check_and_a_blue_green_one_is_named_as_left_out() {
+fn no_rollout_is_nothing_to_check() {
     let services = root().join("scenarios/manifests/seed-004-services.yaml");
     let (code, _, err) = run(&["check", services.to_str().unwrap()]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("no Rollout among the manifests"), "{err}");
-    let repo = repository_with_virtual_service(SEED_VS);
-    let blue_green =
-        std::fs::read_to_string(root().join("scenarios/manifests/seed-004-rollout.yaml"))
-            .unwrap()
-            .replace("name: rollouts-demo\n", "name: bg-demo\n")
-            .replace(
-                "strategy:\n",
-                "strategy:\n    blueGreen: {activeService: rollouts-demo-stable}\n  unused:\n",
-            );
-    std::fs::write(repo.path().join("bg.yaml"), blue_green).unwrap();
-    let (code, out, err) = run(&["check", repo.path().to_str().unwrap(), "--format", "json"]);
-    assert!(code < 2, "{out}{err}");
-    let report = json(&out);
-    assert_eq!(report["rollouts"].as_array().unwrap().len(), 1, "{out}");
-    assert!(
-        report["left_out"].to_string().contains("Rollout bg-demo"),
+}
+
+#[test]
+fn a_blue_green_rollout_shows_the_switch_through_its_active_and_preview_services() {
+    let repo = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        root().join("scenarios/manifests/rollout-bluegreen.yaml"),
+        repo.path().join("rollout.yaml"),
+    )
+    .unwrap();
+    let dir = repo.path().to_str().unwrap();
+    let (code, out, err) = run(&["check", dir, "--requests", "20000", "--format", "json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let ro = &json(&out)["rollouts"][0];
+    assert_eq!(ro["phase"], "Healthy", "{out}");
+    let rows = ro["rows"].as_array().unwrap();
+    let seen: Vec<(String, i64, f64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["service"].as_str().unwrap().to_string(),
+                r["set_weight"].as_i64().unwrap(),
+                r["observed"]["share"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    // Paused before the switch: production traffic all old, the preview all new; after
+    // the promotion, production traffic all new.
+    assert_eq!(
+        seen,
+        [
+            ("active".to_string(), 0, 0.0),
+            ("preview".to_string(), 100, 1.0),
+            ("active".to_string(), 100, 1.0)
+        ],
         "{out}"
     );
+    assert!(rows.iter().all(|r| r["verdict"] == "pass"), "{out}");
+    let (_, text, _) = run(&["check", dir, "--requests", "20000"]);
+    assert!(text.contains("preview  100"), "{text}");
+    assert!(text.contains("PASSED: 1 Rollout checked"), "{text}");
 }
 
 #[test]

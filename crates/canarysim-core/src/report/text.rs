@@ -519,9 +519,11 @@ fn rollout_check(out: &mut String, ro: &crate::outcome::RolloutCheck) {
         .zip(mesh.into_iter().zip(no_mesh))
         .map(|(row, (mesh, no_mesh))| {
             vec![
-                row.step
-                    .map(|i| format!("{i}/{}", ro.steps))
-                    .unwrap_or_else(|| "-".into()),
+                row.service.clone().unwrap_or_else(|| {
+                    row.step
+                        .map(|i| format!("{i}/{}", ro.steps))
+                        .unwrap_or_else(|| "-".into())
+                }),
                 row.set_weight.to_string(),
                 row.router_weight
                     .map(|w| w.to_string())

@@ -172,8 +172,8 @@ fn play(
         .report
         .rows
         .iter()
-        .zip(&c.canary_steps)
-        .map(|(row, canary_step)| {
+        .zip(c.canary_steps.iter().zip(&c.services))
+        .map(|(row, (canary_step, service))| {
             // `init` writes the verdict right after the load.
             let split = c
                 .mesh
@@ -182,6 +182,7 @@ fn play(
                 .find(|s| s.index == row.step + 1 && s.split.is_some());
             CheckRow {
                 step: *canary_step,
+                service: service.clone(),
                 time: row.time.clone(),
                 set_weight: row.set_weight,
                 router_weight: row.virtual_service_weight,

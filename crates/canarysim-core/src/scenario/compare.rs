@@ -35,6 +35,8 @@ pub(crate) struct Compared {
     pub canary_steps: Vec<Option<i64>>,
     /// Per row: the data plane the mesh run's load went through.
     pub paths: Vec<String>,
+    /// Per row, for a blue-green rollout: the Service the load went to (`active`, `preview`).
+    pub services: Vec<Option<String>>,
     /// The run of the scenario as written.
     pub mesh: RunReport,
 }
@@ -54,6 +56,7 @@ pub(crate) fn compared(plan: &Plan, seed: Option<u64>, rollout: Option<&str>) ->
     let failures = failures(&mesh.2, &no_mesh.2);
     let canary_steps = mesh.0.iter().map(|m| m.canary_step).collect();
     let paths = mesh.0.iter().map(|m| m.load.path.clone()).collect();
+    let services = mesh.0.iter().map(|m| m.service.clone()).collect();
     let rows = mesh
         .0
         .into_iter()
@@ -79,6 +82,7 @@ pub(crate) fn compared(plan: &Plan, seed: Option<u64>, rollout: Option<&str>) ->
         },
         canary_steps,
         paths,
+        services,
         mesh: mesh.2,
     }
 }
@@ -122,6 +126,8 @@ struct Sample {
     version: String,
     /// Ready pods of the current template / ready pods of the rollout.
     pod_ratio: f64,
+    /// Blue-green: which of the rollout's Services the load went to.
+    service: Option<String>,
     load: LoadReport,
 }
 
@@ -146,7 +152,15 @@ fn collect(
         }
         let Some(load) = step.load else { continue };
         let ro = the_rollout(&runner, &plan.namespace, rollout);
-        let (set_weight, vs_weight) = ro.map(rollout_weights).unwrap_or((0, None));
+        let host = match plan.steps.get(step.index.wrapping_sub(1)).map(|s| &s.kind) {
+            Some(StepKind::Load(w)) => w.traffic.host.clone(),
+            _ => String::new(),
+        };
+        let blue_green = ro.and_then(|ro| blue_green_service(ro, &host));
+        let (set_weight, vs_weight) = match &blue_green {
+            Some((_, expected)) => (*expected, None),
+            None => ro.map(rollout_weights).unwrap_or((0, None)),
+        };
         let (version, pod_ratio) = ro
             .map(|ro| new_version(&runner, ro))
             .unwrap_or((String::new(), 0.0));
@@ -158,6 +172,7 @@ fn collect(
             canary_step: ro.and_then(|ro| ro.status()["currentStepIndex"].as_i64()),
             version,
             pod_ratio,
+            service: blue_green.map(|(service, _)| service),
             load,
         });
     }
@@ -172,6 +187,24 @@ fn the_rollout<'r>(runner: &'r Runner, ns: &str, name: Option<&str>) -> Option<&
         .list(Kind::Rollout, Some(ns), None)
         .into_iter()
         .find(|ro| name.is_none_or(|n| ro.name() == n))
+}
+
+/// For a blue-green rollout loaded through its active or preview Service: which one, and
+/// the share of the new version it should send — the preview always all; the active none
+/// before the switch, all after (the switch is the rollout's, as its status records it).
+fn blue_green_service(ro: &Object, host: &str) -> Option<(String, i32)> {
+    let bg = &ro.spec()["strategy"]["blueGreen"];
+    let short = host.split('.').next().unwrap_or(host);
+    let status = ro.status();
+    let current = status["currentPodHash"].as_str().unwrap_or_default();
+    if bg["previewService"].as_str() == Some(short) {
+        return Some(("preview".into(), 100));
+    }
+    if bg["activeService"].as_str() == Some(short) {
+        let switched = status["blueGreen"]["activeSelector"].as_str() == Some(current);
+        return Some(("active".into(), if switched { 100 } else { 0 }));
+    }
+    None
 }
 
 /// SetWeight and the canary weight written to the VirtualService.
@@ -273,6 +306,13 @@ pub(crate) fn without_traffic_routing(plan: &Plan, rollout: Option<&str>) -> Pla
     for m in &mut p.manifests {
         strip(m, &mut rollouts);
     }
+    let blue_green: Vec<String> = p
+        .manifests
+        .iter()
+        .filter(|m| m.object.kind == Kind::Rollout)
+        .filter(|m| m.object.spec()["strategy"]["blueGreen"].is_object())
+        .map(|m| m.object.name().to_string())
+        .collect();
     for step in &mut p.steps {
         match &mut step.kind {
             StepKind::Apply(ms) => {
@@ -286,7 +326,8 @@ pub(crate) fn without_traffic_routing(plan: &Plan, rollout: Option<&str>) -> Pla
                     .iter()
                     .find(|(name, _)| rollout.is_none_or(|r| name == r))
                     .or(rollouts.first());
-                if let Some((name, _)) = target {
+                // A blue-green rollout is reached through its own Services, mesh or not.
+                if let Some((name, _)) = target.filter(|(name, _)| !blue_green.contains(name)) {
                     w.traffic.host = plain_service_name(name);
                 }
             }

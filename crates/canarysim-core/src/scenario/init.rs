@@ -50,28 +50,8 @@ pub fn scenario_with(
     options: &Options,
 ) -> Result<Written, String> {
     let requests = options.requests.unwrap_or(REQUESTS);
-    // The scenario init writes walks canary steps; a blue-green Rollout's file stays out.
-    let blue_green = |m: &Manifest| {
-        m.object.kind == Kind::Rollout && !m.object.spec()["strategy"]["blueGreen"].is_null()
-    };
     let mut notes = Vec::new();
-    let kept: Vec<&(ManifestSource, Vec<Manifest>)> = sources
-        .iter()
-        .filter(|(source, objects)| {
-            let Some(bg) = objects.iter().find(|m| blue_green(m)) else {
-                return true;
-            };
-            let shown = match source {
-                ManifestSource::File(path) => path.as_str(),
-                ManifestSource::Inline(_) => "standard input",
-            };
-            notes.push(format!(
-                "Rollout {}: left out with its file {shown}: init and check do not play blue-green Rollouts yet (`canarysim run` simulates them from a scenario: scenarios/blue-green.yaml)",
-                bg.object.name()
-            ));
-            false
-        })
-        .collect();
+    let kept: Vec<&(ManifestSource, Vec<Manifest>)> = sources.iter().collect();
     let manifests: Vec<Manifest> = kept.iter().flat_map(|(_, m)| m.iter().cloned()).collect();
     let rollouts: Vec<&Manifest> = manifests
         .iter()
@@ -134,8 +114,10 @@ pub fn scenario_with(
         "name": format!("check-{}", walked.join("-")),
         "description": format!(
             "Written by `canarysim init`: {} rolled out to a new image through every canary \
-             step; at each pause {requests} requests are sent and the share that reaches the \
-             canary must be the step's weight within 1 point at 99.9 % confidence.",
+             step (blue-green: through the switch); at each pause {requests} requests are sent \
+             and the share that reaches the canary must be the step's weight (blue-green: \
+             through the active Service, none before the switch and all after; through the \
+             preview Service, all) within 1 point at 99.9 % confidence.",
             walked.join(", ")
         ),
         "namespace": namespace,
@@ -199,8 +181,9 @@ fn rollout_steps(
     let name = rollout.object.name().to_string();
     let spec = rollout.object.spec();
     let canary = &spec["strategy"]["canary"];
-    if canary.is_null() {
-        return Err("only the canary strategy is simulated".into());
+    let blue_green = &spec["strategy"]["blueGreen"];
+    if canary.is_null() && blue_green.is_null() {
+        return Err("it names neither the canary nor the blue-green strategy".into());
     }
     let container = &spec["template"]["spec"]["containers"][0];
     let (Some(container_name), Some(image)) =
@@ -230,6 +213,18 @@ fn rollout_steps(
             ]),
         ),
     ];
+    if canary.is_null() {
+        let versions = (image, next_image(image));
+        out.extend(blue_green_steps(
+            &name,
+            blue_green,
+            versions,
+            requests,
+            connections,
+            until,
+        ));
+        return Ok(out);
+    }
     let mut weight = 0.0;
     for s in canary["steps"].as_array().into_iter().flatten() {
         if let Some(w) = s["setWeight"].as_f64() {
@@ -268,6 +263,65 @@ fn rollout_steps(
         map(vec![("rollout", name.into()), ("phase", "Healthy".into())]),
     ));
     Ok(out)
+}
+
+/// A blue-green Rollout's steps after the new image: at the pause (when it makes one) the
+/// active Service must send all its requests to the old version and the preview Service all
+/// to the new one; after the promotion the active Service all to the new one.
+fn blue_green_steps(
+    name: &str,
+    blue_green: &Value,
+    versions: (&str, String),
+    requests: u64,
+    connections: Option<u32>,
+    until: impl Fn(&str, &str) -> Value,
+) -> Vec<Value> {
+    let mut out = Vec::new();
+    let load = |host: &str, version: &str| {
+        let mut load = vec![
+            ("requests", requests.into()),
+            ("host", host.into()),
+            ("keepalive", false.into()),
+        ];
+        if let Some(c) = connections {
+            load.push(("connections", c.into()));
+        }
+        [
+            step("wait", "1s".into()),
+            step("load", map(load)),
+            step(
+                "expect_split",
+                map(vec![
+                    (version, "100%".into()),
+                    ("within", "1%".into()),
+                    ("confidence", "99.9%".into()),
+                ]),
+            ),
+        ]
+    };
+    let active = blue_green["activeService"].as_str().unwrap_or_default();
+    let (old, new) = (
+        crate::model::vocabulary::image_version(versions.0).to_string(),
+        crate::model::vocabulary::image_version(&versions.1).to_string(),
+    );
+    // Paused before the switch: production traffic (the active Service) still all old, and
+    // the preview Service all new. Only a gate that waits for `promote`: a pause that
+    // autoPromotionSeconds ends could end during the loads.
+    if blue_green["autoPromotionEnabled"] == false {
+        out.push(until("paused", "30m"));
+        out.extend(load(active, &old));
+        if let Some(preview) = blue_green["previewService"].as_str() {
+            out.extend(load(preview, &new));
+        }
+        out.push(step("promote", name.into()));
+    }
+    out.push(until("healthy", "30m"));
+    out.extend(load(active, &new));
+    out.push(step(
+        "expect",
+        map(vec![("rollout", name.into()), ("phase", "Healthy".into())]),
+    ));
+    out
 }
 
 /// Where the loads go, and whether that is a plain Service (no VirtualService): the first

@@ -307,6 +307,9 @@ pub struct RolloutCheck {
 pub struct CheckRow {
     /// Argo's step index (0-based, as `status.currentStepIndex`).
     pub step: Option<i64>,
+    /// Blue-green: the Service the load went to (`active` or `preview`); `set_weight` is then
+    /// the share of the new version it should send.
+    pub service: Option<String>,
     /// Scenario time when the load ended.
     pub time: String,
     pub set_weight: i32,
