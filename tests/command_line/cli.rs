@@ -524,3 +524,31 @@ fn lint_reads_standard_input_for_a_dash() {
         "{err}"
     );
 }
+
+#[test]
+fn compare_keeps_a_blue_green_rollout_applied_by_a_step_on_its_own_services() {
+    let manifest =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests/rollout-bluegreen.yaml");
+    let text = format!(
+        "name: applied-blue-green\nnamespace: default\ntraffic: {{host: rollout-bluegreen-active, keepalive: false}}\nsteps:\n  - apply: {{file: {}}}\n  - wait: {{until: healthy, timeout: 1m}}\n  - set_image: {{rollout: rollout-bluegreen, container: rollouts-demo, image: argoproj/rollouts-demo:green}}\n  - wait: {{until: paused, timeout: 1m}}\n  - load: {{requests: 2000}}\n  - load: {{requests: 2000, host: rollout-bluegreen-preview}}\n",
+        manifest.display()
+    );
+    let path = write_temp("applied-blue-green.yaml", &text);
+    let (code, out, err) = run(&["compare", path.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let shares: Vec<(f64, f64)> = report["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["mesh"]["share"].as_f64().unwrap(),
+                r["no_mesh"]["share"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    // At the pause the active Service holds the old pods, the preview the new, mesh or not
+    // (through a Service over all the pods the no-mesh loads would see half of each).
+    assert_eq!(shares, [(0.0, 0.0), (1.0, 1.0)], "{out}");
+}

@@ -30,7 +30,7 @@ pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<Rollo
     let mut replica_sets: Vec<&Object> = owned_replica_sets(api, rollout);
     replica_sets.sort_by_key(|rs| std::cmp::Reverse(revision(rs)));
 
-    let blue_green = spec.canary().is_none() && spec.strategy.blue_green.is_some();
+    let blue_green = spec.is_blue_green();
     let hash_of = |rs: &Object| rs.labels().get(HASH_LABEL).cloned().unwrap_or_default();
     let is_stable = |rs: &Object| hash_of(rs) == status.stable_r_s;
     let is_canary =

@@ -47,6 +47,12 @@ impl RolloutSpec {
         self.strategy.canary.as_ref()
     }
 
+    /// Whether the rollout plays the blue-green strategy: `blueGreen` given and `canary` not
+    /// (with both, Argo refuses the spec and canarysim plays the canary).
+    pub fn is_blue_green(&self) -> bool {
+        self.canary().is_none() && self.strategy.blue_green.is_some()
+    }
+
     /// `spec.strategy.blueGreen`, typed; an error when a field has the wrong type.
     pub fn blue_green(&self) -> Option<Result<BlueGreenStrategy, String>> {
         let raw = self.strategy.blue_green.as_ref()?;

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::compare::compared;
 use super::init::{ManifestSource, Options, scenario_with};
-use super::plan::{Files, Plan};
+use super::plan::{Files, Plan, StepKind};
 use crate::lint::{Diagnostic, Severity};
 use crate::model::{Kind, Manifest};
 pub use crate::outcome::{CheckReport, CheckRow, CheckSettings, Finding, RolloutCheck};
@@ -172,19 +172,26 @@ fn play(
         .report
         .rows
         .iter()
-        .zip(c.canary_steps.iter().zip(&c.services))
-        .map(|(row, (canary_step, service))| {
+        .zip(&c.contexts)
+        .map(|(row, context)| {
             // `init` writes the verdict right after the load.
             let split = c
                 .mesh
                 .steps
                 .iter()
                 .find(|s| s.index == row.step + 1 && s.split.is_some());
+            // A blue-green row's SET is the share the verdict expects, not the switch as
+            // the controller made it: an early switch shows SET 0 beside observed 100.
+            let set_weight = context
+                .service
+                .as_ref()
+                .and_then(|_| expected_share(plan, row.step, &context.version))
+                .unwrap_or(row.set_weight);
             CheckRow {
-                step: *canary_step,
-                service: service.clone(),
+                step: context.canary_step,
+                service: context.service.clone(),
                 time: row.time.clone(),
-                set_weight: row.set_weight,
+                set_weight,
                 router_weight: row.virtual_service_weight,
                 observed: row.mesh.clone(),
                 verdict: split.and_then(|s| s.split.as_ref()).map(|v| v.outcome),
@@ -228,7 +235,11 @@ fn play(
             let at = rollout.locate("");
             format!("{at}{}", at.template_note())
         },
-        router: c.paths.first().cloned().unwrap_or_default(),
+        router: c
+            .contexts
+            .first()
+            .map(|r| r.path.clone())
+            .unwrap_or_default(),
         steps: rollout.object.spec()["strategy"]["canary"]["steps"]
             .as_array()
             .map_or(0, Vec::len),
@@ -240,6 +251,19 @@ fn play(
         failures,
         passed,
     }
+}
+
+/// The share of `version` the `expect_split` right after load step `load_step` (1-based)
+/// expects, in whole points: named, or what the other versions named leave.
+fn expected_share(plan: &Plan, load_step: usize, version: &str) -> Option<i32> {
+    let StepKind::ExpectSplit(split) = &plan.steps.get(load_step)?.kind else {
+        return None;
+    };
+    let share = match split.shares.get(version) {
+        Some(share) => share.0,
+        None => 100.0 - split.shares.values().map(|s| s.0).sum::<f64>(),
+    };
+    Some(share.round() as i32)
 }
 
 /// The findings located in the Rollout's own document or in those of the objects it names
@@ -433,5 +457,25 @@ fn finding(d: &Diagnostic) -> Finding {
         location: d.location.to_string(),
         severity: severity.to_string(),
         message: format!("{}{why}{}", d.message, d.location.template_note()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rows_set_share_is_the_one_its_verdict_expects() {
+        let files = WithScenario {
+            text: "name: t\ntraffic: {host: demo}\nsteps:\n  - load: {requests: 10}\n  - expect_split: {blue: 100%}\n  - load: {requests: 10}\n  - expect_split: {blue: 70%, green: 30%}\n  - load: {requests: 10}\n  - wait: 1s\n".into(),
+            files: &super::super::plan::Disk,
+        };
+        let plan = super::super::load_runnable(Path::new(SCENARIO_PATH), &files).unwrap();
+        // Steps are numbered from 1: each load's verdict is the plan's next entry.
+        assert_eq!(expected_share(&plan, 1, "green"), Some(0));
+        assert_eq!(expected_share(&plan, 1, "blue"), Some(100));
+        assert_eq!(expected_share(&plan, 3, "green"), Some(30));
+        assert_eq!(expected_share(&plan, 5, "green"), None);
+        assert_eq!(expected_share(&plan, 7, "green"), None);
     }
 }

@@ -31,14 +31,22 @@ pub fn compare(plan: &Plan, seed: Option<u64>) -> CompareReport {
 /// A comparison, with what `check` reads beside it.
 pub(crate) struct Compared {
     pub report: CompareReport,
-    /// Per row: the rollout's canary step (Argo's `currentStepIndex`) when the load ran.
-    pub canary_steps: Vec<Option<i64>>,
-    /// Per row: the data plane the mesh run's load went through.
-    pub paths: Vec<String>,
-    /// Per row, for a blue-green rollout: the Service the load went to (`active`, `preview`).
-    pub services: Vec<Option<String>>,
+    /// Per row: the mesh run's load in its rollout's context.
+    pub contexts: Vec<RowContext>,
     /// The run of the scenario as written.
     pub mesh: RunReport,
+}
+
+/// What a row's load met in the mesh run.
+pub(crate) struct RowContext {
+    /// The rollout's canary step (Argo's `currentStepIndex`) when the load ran.
+    pub canary_step: Option<i64>,
+    /// The data plane the load went through.
+    pub path: String,
+    /// For a blue-green rollout: the Service the load went to (`active`, `preview`).
+    pub service: Option<String>,
+    /// The version of the rollout's pod template (the new one during an update).
+    pub version: String,
 }
 
 /// [`compare`] about `rollout` (default: the namespace's first): its weights, its new
@@ -54,9 +62,16 @@ pub(crate) fn compared(plan: &Plan, seed: Option<u64>, rollout: Option<&str>) ->
         .collect();
     notes.extend(no_mesh.1.into_iter().map(|n| format!("no-mesh run: {n}")));
     let failures = failures(&mesh.2, &no_mesh.2);
-    let canary_steps = mesh.0.iter().map(|m| m.canary_step).collect();
-    let paths = mesh.0.iter().map(|m| m.load.path.clone()).collect();
-    let services = mesh.0.iter().map(|m| m.service.clone()).collect();
+    let contexts = mesh
+        .0
+        .iter()
+        .map(|m| RowContext {
+            canary_step: m.canary_step,
+            path: m.load.path.clone(),
+            service: m.service.clone(),
+            version: m.version.clone(),
+        })
+        .collect();
     let rows = mesh
         .0
         .into_iter()
@@ -80,9 +95,7 @@ pub(crate) fn compared(plan: &Plan, seed: Option<u64>, rollout: Option<&str>) ->
             notes,
             failures,
         },
-        canary_steps,
-        paths,
-        services,
+        contexts,
         mesh: mesh.2,
     }
 }
@@ -193,14 +206,15 @@ fn the_rollout<'r>(runner: &'r Runner, ns: &str, name: Option<&str>) -> Option<&
 /// the share of the new version it should send — the preview always all; the active none
 /// before the switch, all after (the switch is the rollout's, as its status records it).
 fn blue_green_service(ro: &Object, host: &str) -> Option<(String, i32)> {
-    let bg = &ro.spec()["strategy"]["blueGreen"];
+    let spec: RolloutSpec = ro.spec_as().ok()?;
+    let bg = spec.blue_green()?.ok().filter(|_| spec.is_blue_green())?;
     let short = host.split('.').next().unwrap_or(host);
     let status = ro.status();
     let current = status["currentPodHash"].as_str().unwrap_or_default();
-    if bg["previewService"].as_str() == Some(short) {
+    if !short.is_empty() && bg.preview_service == short {
         return Some(("preview".into(), 100));
     }
-    if bg["activeService"].as_str() == Some(short) {
+    if !short.is_empty() && bg.active_service == short {
         let switched = status["blueGreen"]["activeSelector"].as_str() == Some(current);
         return Some(("active".into(), if switched { 100 } else { 0 }));
     }
@@ -275,12 +289,21 @@ fn observed(load: &LoadReport, version: &str, set_weight: i32) -> Observed {
     }
 }
 
+/// A Rollout the no-mesh plan has met, in a manifest or an `apply` step.
+struct MetRollout {
+    name: String,
+    selector: Value,
+    /// Reached through its own active and preview Services, mesh or not.
+    blue_green: bool,
+}
+
 /// The plan without a mesh: every Rollout loses `trafficRouting`, a plain Service selects
-/// each rollout's pods, and every load comes from pods without sidecars to that Service.
+/// each canary rollout's pods, and every load comes from pods without sidecars to that
+/// Service (a blue-green rollout's loads keep their Service).
 pub(crate) fn without_traffic_routing(plan: &Plan, rollout: Option<&str>) -> Plan {
     let mut p = plan.clone();
-    let mut rollouts = Vec::new();
-    let strip = |m: &mut Manifest, rollouts: &mut Vec<(String, Value)>| {
+    let mut rollouts: Vec<MetRollout> = Vec::new();
+    let strip = |m: &mut Manifest, rollouts: &mut Vec<MetRollout>| {
         if m.object.kind != Kind::Rollout {
             return;
         }
@@ -300,19 +323,23 @@ pub(crate) fn without_traffic_routing(plan: &Plan, rollout: Option<&str>) -> Pla
                 });
             }
         }
-        let selector = m.object.value["spec"]["selector"]["matchLabels"].clone();
-        rollouts.push((m.object.name().to_string(), selector));
+        let met = MetRollout {
+            name: m.object.name().to_string(),
+            selector: m.object.value["spec"]["selector"]["matchLabels"].clone(),
+            blue_green: m
+                .object
+                .spec_as::<RolloutSpec>()
+                .is_ok_and(|s| s.is_blue_green()),
+        };
+        // A later apply of the same Rollout may change its strategy.
+        match rollouts.iter_mut().find(|r| r.name == met.name) {
+            Some(seen) => *seen = met,
+            None => rollouts.push(met),
+        }
     };
     for m in &mut p.manifests {
         strip(m, &mut rollouts);
     }
-    let blue_green: Vec<String> = p
-        .manifests
-        .iter()
-        .filter(|m| m.object.kind == Kind::Rollout)
-        .filter(|m| m.object.spec()["strategy"]["blueGreen"].is_object())
-        .map(|m| m.object.name().to_string())
-        .collect();
     for step in &mut p.steps {
         match &mut step.kind {
             StepKind::Apply(ms) => {
@@ -324,24 +351,22 @@ pub(crate) fn without_traffic_routing(plan: &Plan, rollout: Option<&str>) -> Pla
                 w.origin = OriginChoice::Plain;
                 let target = rollouts
                     .iter()
-                    .find(|(name, _)| rollout.is_none_or(|r| name == r))
+                    .find(|r| rollout.is_none_or(|name| r.name == name))
                     .or(rollouts.first());
-                // A blue-green rollout is reached through its own Services, mesh or not.
-                if let Some((name, _)) = target.filter(|(name, _)| !blue_green.contains(name)) {
-                    w.traffic.host = plain_service_name(name);
+                if let Some(target) = target.filter(|r| !r.blue_green) {
+                    w.traffic.host = plain_service_name(&target.name);
                 }
             }
             _ => {}
         }
     }
-    rollouts.sort_by(|a, b| a.0.cmp(&b.0));
-    rollouts.dedup_by(|a, b| a.0 == b.0);
-    for (name, selector) in rollouts {
+    rollouts.sort_by(|a, b| a.name.cmp(&b.name));
+    for r in rollouts {
         let svc = json!({
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": {"name": plain_service_name(&name), "namespace": plan.namespace},
-            "spec": {"selector": selector, "ports": [{"name": "http", "port": 80}]},
+            "metadata": {"name": plain_service_name(&r.name), "namespace": plan.namespace},
+            "spec": {"selector": r.selector, "ports": [{"name": "http", "port": 80}]},
         });
         p.manifests.push(Manifest {
             object: Object::new(Kind::Service, svc),

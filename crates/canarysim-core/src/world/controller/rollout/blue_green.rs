@@ -31,24 +31,12 @@ impl Reconciler<'_> {
             self.reset_blue_green(&new_hash);
             return self.write_status();
         }
-        if self.status.promote_full {
-            self.clear_pause_and_abort();
-        }
-        if !self.status.abort {
-            self.status.aborted_at = None;
-        } else {
-            // An abort clears the pause (`CalculatePauseStatus`).
-            self.status.pause_conditions.clear();
-            self.status.controller_pause = false;
-            if self.status.aborted_at.is_none() {
-                self.status.aborted_at = Some(self.now.rfc3339());
-            }
-        }
+        self.settle_abort_and_full_promotion();
         let Some(new_rs) = all.iter().find(|r| r.hash == new_hash).cloned() else {
             let replicas = if self.status.stable_r_s.is_empty() {
                 n
             } else {
-                self.new_rs_replicas(bg, n, &all, None, &new_hash)
+                self.new_rs_replicas(bg, n, &all, &new_hash)
             };
             let revision = all.iter().map(|r| r.revision).max().unwrap_or(0) + 1;
             self.create_replica_set(spec, &new_hash, replicas, revision)?;
@@ -99,31 +87,15 @@ impl Reconciler<'_> {
         remove_condition(&mut self.status.conditions, "Paused");
     }
 
-    /// `ClearPauseConditions` and `RemoveAbort`.
-    fn clear_pause_and_abort(&mut self) {
-        self.status.pause_conditions.clear();
-        self.status.controller_pause = false;
-        self.status.abort = false;
-        self.status.aborted_at = None;
-    }
-
     /// `NewRSNewReplicas` for blue-green: the full count, or `previewReplicaCount` until the
     /// pause is over.
-    fn new_rs_replicas(
-        &self,
-        bg: &BlueGreenStrategy,
-        n: i32,
-        all: &[Rs],
-        new_rs: Option<&Rs>,
-        new_hash: &str,
-    ) -> i32 {
+    fn new_rs_replicas(&self, bg: &BlueGreenStrategy, n: i32, all: &[Rs], new_hash: &str) -> i32 {
         let Some(preview) = bg.preview_replica_count else {
             return n;
         };
         let active = &self.status.blue_green.active_selector;
         let active_rs = all.iter().find(|r| !active.is_empty() && &r.hash == active);
-        let is_new = |r: &Rs| new_rs.is_some_and(|n| n.name == r.name) || r.hash == new_hash;
-        if active_rs.is_none_or(is_new) || self.status.promote_full {
+        if active_rs.is_none_or(|r| r.hash == new_hash) || self.status.promote_full {
             return n;
         }
         if new_hash != self.status.current_pod_hash {
@@ -138,7 +110,7 @@ impl Reconciler<'_> {
 
     /// `ReadyForPause`: the new ReplicaSet is at the size it should have now, all available.
     fn ready_for_pause(&self, bg: &BlueGreenStrategy, n: i32, sets: &BlueGreenSets) -> bool {
-        let want = self.new_rs_replicas(bg, n, &sets.all, Some(&sets.new_rs), &sets.new_rs.hash);
+        let want = self.new_rs_replicas(bg, n, &sets.all, &sets.new_rs.hash);
         sets.new_rs.spec == want && sets.new_rs.available == want
     }
 
@@ -168,7 +140,7 @@ impl Reconciler<'_> {
         if let Some(stable) = sets.stable.as_ref().filter(|s| s.hash != sets.new_rs.hash) {
             self.scale(stable, n)?;
         }
-        let want = self.new_rs_replicas(bg, n, &sets.all, Some(&sets.new_rs), &sets.new_rs.hash);
+        let want = self.new_rs_replicas(bg, n, &sets.all, &sets.new_rs.hash);
         if delayed_abort {
             let stable_ready = sets.stable.as_ref().is_some_and(|s| s.available >= n);
             if stable_ready {
@@ -404,13 +376,7 @@ impl Reconciler<'_> {
         sets: &BlueGreenSets,
         added_pause: bool,
     ) {
-        let selector = |svc: &str| {
-            if svc.is_empty() {
-                String::new()
-            } else {
-                self.service_selector(svc).unwrap_or_default()
-            }
-        };
+        let selector = |svc: &str| self.service_selector(svc).unwrap_or_default();
         let preview = selector(&bg.preview_service);
         let active = selector(&bg.active_service);
         self.status.blue_green.preview_selector = preview;

@@ -224,10 +224,7 @@ impl Reconciler<'_> {
         } else {
             Some(0)
         };
-        self.status.pause_conditions.clear();
-        self.status.controller_pause = false;
-        self.status.abort = false;
-        self.status.aborted_at = None;
+        self.clear_pause_and_abort();
         self.status.promote_full = false;
         remove_condition(&mut self.status.conditions, "Paused");
     }
@@ -235,33 +232,15 @@ impl Reconciler<'_> {
     /// An abort goes back to step 0 (and clears itself once promoted); promote-full clears
     /// an abort and jumps past the last step; both clear the pauses.
     pub(super) fn apply_abort_and_promote_full(&mut self, fully_promoted: bool, step_count: usize) {
-        if self.status.promote_full {
-            // Argo: `RemoveAbort()` when promoting in full (found by tests/simulation/properties.rs).
-            self.status.abort = false;
-            self.status.aborted_at = None;
-        }
         if self.status.abort && fully_promoted {
             self.status.abort = false; // an abort on a promoted rollout clears itself
-            self.status.aborted_at = None;
         }
-        if !self.status.abort {
-            // `CalculateAbortStatus`: not aborted (a retry) → no abortedAt.
-            self.status.aborted_at = None;
-        }
+        self.settle_abort_and_full_promotion();
         if self.status.abort {
             self.status.current_step_index = (step_count > 0).then_some(0);
-            self.status.pause_conditions.clear();
-            self.status.controller_pause = false;
-            if self.status.aborted_at.is_none() {
-                self.status.aborted_at = Some(self.now.rfc3339());
-            }
         }
-        if self.status.promote_full {
-            self.status.pause_conditions.clear();
-            self.status.controller_pause = false;
-            if step_count > 0 {
-                self.status.current_step_index = Some(step_count as i32);
-            }
+        if self.status.promote_full && step_count > 0 {
+            self.status.current_step_index = Some(step_count as i32);
         }
     }
 

@@ -252,7 +252,7 @@ impl Reconciler<'_> {
         };
         self.summary = SpecSummary::of(&spec);
         let blue_green = match spec.blue_green() {
-            Some(Ok(bg)) if spec.canary().is_none() => Some(bg),
+            Some(Ok(bg)) if spec.is_blue_green() => Some(bg),
             Some(Err(e)) => {
                 return self.invalid_spec(format!("spec.strategy.blueGreen: Invalid value: {e}"));
             }
@@ -413,8 +413,8 @@ impl SpecSummary {
     fn of(spec: &RolloutSpec) -> Self {
         let blue_green = spec
             .blue_green()
-            .and_then(Result::ok)
-            .filter(|_| spec.canary().is_none());
+            .filter(|_| spec.is_blue_green())
+            .and_then(Result::ok);
         let blue_green = blue_green.as_ref();
         SpecSummary {
             replicas: spec.desired_replicas(),

@@ -4,6 +4,31 @@
 use super::*;
 
 impl Reconciler<'_> {
+    /// `ClearPauseConditions` and `RemoveAbort`.
+    pub(super) fn clear_pause_and_abort(&mut self) {
+        self.status.pause_conditions.clear();
+        self.status.controller_pause = false;
+        self.status.abort = false;
+        self.status.aborted_at = None;
+    }
+
+    /// Both strategies' `RemoveAbort` on a full promotion and `CalculateAbortStatus`: an
+    /// abort clears the pauses and is stamped once; without one there is no `abortedAt`.
+    pub(super) fn settle_abort_and_full_promotion(&mut self) {
+        if self.status.promote_full {
+            self.clear_pause_and_abort();
+        }
+        if self.status.abort {
+            self.status.pause_conditions.clear();
+            self.status.controller_pause = false;
+            if self.status.aborted_at.is_none() {
+                self.status.aborted_at = Some(self.now.rfc3339());
+            }
+        } else {
+            self.status.aborted_at = None;
+        }
+    }
+
     // Long: Argo's `syncRolloutStatusCanary` in its order: counts, conditions, phase and message,
     // then one status write.
     /// Recomputes counts, phase, message and conditions; writes the status if it changed.
