@@ -1,6 +1,7 @@
 //! `canarysim check`: a repository's manifests, no scenario; per Rollout the share each
 //! pause sent, its verdict, the share without a mesh and the lint findings.
 
+use crate::support;
 use canarysim::cli::{Cli, execute};
 use clap::Parser;
 use serde_json::Value;
@@ -228,15 +229,10 @@ fn a_blue_green_rollout_shows_the_switch_through_its_active_and_preview_services
 fn the_json_report_follows_its_committed_schema() {
     let generated = canarysim::scenario::check::json_schema();
     let path = root().join("schemas/check.schema.json");
-    let text = serde_json::to_string_pretty(&generated).unwrap() + "\n";
-    if std::env::var_os("CANARYSIM_WRITE_SCHEMA").is_some() {
-        std::fs::write(&path, &text).unwrap();
-    }
-    let committed = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        committed == text,
-        "schemas/check.schema.json differs from the report types; \
-         `CANARYSIM_WRITE_SCHEMA=1 cargo test --test command_line -- check::` writes it anew"
+    support::assert_committed_as_generated(
+        &path,
+        &(serde_json::to_string_pretty(&generated).unwrap() + "\n"),
+        "cargo test --test command_line -- check::",
     );
     let validator = jsonschema::draft202012::new(&generated).unwrap();
     let chart = rendered_chart();

@@ -47,15 +47,10 @@ fn errors(validator: &Validator, value: &Value) -> Vec<String> {
 #[test]
 fn the_committed_schema_is_the_one_generated_from_the_scenario_types() {
     let generated = canarysim::scenario::format::json_schema();
-    let text = serde_json::to_string_pretty(&generated).unwrap() + "\n";
-    if std::env::var_os("CANARYSIM_WRITE_SCHEMA").is_some() {
-        std::fs::write(schema_path(), &text).unwrap();
-    }
-    let committed = std::fs::read_to_string(schema_path()).unwrap_or_default();
-    assert!(
-        committed == text,
-        "schemas/scenario.schema.json differs from the scenario types; \
-         `CANARYSIM_WRITE_SCHEMA=1 cargo test --test simulation -- scenario_schema::` writes it anew"
+    support::assert_committed_as_generated(
+        &schema_path(),
+        &(serde_json::to_string_pretty(&generated).unwrap() + "\n"),
+        "cargo test --test simulation -- scenario_schema::",
     );
     assert_eq!(
         generated["$schema"], "https://json-schema.org/draft/2020-12/schema",

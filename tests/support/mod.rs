@@ -97,3 +97,18 @@ pub fn accounted(report: &serde_json::Value) -> std::collections::BTreeMap<Strin
     );
     classes
 }
+
+/// A committed file generated from the code (a JSON schema) is `generated`, byte for byte;
+/// with `CANARYSIM_WRITE_SCHEMA` set it is written anew first. `rewrite` is the command
+/// that does it, for the failure message.
+pub fn assert_committed_as_generated(path: &Path, generated: &str, rewrite: &str) {
+    if std::env::var_os("CANARYSIM_WRITE_SCHEMA").is_some() {
+        std::fs::write(path, generated).unwrap();
+    }
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        committed == generated,
+        "{} differs from the types it is generated from; `CANARYSIM_WRITE_SCHEMA=1 {rewrite}` writes it anew",
+        path.display()
+    );
+}

@@ -15,10 +15,23 @@ use crate::model::{Kind, Manifest};
 
 /// How bad a finding is: errors stop the rollout (Argo rejects the spec or cannot patch the
 /// routes); warnings are configurations that run but likely do not do what was meant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum Severity {
     Error,
     Warning,
+}
+
+impl Severity {
+    /// `error` or `warning`, as the reports print it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
 }
 
 /// One finding.
@@ -55,12 +68,14 @@ pub enum Check {
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let sev = match self.severity {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-        };
         let template = self.location.template_note();
-        write!(f, "{}: {sev}: {}{template}", self.location, self.message)
+        write!(
+            f,
+            "{}: {}: {}{template}",
+            self.location,
+            self.severity.as_str(),
+            self.message
+        )
     }
 }
 

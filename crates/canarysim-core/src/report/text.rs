@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use crate::lint::Severity;
 use crate::outcome::RunReport;
 
 /// Renders a run: each step with its time and verdict, the `get rollout` view at each
@@ -569,7 +570,10 @@ fn rollout_check(out: &mut String, ro: &crate::outcome::RolloutCheck) {
 
 /// `lint: 0 errors, 1 warning`, then each finding as `canarysim lint` prints it.
 fn push_findings(out: &mut String, heading: &str, findings: &[crate::outcome::Finding]) {
-    let errors = findings.iter().filter(|f| f.severity == "error").count();
+    let errors = findings
+        .iter()
+        .filter(|f| f.severity == Severity::Error)
+        .count();
     let _ = writeln!(
         out,
         "{heading}: {}, {}",
@@ -579,7 +583,7 @@ fn push_findings(out: &mut String, heading: &str, findings: &[crate::outcome::Fi
     for f in findings {
         push_wrapped(
             out,
-            &format!("  {}: {}: {}", f.location, f.severity, f.message),
+            &format!("  {}: {}: {}", f.location, f.severity.as_str(), f.message),
             WIDTH,
             "    ",
         );

@@ -14,10 +14,6 @@ use crate::lint::{Diagnostic, Severity};
 use crate::model::{Kind, Manifest};
 pub use crate::outcome::{CheckReport, CheckRow, CheckSettings, Finding, RolloutCheck};
 
-/// The tolerance and confidence of every pause's verdict (as `init` writes them).
-const WITHIN_POINTS: f64 = 1.0;
-const CONFIDENCE: f64 = 0.999;
-
 /// Where the scenario played for one Rollout is said to be: it has no file, and the
 /// manifests' paths are read as given (relative to the working folder).
 const SCENARIO_PATH: &str = "canarysim-check";
@@ -136,7 +132,7 @@ pub fn check(
         .collect();
     let passed = !rollouts.is_empty()
         && rollouts.iter().all(|r| r.passed)
-        && other_findings.iter().all(|f| f.severity != "error");
+        && other_findings.iter().all(|f| f.severity != Severity::Error);
     if rollouts.is_empty() {
         return Err(format!(
             "no Rollout canarysim can check: {}",
@@ -148,8 +144,8 @@ pub fn check(
             requests: settings.requests,
             connections: settings.connections,
             seed: seed.unwrap_or_default(),
-            within_points: WITHIN_POINTS,
-            confidence: CONFIDENCE,
+            within_points: super::init::WITHIN_POINTS,
+            confidence: super::init::CONFIDENCE,
         },
         rollouts,
         left_out: left_out.into_iter().collect(),
@@ -209,25 +205,12 @@ fn play(
     notes.extend(c.report.notes.iter().cloned());
     // A wrong share is the table's own row; what else failed (a wait that timed out, a
     // rollout that degraded) is said apart.
-    let split_steps: Vec<String> = c
-        .mesh
-        .steps
-        .iter()
-        .filter(|s| s.split.is_some())
-        .map(|s| format!("mesh run: step {} (", s.index))
-        .collect();
-    let failures: Vec<String> = c
-        .report
-        .failures
-        .iter()
-        .filter(|f| !split_steps.iter().any(|p| f.starts_with(p.as_str())))
-        .cloned()
-        .collect();
+    let failures = c.failures_beside_splits.clone();
     let passed = failures.is_empty()
         && rows
             .iter()
             .all(|r: &CheckRow| r.verdict == Some(crate::verify::Outcome::Pass))
-        && findings.iter().all(|f| f.severity != "error");
+        && findings.iter().all(|f| f.severity != Severity::Error);
     RolloutCheck {
         name: name.to_string(),
         namespace: rollout.object.namespace().to_string(),
@@ -447,15 +430,14 @@ fn finding(d: &Diagnostic) -> Finding {
         d.check == crate::lint::Check::Reference && d.message.contains("AnalysisTemplate '");
     let (severity, why) = match d.severity {
         Severity::Error if missing_template => (
-            "warning",
+            Severity::Warning,
             "; check skipped this analysis, a cluster without the template reports the Rollout InvalidSpec",
         ),
-        Severity::Error => ("error", ""),
-        Severity::Warning => ("warning", ""),
+        severity => (severity, ""),
     };
     Finding {
         location: d.location.to_string(),
-        severity: severity.to_string(),
+        severity,
         message: format!("{}{why}{}", d.message, d.location.template_note()),
     }
 }

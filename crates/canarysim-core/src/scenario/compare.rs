@@ -14,8 +14,8 @@ use super::runner::{RunReport, Runner};
 use crate::load::OriginChoice;
 use crate::model::rollout::{RolloutSpec, RolloutStatus};
 use crate::model::{Kind, Manifest, Object};
-use crate::outcome::LoadReport;
 pub use crate::outcome::{CompareReport, CompareRow, Observed};
+use crate::outcome::{LoadReport, StepReport};
 use crate::rollout_info;
 
 /// Service the no-mesh run adds in front of each rollout's pods.
@@ -35,6 +35,9 @@ pub(crate) struct Compared {
     pub contexts: Vec<RowContext>,
     /// The run of the scenario as written.
     pub mesh: RunReport,
+    /// The report's failures but those of `expect_split` steps (`check` judges each split
+    /// in its row).
+    pub failures_beside_splits: Vec<String>,
 }
 
 /// What a row's load met in the mesh run.
@@ -61,7 +64,8 @@ pub(crate) fn compared(plan: &Plan, seed: Option<u64>, rollout: Option<&str>) ->
         .map(|n| format!("mesh run: {n}"))
         .collect();
     notes.extend(no_mesh.1.into_iter().map(|n| format!("no-mesh run: {n}")));
-    let failures = failures(&mesh.2, &no_mesh.2);
+    let failures_beside_splits = failures(&mesh.2, &no_mesh.2, |s| s.split.is_none());
+    let failures = failures(&mesh.2, &no_mesh.2, |_| true);
     let contexts = mesh
         .0
         .iter()
@@ -97,20 +101,26 @@ pub(crate) fn compared(plan: &Plan, seed: Option<u64>, rollout: Option<&str>) ->
         },
         contexts,
         mesh: mesh.2,
+        failures_beside_splits,
     }
 }
 
 /// Why `compare` exits 1, as `run` would: the scenario as written failed a step (or could
 /// not start), or the no-mesh run's rollout aborted where the mesh run's did not (its rows
 /// then stop early). The no-mesh run's missed splits are the comparison itself, not failures.
-fn failures(mesh: &RunReport, no_mesh: &RunReport) -> Vec<String> {
-    let mut out: Vec<String> = mesh
-        .steps
+/// A failed step is listed when `listed` says so.
+fn failures(
+    mesh: &RunReport,
+    no_mesh: &RunReport,
+    listed: impl Fn(&StepReport) -> bool,
+) -> Vec<String> {
+    let failed: Vec<&StepReport> = mesh.steps.iter().filter(|s| !s.passed).collect();
+    let mut out: Vec<String> = failed
         .iter()
-        .filter(|s| !s.passed)
+        .filter(|s| listed(s))
         .map(|s| format!("mesh run: step {} ({}): {}", s.index, s.summary, s.detail))
         .collect();
-    if out.is_empty() && !mesh.passed {
+    if failed.is_empty() && !mesh.passed {
         out.push("mesh run: the scenario did not run to its end".into());
     }
     for view in &no_mesh.final_views {

@@ -10,6 +10,11 @@ use crate::model::{Kind, Manifest, yaml};
 /// Requests sent at each pause: enough for a share within one point at 99.9 % confidence.
 pub const REQUESTS: u64 = 100_000;
 
+/// Each pause's verdict: the share within this many points of the weight…
+pub(crate) const WITHIN_POINTS: f64 = 1.0;
+/// …at this confidence.
+pub(crate) const CONFIDENCE: f64 = 0.999;
+
 /// What the written scenario sends, and which Rollouts it rolls out.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -117,8 +122,10 @@ pub fn scenario_with(
              step (blue-green: through the switch); at each pause {requests} requests are sent \
              and the share that reaches the canary must be the step's weight (blue-green: \
              through the active Service, none before the switch and all after; through the \
-             preview Service, all) within 1 point at 99.9 % confidence.",
-            walked.join(", ")
+             preview Service, all) within {WITHIN_POINTS} point at {} % \
+             confidence.",
+            walked.join(", "),
+            CONFIDENCE * 100.0
         ),
         "namespace": namespace,
         "manifests": files,
@@ -169,6 +176,18 @@ fn map(pairs: Vec<(&str, Value)>) -> Value {
 
 fn step(action: &str, body: Value) -> Value {
     map(vec![(action, body)])
+}
+
+/// The verdict after each load: `version` (or the role `canary`) at `share` percent.
+fn expect_split(version: &str, share: f64) -> Value {
+    step(
+        "expect_split",
+        map(vec![
+            (version, format!("{share}%").into()),
+            ("within", format!("{WITHIN_POINTS}%").into()),
+            ("confidence", format!("{}%", CONFIDENCE * 100.0).into()),
+        ]),
+    )
 }
 
 /// The steps that roll `rollout` out, or why it cannot be.
@@ -246,14 +265,7 @@ fn rollout_steps(
                 load.push(("connections", c.into()));
             }
             out.push(step("load", map(load)));
-            out.push(step(
-                "expect_split",
-                map(vec![
-                    ("canary", format!("{weight}%").into()),
-                    ("within", "1%".into()),
-                    ("confidence", "99.9%".into()),
-                ]),
-            ));
+            out.push(expect_split("canary", weight));
         }
         out.push(step("promote", name.clone().into()));
     }
@@ -289,14 +301,7 @@ fn blue_green_steps(
         [
             step("wait", "1s".into()),
             step("load", map(load)),
-            step(
-                "expect_split",
-                map(vec![
-                    (version, "100%".into()),
-                    ("within", "1%".into()),
-                    ("confidence", "99.9%".into()),
-                ]),
-            ),
+            expect_split(version, 100.0),
         ]
     };
     let active = blue_green["activeService"].as_str().unwrap_or_default();

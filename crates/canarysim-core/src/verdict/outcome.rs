@@ -331,8 +331,7 @@ pub struct CheckRow {
 pub struct Finding {
     /// `file:line:column`.
     pub location: String,
-    /// `error` or `warning`.
-    pub severity: String,
+    pub severity: crate::lint::Severity,
     pub message: String,
 }
 
