@@ -1,7 +1,7 @@
 //! The real `kubectl` against `canarysim serve --api --hold` (the seed walkthrough): discovery,
 //! `get` with its tables, `apply`, the plugin's promote patch on the status subresource,
-//! `get -w`, concurrent `replace`s, `kubectl scale` through the scale subresource, and the
-//! errors kubectl prints.
+//! `get -w`, concurrent `replace`s, `kubectl scale` through the scale subresource (a Rollout's
+//! and a stored Deployment's), a Deployment's `/status`, and the errors kubectl prints.
 //!
 //! Not part of the hermetic `cargo test`: ignored unless asked for, and needs `kubectl` on
 //! the PATH (`.ci/run` checks, and installs Debian's kubernetes-client when missing). Run with
@@ -196,6 +196,21 @@ fn the_controllers_events_are_listed_and_described_as_argo_writes_them() {
     assert!(
         !other.contains("Rollout completed"),
         "a Service's events are its own: {other}"
+    );
+    // The ReplicaSet controller's: `describe rs` lists the pods it created.
+    let rs = cluster.ok(&[
+        "get",
+        "rs",
+        "-n",
+        "my-demo",
+        "-o",
+        "jsonpath={.items[0].metadata.name}",
+    ]);
+    let described = cluster.ok(&["describe", "rs", &rs, "-n", "my-demo"]);
+    assert!(
+        described.contains("SuccessfulCreate")
+            && described.contains("replicaset-controller  Created pod: "),
+        "{described}"
     );
 }
 
@@ -475,6 +490,65 @@ fn errors_are_printed_as_kubectl_prints_a_real_servers() {
         "jsonpath={.status.phase}",
     ]);
     assert_eq!(ro, "Healthy");
+}
+
+#[test]
+#[ignore = "needs kubectl; run by .ci/run"]
+fn a_stored_deployment_is_scaled_and_its_status_written_through_its_subresources() {
+    let cluster = Cluster::start();
+    let rendered = repo_file("tests/fixtures/helm/rendered.yaml");
+    cluster.ok(&["apply", "-n", "my-demo", "-f", rendered.to_str().unwrap()]);
+    let scaled = cluster.ok(&[
+        "scale",
+        "deployment",
+        "redis",
+        "-n",
+        "my-demo",
+        "--replicas",
+        "3",
+    ]);
+    assert!(scaled.contains("deployment.apps/redis scaled"), "{scaled}");
+    let get = |path: &str| {
+        cluster.ok(&[
+            "get",
+            "deploy",
+            "redis",
+            "-n",
+            "my-demo",
+            "-o",
+            &format!("jsonpath={{{path}}}"),
+        ])
+    };
+    assert_eq!(get(".spec.replicas"), "3");
+    // What a controller writes, through `/status`; the spec in the same patch is ignored.
+    cluster.ok(&[
+        "patch",
+        "deploy",
+        "redis",
+        "-n",
+        "my-demo",
+        "--subresource",
+        "status",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"status":{"replicas":3,"readyReplicas":2},"spec":{"replicas":9}}"#,
+    ]);
+    assert_eq!(get(".status.readyReplicas"), "2");
+    assert_eq!(get(".spec.replicas"), "3");
+    // Re-applying the chart leaves the status alone and sets the chart's count again.
+    cluster.ok(&["apply", "-n", "my-demo", "-f", rendered.to_str().unwrap()]);
+    assert_eq!(get(".status.readyReplicas"), "2");
+    assert_eq!(get(".spec.replicas"), "1");
+    let table = cluster.ok(&["get", "deploy", "redis", "-n", "my-demo"]);
+    assert!(
+        table.starts_with("NAME    READY   UP-TO-DATE   AVAILABLE   AGE"),
+        "Kubernetes' columns:\n{table}"
+    );
+    assert!(
+        table.contains("2/1"),
+        "READY is readyReplicas/spec.replicas:\n{table}"
+    );
 }
 
 #[test]

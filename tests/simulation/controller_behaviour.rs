@@ -1,6 +1,6 @@
 //! Controller behaviours a user sees with `kubectl argo rollouts`, each on the seed rollout.
 
-use canarysim::model::{Kind, Manifest};
+use canarysim::model::{Kind, Manifest, Object};
 use canarysim::sim::{ClusterConfig, World};
 use std::path::Path;
 use std::time::Duration;
@@ -377,7 +377,8 @@ fn promote_full_clears_an_abort_and_promotes() {
 
 /// Served (`serve --api`), the controllers' events are Event objects as client-go's recorder
 /// writes Argo's: about the rollout (its uid), from `rollouts-controller`, a repeat counted
-/// on the first; a plain run keeps them in memory only.
+/// on the first; the ReplicaSet controller's beside them; a plain run keeps Argo's in memory
+/// only.
 #[test]
 fn served_events_are_event_objects_and_a_repeat_counts_on_the_first() {
     use canarysim::scenario::{Disk, Runner, load};
@@ -388,7 +389,11 @@ fn served_events_are_event_objects_and_a_repeat_counts_on_the_first() {
     let mut served = Runner::with_watch_log(&plan, None, true);
     while served.step().is_some() {}
     let world = &served.world;
-    let stored = world.api.list(event_kind, Some(NS), None);
+    let (stored, replica_set): (Vec<&Object>, Vec<&Object>) = world
+        .api
+        .list(event_kind, Some(NS), None)
+        .into_iter()
+        .partition(|e| e.value["source"]["component"] == "rollouts-controller");
     let uid = world
         .api
         .get(Kind::Rollout, NS, RO)
@@ -428,6 +433,44 @@ fn served_events_are_event_objects_and_a_repeat_counts_on_the_first() {
         );
         assert_eq!(v["source"]["component"], "rollouts-controller", "{v}");
         assert!(e.name().starts_with("rollouts-demo."), "{v}");
+    }
+
+    // The ReplicaSet controller's: a pod created or deleted, about its ReplicaSet, in
+    // kube-controller-manager's words.
+    let pods: Vec<String> = world
+        .api
+        .list(Kind::Pod, Some(NS), None)
+        .iter()
+        .map(|p| p.name().to_string())
+        .collect();
+    let said = |prefix: &str| -> Vec<String> {
+        replica_set
+            .iter()
+            .filter_map(|e| e.value["message"].as_str()?.strip_prefix(prefix))
+            .map(str::to_string)
+            .collect()
+    };
+    let (created, deleted) = (said("Created pod: "), said("Deleted pod: "));
+    assert!(
+        pods.iter().all(|p| created.contains(p)),
+        "{pods:?} {created:?}"
+    );
+    assert!(!deleted.is_empty(), "the old ReplicaSet is scaled down");
+    assert!(
+        deleted
+            .iter()
+            .all(|p| !pods.contains(p) && created.contains(p))
+    );
+    assert_eq!(created.len() + deleted.len(), replica_set.len());
+    for e in &replica_set {
+        let v = &e.value;
+        assert_eq!(v["source"]["component"], "replicaset-controller", "{v}");
+        let owner = v["involvedObject"]["name"].as_str().unwrap();
+        let rs = world.api.get(Kind::ReplicaSet, NS, owner).unwrap();
+        assert_eq!(v["involvedObject"]["uid"], rs.uid(), "{v}");
+        assert_eq!(v["involvedObject"]["apiVersion"], "apps/v1", "{v}");
+        let pod = v["message"].as_str().unwrap().rsplit(' ').next().unwrap();
+        assert!(pod.starts_with(&format!("{owner}-")), "{v}");
     }
 
     let mut plain = Runner::new(&plan, None);

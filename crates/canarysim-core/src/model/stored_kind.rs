@@ -28,6 +28,62 @@ pub struct KindInfo {
     /// Whether the names were guessed from the kind (no table entry, no CRD among the
     /// manifests): then any version written is served.
     pub guessed: bool,
+    /// Whether a CustomResourceDefinition among the manifests declares the `status`
+    /// subresource (a described kind's subresources are known: see
+    /// [`KindInfo::status_subresource`]).
+    pub crd_status: bool,
+}
+
+/// The described kinds served with a `status` subresource (Kubernetes 1.32's
+/// `kubectl get --raw /apis/GROUP/VERSION`, and the CRDs' own declarations), by group and
+/// plural.
+const WITH_STATUS: &[(&str, &str)] = &[
+    ("", "namespaces"),
+    ("", "nodes"),
+    ("", "persistentvolumeclaims"),
+    ("", "persistentvolumes"),
+    ("", "replicationcontrollers"),
+    ("", "resourcequotas"),
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+    ("apiregistration.k8s.io", "apiservices"),
+    ("apps", "daemonsets"),
+    ("apps", "deployments"),
+    ("apps", "statefulsets"),
+    ("autoscaling", "horizontalpodautoscalers"),
+    ("batch", "cronjobs"),
+    ("batch", "jobs"),
+    ("certificates.k8s.io", "certificatesigningrequests"),
+    ("networking.k8s.io", "ingresses"),
+    ("policy", "poddisruptionbudgets"),
+    ("gateway.networking.k8s.io", "gateways"),
+    ("gateway.networking.k8s.io", "gatewayclasses"),
+    ("gateway.networking.k8s.io", "httproutes"),
+    ("gateway.networking.k8s.io", "grpcroutes"),
+    ("gateway.networking.k8s.io", "tcproutes"),
+    ("gateway.networking.k8s.io", "tlsroutes"),
+    ("gateway.networking.k8s.io", "udproutes"),
+    ("gateway.networking.k8s.io", "backendtlspolicies"),
+    ("networking.istio.io", "serviceentries"),
+    ("networking.istio.io", "sidecars"),
+    ("networking.istio.io", "envoyfilters"),
+    ("flagger.app", "canaries"),
+];
+
+/// The described kinds served with a `scale` subresource whose Scale reads `spec.replicas`,
+/// `status.replicas` and the `spec.selector` label selector, as apps/v1 does.
+const WITH_SCALE: &[(&str, &str)] = &[("apps", "deployments"), ("apps", "statefulsets")];
+
+impl KindInfo {
+    /// Whether the API serves the kind's `status` subresource: a create or update then
+    /// leaves the status as it was, and only `/status` writes it.
+    pub fn status_subresource(&self) -> bool {
+        self.crd_status || WITH_STATUS.contains(&(self.group, self.plural))
+    }
+
+    /// Whether the API serves the kind's `scale` subresource (`kubectl scale`).
+    pub fn scale_subresource(&self) -> bool {
+        WITH_SCALE.contains(&(self.group, self.plural))
+    }
 }
 
 /// A kind canarysim stores without simulating: cheap to copy, compared by its names.
@@ -226,6 +282,8 @@ pub struct CrdNames {
     pub short_names: Vec<String>,
     pub namespaced: bool,
     pub versions: Vec<String>,
+    /// Some version declares `subresources.status`.
+    pub status_subresource: bool,
 }
 
 impl CrdNames {
@@ -248,6 +306,9 @@ impl CrdNames {
                 .as_array()
                 .map(|a| a.iter().filter_map(|v| text(&v["name"])).collect())
                 .unwrap_or_default(),
+            status_subresource: spec["versions"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|v| v["subresources"]["status"].is_object())),
             kind,
         })
     }
@@ -341,6 +402,7 @@ fn intern(
         namespaced: crd.is_none_or(|c| c.namespaced),
         built_in: false,
         guessed: crd.is_none(),
+        crd_status: crd.is_some_and(|c| c.status_subresource),
     };
     let info: &'static KindInfo = Box::leak(Box::new(info));
     table.insert(key, info);
@@ -385,6 +447,7 @@ const fn kind(
         namespaced,
         built_in: true,
         guessed: false,
+        crd_status: false,
     }
 }
 
@@ -957,7 +1020,7 @@ mod tests {
         );
         let crd = serde_json::json!({"spec": {"group": "example.com", "scope": "Cluster",
             "names": {"kind": "Mouse", "plural": "mice", "shortNames": ["m"]},
-            "versions": [{"name": "v2"}, {"name": "v1"}]}});
+            "versions": [{"name": "v2", "subresources": {"status": {}}}, {"name": "v1"}]}});
         let names = CrdNames::of(&crd).unwrap();
         let mouse = resolve("example.com/v1", "Mouse", &[names], SIMULATED)
             .unwrap()
@@ -966,6 +1029,8 @@ mod tests {
             (mouse.plural, mouse.namespaced, mouse.versions),
             ("mice", false, &["v2", "v1"][..])
         );
+        assert!(mouse.status_subresource(), "as the CRD declares it");
+        assert!(!mouse.scale_subresource());
         for (kind, plural, written) in [
             ("NetworkPolicy", "networkpolicies", "NetworkPolicies"),
             ("Ingress", "ingresses", "Ingresses"),

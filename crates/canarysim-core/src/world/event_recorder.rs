@@ -12,6 +12,9 @@ use crate::model::{Kind, Object, stored_kind};
 /// The component Argo's controller records its events as.
 const COMPONENT: &str = "rollouts-controller";
 
+/// The component the ReplicaSet controller records its events as (kube-controller-manager).
+pub const REPLICA_SET_CONTROLLER: &str = "replicaset-controller";
+
 /// Writes the events emitted since the last call; an event equal to one written before
 /// (same object, type, reason and message) counts again on that Event, as client-go's
 /// correlator aggregates repeats.
@@ -19,16 +22,37 @@ const COMPONENT: &str = "rollouts-controller";
 pub struct Recorder {
     /// How many of the world's events are written.
     written: usize,
+    /// How many of the ReplicaSet controller's events were written (they are not kept).
+    replica_set_written: usize,
     /// (namespace, object, warning, reason, message) → the Event's name.
     names: HashMap<(String, String, bool, String, String), String>,
 }
 
 impl Recorder {
+    /// Writes the rollout and analysis controllers' events not yet written.
     pub fn record(&mut self, api: &mut ApiServer, events: &[Event]) {
+        let first = self.written.min(events.len());
+        self.write(api, &events[first..], first, COMPONENT);
+        self.written = events.len();
+    }
+
+    /// Writes the ReplicaSet controller's events (each once: the world does not keep them).
+    pub fn record_replica_set_events(&mut self, api: &mut ApiServer, events: &[Event]) {
+        self.write(
+            api,
+            events,
+            self.replica_set_written,
+            REPLICA_SET_CONTROLLER,
+        );
+        self.replica_set_written += events.len();
+    }
+
+    /// `first` numbers the first of `events` in its stream (names stay apart at one instant).
+    fn write(&mut self, api: &mut ApiServer, events: &[Event], first: usize, component: &str) {
         let Some(event_kind) = stored_kind::known("", "Event").map(Kind::Stored) else {
             return;
         };
-        for (sequence, e) in events.iter().enumerate().skip(self.written) {
+        for (sequence, e) in (first..).zip(events) {
             let key = (
                 e.namespace.clone(),
                 e.object.clone(),
@@ -52,7 +76,8 @@ impl Recorder {
                 }
                 None => {
                     let name = event_name(e, sequence);
-                    let created = api.create(Object::new(event_kind, event_value(api, e, &name)));
+                    let value = event_value(api, e, &name, component);
+                    let created = api.create(Object::new(event_kind, value));
                     if created.is_ok() {
                         self.names.insert(key, name);
                     }
@@ -60,7 +85,6 @@ impl Recorder {
                 }
             };
         }
-        self.written = events.len();
     }
 }
 
@@ -77,7 +101,7 @@ fn event_name(e: &Event, sequence: usize) -> String {
     format!("{name}.{nanos:x}")
 }
 
-fn event_value(api: &ApiServer, e: &Event, name: &str) -> Value {
+fn event_value(api: &ApiServer, e: &Event, name: &str, component: &str) -> Value {
     let (kind, object_name) = e.object.split_once('/').unwrap_or(("", e.object.as_str()));
     let involved = Kind::parse(kind).and_then(|k| api.get(k, &e.namespace, object_name).ok());
     let time = e.time.rfc3339();
@@ -96,8 +120,8 @@ fn event_value(api: &ApiServer, e: &Event, name: &str) -> Value {
         "reason": e.reason,
         "message": e.message,
         "type": if e.warning { "Warning" } else { "Normal" },
-        "source": {"component": COMPONENT},
-        "reportingComponent": COMPONENT,
+        "source": {"component": component},
+        "reportingComponent": component,
         "reportingInstance": "",
         "firstTimestamp": time,
         "lastTimestamp": time,

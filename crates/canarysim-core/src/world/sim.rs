@@ -111,6 +111,9 @@ pub struct World {
     serving_pods: Option<(u64, u64)>,
     /// Writes [`World::events`] as Event objects when `config.record_events`.
     recorder: crate::world::event_recorder::Recorder,
+    /// The ReplicaSet controller's events not yet written (kept only when
+    /// `config.record_events`: a run does not report them).
+    replica_set_events: Vec<Event>,
     /// Instants the clock may still stop at in the current step ([`World::allow_instants`]).
     instants_left: u64,
     /// When the current step began.
@@ -138,6 +141,7 @@ impl World {
             now: SimTime::ZERO,
             rng: crate::random::stream(seed, "pods"),
             events: Vec::new(),
+            replica_set_events: Vec::new(),
             errors: BTreeMap::new(),
             wake: None,
             horizon: None,
@@ -273,6 +277,9 @@ impl World {
             if !changed {
                 if self.config.record_events {
                     self.recorder.record(&mut self.api, &self.events);
+                    self.recorder
+                        .record_replica_set_events(&mut self.api, &self.replica_set_events);
+                    self.replica_set_events.clear();
                 }
                 self.push_routes();
                 self.api.forget_decoded();
@@ -424,6 +431,9 @@ impl World {
             &self.config.pods,
             &mut self.rng,
             &mut self.settled_replica_sets,
+            self.config
+                .record_events
+                .then_some(&mut self.replica_set_events),
         )?;
         changed |= rs_changed;
         wake = min_time(wake, rs_wake);

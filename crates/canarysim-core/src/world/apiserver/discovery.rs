@@ -66,13 +66,18 @@ pub fn resource(kind: Kind) -> Resource {
         short_names,
         namespaced: kind.namespaced(),
         versions,
-        // A stored kind's status is written with the object: canarysim does not know which
-        // of them declare the subresource, and nothing but the user writes them.
-        status_subresource: !matches!(
-            kind,
-            Kind::AnalysisTemplate | Kind::ClusterAnalysisTemplate | Kind::Stored(_)
-        ),
-        scale_subresource: matches!(kind, Kind::Rollout | Kind::ReplicaSet),
+        // A stored kind has the subresources Kubernetes or its CRD gives it; one whose names
+        // were guessed has none (its status is written with the object).
+        status_subresource: match kind {
+            Kind::AnalysisTemplate | Kind::ClusterAnalysisTemplate => false,
+            Kind::Stored(s) => s.info().status_subresource(),
+            _ => true,
+        },
+        scale_subresource: match kind {
+            Kind::Rollout | Kind::ReplicaSet => true,
+            Kind::Stored(s) => s.info().scale_subresource(),
+            _ => false,
+        },
         custom,
         categories,
     }

@@ -1,7 +1,8 @@
 //! `Table` answers (`Accept: application/json;as=Table;g=meta.k8s.io;v=v1`): the columns
 //! `kubectl get` prints, computed by the server as Kubernetes computes them: the CRDs'
 //! `additionalPrinterColumns` for Argo's and Istio's kinds, the built-in printers for Pods,
-//! Services and ReplicaSets. Ages are counted on the simulated clock.
+//! Services, ReplicaSets, Deployments, StatefulSets, ConfigMaps, Secrets and Events. Ages are
+//! counted on the simulated clock.
 
 use serde_json::{Value, json};
 
@@ -53,6 +54,10 @@ enum Cell {
     Since(&'static str),
     /// An Event's OBJECT: `rollout/rollouts-demo`.
     InvolvedObject,
+    /// A count in the status, 0 when unset (a Deployment's UP-TO-DATE, AVAILABLE).
+    Count(&'static str),
+    /// A Deployment's or StatefulSet's READY: ready replicas / `spec.replicas` (1 unset).
+    ReadyOfDesired,
 }
 
 struct Column {
@@ -158,6 +163,29 @@ fn columns(kind: Kind) -> Vec<Column> {
             wide("Containers", "string", Cell::Containers),
             wide("Images", "string", Cell::Images),
             wide("Selector", "string", Cell::Selector),
+        ],
+        Kind::Stored(s) if s.info().group == "apps" && s.info().kind == "Deployment" => vec![
+            col("Ready", "string", Cell::ReadyOfDesired),
+            col(
+                "Up-to-date",
+                "integer",
+                Cell::Count("status.updatedReplicas"),
+            ),
+            col(
+                "Available",
+                "integer",
+                Cell::Count("status.availableReplicas"),
+            ),
+            col("Age", "string", Cell::Age),
+            wide("Containers", "string", Cell::Containers),
+            wide("Images", "string", Cell::Images),
+            wide("Selector", "string", Cell::Selector),
+        ],
+        Kind::Stored(s) if s.info().group == "apps" && s.info().kind == "StatefulSet" => vec![
+            col("Ready", "string", Cell::ReadyOfDesired),
+            col("Age", "string", Cell::Age),
+            wide("Containers", "string", Cell::Containers),
+            wide("Images", "string", Cell::Images),
         ],
         Kind::Stored(s) if s.info().group.is_empty() && s.info().kind == "ConfigMap" => vec![
             col("Data", "integer", Cell::DataCount),
@@ -265,6 +293,12 @@ fn cell(object: &Object, cell: Cell, now: SimTime) -> Value {
             json!(format!("{ready}/{total}"))
         }
         Cell::PodStatus => json!(pod_status(object)),
+        Cell::Count(path) => json!(at_path(object, path).as_i64().unwrap_or(0)),
+        Cell::ReadyOfDesired => json!(format!(
+            "{}/{}",
+            object.status()["readyReplicas"].as_i64().unwrap_or(0),
+            object.spec()["replicas"].as_i64().unwrap_or(1)
+        )),
         Cell::PodRestarts => {
             let restarts: i64 = container_statuses(object)
                 .iter()

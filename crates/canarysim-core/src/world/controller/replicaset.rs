@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::apiserver::{ApiError, ApiServer};
 use crate::clock::SimTime;
+use crate::controller::rollout::Event;
 use crate::model::{Kind, Object};
 
 pub use crate::model::vocabulary::HASH_LABEL;
@@ -100,6 +101,7 @@ pub(crate) fn reconcile_all(
     lifecycle: &PodLifecycle,
     rng: &mut Pcg64Mcg,
     settled: &mut Settled,
+    mut events: Option<&mut Vec<Event>>,
 ) -> Result<(bool, Option<SimTime>), ApiError> {
     let mut changed = false;
     let mut wake: Option<SimTime> = None;
@@ -121,7 +123,7 @@ pub(crate) fn reconcile_all(
         .cloned()
         .collect();
     for rs in replica_sets {
-        let (c, w) = reconcile_one(api, now, lifecycle, rng, &rs)?;
+        let (c, w) = reconcile_one(api, now, lifecycle, rng, &rs, events.as_deref_mut())?;
         changed |= c;
         wake = min_time(wake, w);
         let uid = rs.uid().to_string();
@@ -148,6 +150,7 @@ fn reconcile_one(
     lifecycle: &PodLifecycle,
     rng: &mut Pcg64Mcg,
     rs: &Object,
+    events: Option<&mut Vec<Event>>,
 ) -> Result<(bool, Option<SimTime>), ApiError> {
     let ns = rs.namespace().to_string();
     let want = rs
@@ -165,33 +168,8 @@ fn reconcile_one(
     let mut changed = false;
     let mut wake = None;
 
-    // The pods are read through their facts, not decoded (a workload may have thousands).
-    let mut count = api.owned_pod_count(&ns, rs.uid());
-    // Scale up.
-    while count < want {
-        let pod = new_pod(rs, lifecycle, rng, api);
-        api.create_keyed(pod)?;
-        count += 1;
-        changed = true;
-    }
-    // Scale down: not-ready first, then the youngest (as the ReplicaSet controller ranks).
-    if count > want {
-        let mut ranked: Vec<(bool, Box<str>, String)> = api
-            .owned_pod_facts(&ns, rs.uid())
-            .into_iter()
-            .map(|(key, pod)| (pod.ready, pod.creation_timestamp.clone(), key.name.clone()))
-            .collect();
-        ranked.sort_by(|a, b| {
-            a.0.cmp(&b.0)
-                .then_with(|| b.1.cmp(&a.1))
-                .then_with(|| b.2.cmp(&a.2))
-        });
-        for (_, _, name) in ranked.into_iter().take(count - want) {
-            api.delete_quietly(Kind::Pod, &ns, &name)?;
-            changed = true;
-        }
-        count = want;
-    }
+    let (count, scaled) = scale_pods(api, now, lifecycle, rng, rs, want, events)?;
+    changed |= scaled;
     // Kubelet: Pods turn Ready after `ready_after`. Only the writes are collected; they
     // are made oldest first. A crash-looping pod is decoded, alone, for its new status.
     let mut ready = 0;
@@ -261,6 +239,63 @@ fn reconcile_one(
 }
 
 /// The names of the Pods owned by `rs`, oldest first, read without decoding them.
+/// Creates or deletes pods until `want` are owned by `rs`: not-ready first, then the
+/// youngest go (as the ReplicaSet controller ranks). Returns the count and whether it wrote.
+fn scale_pods(
+    api: &mut ApiServer,
+    now: SimTime,
+    lifecycle: &PodLifecycle,
+    rng: &mut Pcg64Mcg,
+    rs: &Object,
+    want: usize,
+    mut events: Option<&mut Vec<Event>>,
+) -> Result<(usize, bool), ApiError> {
+    let ns = rs.namespace().to_string();
+    // The controller's events (kube-controller-manager's `replica_set.go` words), when kept.
+    let mut record = |reason: &str, message: String| {
+        if let Some(events) = events.as_deref_mut() {
+            events.push(Event {
+                time: now,
+                object: format!("ReplicaSet/{}", rs.name()),
+                namespace: ns.clone(),
+                warning: false,
+                reason: reason.to_string(),
+                message,
+            });
+        }
+    };
+    // The pods are read through their facts, not decoded (a workload may have thousands).
+    let mut count = api.owned_pod_count(&ns, rs.uid());
+    let mut changed = false;
+    while count < want {
+        let pod = new_pod(rs, lifecycle, rng, api);
+        let name = pod.name().to_string();
+        api.create_keyed(pod)?;
+        record("SuccessfulCreate", format!("Created pod: {name}"));
+        count += 1;
+        changed = true;
+    }
+    if count > want {
+        let mut ranked: Vec<(bool, Box<str>, String)> = api
+            .owned_pod_facts(&ns, rs.uid())
+            .into_iter()
+            .map(|(key, pod)| (pod.ready, pod.creation_timestamp.clone(), key.name.clone()))
+            .collect();
+        ranked.sort_by(|a, b| {
+            a.0.cmp(&b.0)
+                .then_with(|| b.1.cmp(&a.1))
+                .then_with(|| b.2.cmp(&a.2))
+        });
+        for (_, _, name) in ranked.into_iter().take(count - want) {
+            api.delete_quietly(Kind::Pod, &ns, &name)?;
+            record("SuccessfulDelete", format!("Deleted pod: {name}"));
+            changed = true;
+        }
+        count = want;
+    }
+    Ok((count, changed))
+}
+
 pub(crate) fn owned_pod_names(api: &ApiServer, rs: &Object) -> Vec<String> {
     let mut pods = api.owned_pod_facts(rs.namespace(), rs.uid());
     pods.sort_by(|a, b| {
@@ -409,8 +444,16 @@ mod tests {
         let life = PodLifecycle::default();
         let mut settled = Settled::default();
         api.create(rs(3)).unwrap();
-        let (changed, wake) =
-            reconcile_all(&mut api, SimTime::ZERO, &life, &mut rng, &mut settled).unwrap();
+        let mut events = Vec::new();
+        let (changed, wake) = reconcile_all(
+            &mut api,
+            SimTime::ZERO,
+            &life,
+            &mut rng,
+            &mut settled,
+            Some(&mut events),
+        )
+        .unwrap();
         assert!(changed);
         assert_eq!(wake, Some(SimTime::from_secs(5)));
         let rs_now = api.get(Kind::ReplicaSet, "ns", "demo-abc").unwrap().clone();
@@ -422,6 +465,22 @@ mod tests {
                 .all(|p| p.name().starts_with("demo-abc-") && p.name().len() == 14)
         );
         assert_eq!(pods[0].labels()[HASH_LABEL], "abc");
+        let said: Vec<(&str, &str, String)> = events
+            .iter()
+            .map(|e| (e.object.as_str(), e.reason.as_str(), e.message.clone()))
+            .collect();
+        let created: Vec<_> = pods
+            .iter()
+            .map(|p| {
+                (
+                    "ReplicaSet/demo-abc",
+                    "SuccessfulCreate",
+                    format!("Created pod: {}", p.name()),
+                )
+            })
+            .collect();
+        assert_eq!(said.len(), 3);
+        assert!(created.iter().all(|c| said.contains(c)), "{said:?}");
 
         api.set_time(SimTime::from_secs(5));
         reconcile_all(
@@ -430,6 +489,7 @@ mod tests {
             &life,
             &mut rng,
             &mut settled,
+            None,
         )
         .unwrap();
         let rs_now = api.get(Kind::ReplicaSet, "ns", "demo-abc").unwrap().clone();
@@ -446,14 +506,18 @@ mod tests {
         let mut smaller = rs_now.clone();
         smaller.value["spec"]["replicas"] = json!(1);
         api.update(smaller).unwrap();
+        let mut events = Vec::new();
         reconcile_all(
             &mut api,
             SimTime::from_secs(6),
             &life,
             &mut rng,
             &mut settled,
+            Some(&mut events),
         )
         .unwrap();
+        let deleted: Vec<&str> = events.iter().map(|e| e.reason.as_str()).collect();
+        assert_eq!(deleted, ["SuccessfulDelete", "SuccessfulDelete"]);
         // A fresh walk (no memo) finds nothing to do either.
         let (changed, _) = reconcile_all(
             &mut api,
@@ -461,6 +525,7 @@ mod tests {
             &life,
             &mut rng,
             &mut Settled::default(),
+            None,
         )
         .unwrap();
         assert!(!changed, "a settled ReplicaSet writes nothing");
@@ -475,7 +540,15 @@ mod tests {
         let mut settled = Settled::default();
         let mut at = |api: &mut ApiServer, s: u64| {
             api.set_time(SimTime::from_secs(s));
-            reconcile_all(api, SimTime::from_secs(s), &life, &mut rng, &mut settled).unwrap()
+            reconcile_all(
+                api,
+                SimTime::from_secs(s),
+                &life,
+                &mut rng,
+                &mut settled,
+                None,
+            )
+            .unwrap()
         };
         api.create(rs(2)).unwrap();
         assert_eq!(at(&mut api, 0), (true, Some(SimTime::from_secs(5))));

@@ -516,3 +516,106 @@ fn a_protobuf_body_is_refused_with_what_to_do_instead() {
     );
     assert_eq!(listed.body["items"][0]["data"]["a"], "b");
 }
+
+#[test]
+fn a_stored_deployment_has_status_and_scale_subresources_and_a_config_map_neither() {
+    let mut api = ApiServer::new();
+    let deployments = "/apis/apps/v1/namespaces/demo/deployments";
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "custom": 1},
+        "status": {"readyReplicas": 2}});
+    let created = call(&mut api, "POST", deployments, "", &deployment);
+    assert_eq!(created.code, 201, "{}", created.body);
+    assert!(
+        created.body.get("status").is_none(),
+        "a create starts with no status"
+    );
+    let status = patch(
+        &mut api,
+        &format!("{deployments}/web/status"),
+        "application/merge-patch+json",
+        &json!({"status": {"replicas": 2, "readyReplicas": 1}, "spec": {"replicas": 9}}),
+    );
+    assert_eq!(status.code, 200, "{}", status.body);
+    assert_eq!(status.body["status"]["readyReplicas"], 1);
+    assert_eq!(
+        status.body["spec"]["replicas"], 2,
+        "a status write leaves spec alone"
+    );
+    let main = patch(
+        &mut api,
+        &format!("{deployments}/web"),
+        "application/strategic-merge-patch+json",
+        &json!({"spec": {"replicas": 3}, "status": {"readyReplicas": 7}}),
+    );
+    assert_eq!(main.code, 200, "{}", main.body);
+    assert_eq!(
+        main.body["status"]["readyReplicas"], 1,
+        "status is the subresource's"
+    );
+    // `kubectl scale deployment web --replicas 5`.
+    let scale = format!("{deployments}/web/scale");
+    let got = call(&mut api, "GET", &scale, "", &Value::Null);
+    assert_eq!(
+        (got.code, &got.body["spec"], &got.body["status"]),
+        (
+            200,
+            &json!({"replicas": 3}),
+            &json!({"replicas": 2, "selector": "app=web"})
+        ),
+        "{}",
+        got.body
+    );
+    let scaled = patch(
+        &mut api,
+        &scale,
+        "application/merge-patch+json",
+        &json!({"spec": {"replicas": 5}}),
+    );
+    assert_eq!(scaled.code, 200, "{}", scaled.body);
+    let web = call(
+        &mut api,
+        "GET",
+        &format!("{deployments}/web"),
+        "",
+        &Value::Null,
+    );
+    assert_eq!(web.body["spec"]["replicas"], 5);
+    assert_eq!(web.body["spec"]["custom"], 1, "unknown fields survive");
+    // A ConfigMap has neither: its status (none in Kubernetes) is the object's.
+    let config_maps = "/api/v1/namespaces/demo/configmaps";
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+    assert_eq!(call(&mut api, "POST", config_maps, "", &cm).code, 201);
+    let reply = call(
+        &mut api,
+        "GET",
+        &format!("{config_maps}/c/status"),
+        "",
+        &Value::Null,
+    );
+    assert_eq!(reply.code, 404, "{}", reply.body);
+}
+
+#[test]
+fn discovery_lists_the_subresources_of_stored_kinds() {
+    let mut api = ApiServer::new();
+    let apps = call(&mut api, "GET", "/apis/apps/v1", "", &Value::Null);
+    let names: Vec<&str> = apps.body["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    for name in [
+        "deployments/status",
+        "deployments/scale",
+        "statefulsets/scale",
+        "daemonsets/status",
+        "replicasets/scale",
+    ] {
+        assert!(names.contains(&name), "{name} in {names:?}");
+    }
+    assert!(!names.contains(&"daemonsets/scale"), "{names:?}");
+    assert!(!names.contains(&"controllerrevisions/status"), "{names:?}");
+}
