@@ -211,8 +211,14 @@ fn weights(run: &RunState, s: &Snapshot, frame: &mut Frame, area: Rect) {
             Style::default().add_modifier(Modifier::BOLD),
         )));
         lines.push(bar("set    ", Some(w.set), width, ""));
-        lines.push(bar("vs     ", Some(w.virtual_service), width, ""));
-        lines.push(bar("router ", w.router, width, ""));
+        match w.virtual_service {
+            Some(vs) => {
+                lines.push(bar("vs     ", Some(vs), width, ""));
+                lines.push(bar("router ", w.router, width, ""));
+            }
+            // A Service: kube-proxy splits by its ready endpoints.
+            None => lines.push(bar("pods   ", w.router, width, " (ready)")),
+        }
     }
     let observed = s.observed.map(|(share, lo, hi)| {
         let of = if s.observed_per_connection {
@@ -232,11 +238,13 @@ fn weights(run: &RunState, s: &Snapshot, frame: &mut Frame, area: Rect) {
         lines.push(bar("no mesh", s.no_mesh, width, " (ready pods)"));
     }
     frame.render_widget(
-        Paragraph::new(lines).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(" canary weight: set · VirtualService · router · observed "),
-        ),
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(
+            if s.rollout.as_ref().is_some_and(|v| v.blue_green) {
+                " new ReplicaSet's share: set · Service endpoints · observed "
+            } else {
+                " canary weight: set · VirtualService · router · observed "
+            },
+        )),
         area,
     );
 }

@@ -26,18 +26,19 @@ pub struct StepLine {
     pub state: StepState,
 }
 
-/// The four weights people confuse, for one VirtualService route, in percent of traffic to
-/// the canary.
+/// The four weights people confuse, for one VirtualService route (or, blue-green, one of
+/// the rollout's Services), in percent of traffic to the canary (the new version).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouteWeights {
-    /// `rollouts-demo-vsvc http/primary`
+    /// `rollouts-demo-vsvc http/primary`, or `Service rollout-bluegreen-active`
     pub route: String,
-    /// The step's set weight.
+    /// The step's set weight; blue-green: all when the rollout points the Service at the
+    /// new ReplicaSet, else none.
     pub set: f64,
-    /// The canary destination's weight in the VirtualService object.
-    pub virtual_service: f64,
+    /// The canary destination's weight in the VirtualService object (none for a Service).
+    pub virtual_service: Option<f64>,
     /// The canary pods' share of the split the proxies have received (after the push
-    /// delay); None before any table reached them.
+    /// delay), or of the Service's ready endpoints; None before any table reached them.
     pub router: Option<f64>,
 }
 
@@ -198,6 +199,9 @@ fn route_weights(world: &World, ns: &str, rollout: &str) -> Vec<RouteWeights> {
     let Ok(ro) = world.api.get(Kind::Rollout, ns, rollout) else {
         return Vec::new();
     };
+    if let Some(services) = blue_green_service_weights(world, ro) {
+        return services;
+    }
     let canary = &ro.spec()["strategy"]["canary"];
     let istio = &canary["trafficRouting"]["istio"];
     let canary_service = canary["canaryService"].as_str().unwrap_or("");
@@ -270,12 +274,70 @@ fn route_weights(world: &World, ns: &str, rollout: &str) -> Vec<RouteWeights> {
             out.push(RouteWeights {
                 route: format!("{name} {route}"),
                 set,
-                virtual_service: to_canary as f64,
+                virtual_service: Some(to_canary as f64),
                 router,
             });
         }
     }
     out
+}
+
+/// A blue-green rollout's active and preview Services: whether the rollout points each at
+/// the new (not yet stable) ReplicaSet, and the new pods' share of its ready endpoints.
+fn blue_green_service_weights(
+    world: &World,
+    ro: &crate::model::Object,
+) -> Option<Vec<RouteWeights>> {
+    let spec: crate::model::rollout::RolloutSpec = ro.spec_as().ok()?;
+    let bg = spec.blue_green()?.ok().filter(|_| spec.is_blue_green())?;
+    let status = ro.status();
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+    let (current, stable) = (text(&status["currentPodHash"]), text(&status["stableRS"]));
+    let new = |hash: &str| !hash.is_empty() && hash == current && hash != stable;
+    let mut out = Vec::new();
+    for (service, pointed) in [
+        (&bg.active_service, &status["blueGreen"]["activeSelector"]),
+        (&bg.preview_service, &status["blueGreen"]["previewSelector"]),
+    ] {
+        let Ok(svc) = world.api.get(Kind::Service, ro.namespace(), service) else {
+            continue;
+        };
+        let selector: BTreeMap<String, String> = svc.spec()["selector"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+            .collect();
+        // A Service without a selector has no endpoints kube-proxy would pick from.
+        let selected = if selector.is_empty() {
+            Vec::new()
+        } else {
+            world.api.pod_facts(Some(ro.namespace()), Some(&selector))
+        };
+        let ready: Vec<bool> = selected
+            .into_iter()
+            .filter(|(_, pod)| pod.serving)
+            .map(|(_, pod)| {
+                new(pod
+                    .labels
+                    .get(crate::model::vocabulary::HASH_LABEL)
+                    .map_or("", String::as_str))
+            })
+            .collect();
+        let router = (!ready.is_empty())
+            .then(|| ready.iter().filter(|n| **n).count() as f64 * 100.0 / ready.len() as f64);
+        out.push(RouteWeights {
+            route: format!("Service {service}"),
+            set: if new(pointed.as_str().unwrap_or_default()) {
+                100.0
+            } else {
+                0.0
+            },
+            virtual_service: None,
+            router,
+        });
+    }
+    Some(out)
 }
 
 /// The canary's share of the ready pods of the rollout's app (kube-proxy's split).

@@ -275,7 +275,7 @@ mod tests {
             weights: vec![super::super::snapshot::RouteWeights {
                 route: "vs http/0".into(),
                 set,
-                virtual_service: set,
+                virtual_service: Some(set),
                 router: Some(set),
             }],
             observed: observed.map(|o| (o, o, o)),

@@ -207,7 +207,7 @@ fn promote_at_a_pause_advances_the_step_and_abort_sets_the_weights_to_zero() {
     let aborted = wait_for(&session, |s| {
         s.rollout.as_ref().is_some_and(|v| v.status == "Degraded")
     });
-    assert_eq!(aborted.weights[0].virtual_service, 0.0);
+    assert_eq!(aborted.weights[0].virtual_service, Some(0.0));
     assert!(
         aborted
             .events
@@ -329,7 +329,7 @@ fn a_live_session_serves_its_world_on_real_sockets_and_closes_them() {
         session.send(Control::NextStep);
     }
     let paused = wait_for(&session, |s| current_step(s) == Some(5));
-    assert_eq!(paused.weights[0].virtual_service, 20.0);
+    assert_eq!(paused.weights[0].virtual_service, Some(20.0));
     assert_eq!(version_via(&address).as_deref(), Some("blue"), "{live}");
     // Steps 5 and 6 (`wait 1s`): the push has landed, both versions answer.
     session.send(Control::NextStep);
@@ -589,7 +589,7 @@ fn at_x10_the_40_percent_pause_is_drawn_at_40_and_counts_down() {
         assert!(s.time_s <= ends, "{} drawn in the pause", s.time);
         assert_eq!(
             (set_weight(s), rollout_step(s), s.weights[0].virtual_service),
-            (Some(40), Some((3, 9)), 40.0),
+            (Some(40), Some((3, 9)), Some(40.0)),
             "at {}",
             s.time
         );
@@ -757,5 +757,59 @@ fn pacing_the_world_frame_by_frame_changes_nothing_it_does() {
             &at_once.verdicts,
             &at_once.violations
         )
+    );
+}
+
+#[test]
+fn a_blue_green_rollout_shows_its_services_in_the_weight_panel() {
+    let plan = scenario::load(&scenario_path("blue-green.yaml"), &Disk).unwrap();
+    // Steps 1–8: deployed, updated, paused before the switch, loaded through the active
+    // Service (its verdict) and through the preview Service.
+    let snapshots = snapshots_of(&plan, 8);
+    let paused = &snapshots[4];
+    let weights: Vec<(String, f64, Option<f64>, Option<f64>)> = paused
+        .weights
+        .iter()
+        .map(|w| (w.route.clone(), w.set, w.virtual_service, w.router))
+        .collect();
+    assert_eq!(
+        weights,
+        [
+            (
+                "Service rollout-bluegreen-active".into(),
+                0.0,
+                None,
+                Some(0.0)
+            ),
+            (
+                "Service rollout-bluegreen-preview".into(),
+                100.0,
+                None,
+                Some(100.0)
+            ),
+        ]
+    );
+    let through_preview = snapshots.last().unwrap();
+    assert_eq!(through_preview.observed.map(|o| o.0), Some(100.0));
+    let mut app = App::new(vec![Entry {
+        path: PathBuf::from("scenarios/blue-green.yaml"),
+        name: plan.name.clone(),
+        description: String::new(),
+        last: None,
+    }]);
+    update(&mut app, Msg::Key(Key::Enter));
+    for s in snapshots {
+        update(&mut app, Msg::Snapshot(Box::new(s)));
+    }
+    let screen = draw(&app, 120, 40);
+    assert!(screen.contains("new ReplicaSet's share"), "{screen}");
+    assert!(
+        screen.contains("Service rollout-bluegreen-preview"),
+        "{screen}"
+    );
+    assert!(screen.contains("pods "), "{screen}");
+    assert!(
+        !screen.contains("vs     "),
+        "no VirtualService line:\n{screen}"
     );
 }
