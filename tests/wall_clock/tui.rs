@@ -807,7 +807,10 @@ fn a_blue_green_rollout_shows_its_services_in_the_weight_panel() {
         screen.contains("Service rollout-bluegreen-preview"),
         "{screen}"
     );
-    assert!(screen.contains("pods "), "{screen}");
+    assert!(
+        screen.contains("pods    ") && screen.contains(" 100.0 % (ready)"),
+        "the preview's ready pods, all new:\n{screen}"
+    );
     assert!(
         !screen.contains("vs     "),
         "no VirtualService line:\n{screen}"

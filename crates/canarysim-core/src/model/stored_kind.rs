@@ -1020,7 +1020,8 @@ mod tests {
         );
         let crd = serde_json::json!({"spec": {"group": "example.com", "scope": "Cluster",
             "names": {"kind": "Mouse", "plural": "mice", "shortNames": ["m"]},
-            "versions": [{"name": "v2", "subresources": {"status": {}}}, {"name": "v1"}]}});
+            "versions": [{"name": "v2", "subresources": {"status": {}}},
+                         {"name": "v1", "subresources": {"status": {}}}]}});
         let names = CrdNames::of(&crd).unwrap();
         let mouse = resolve("example.com/v1", "Mouse", &[names], SIMULATED)
             .unwrap()

@@ -13,7 +13,7 @@ use crate::model::{Kind, Object, stored_kind};
 const COMPONENT: &str = "rollouts-controller";
 
 /// The component the ReplicaSet controller records its events as (kube-controller-manager).
-pub const REPLICA_SET_CONTROLLER: &str = "replicaset-controller";
+const REPLICA_SET_CONTROLLER: &str = "replicaset-controller";
 
 /// Writes the events emitted since the last call; an event equal to one written before
 /// (same object, type, reason and message) counts again on that Event, as client-go's
@@ -78,7 +78,9 @@ impl Recorder {
                     let name = event_name(e, sequence);
                     let value = event_value(api, e, &name, component);
                     let created = api.create(Object::new(event_kind, value));
-                    if created.is_ok() {
+                    // A pod's creation or deletion never repeats: only Argo's events are
+                    // remembered to count repeats on.
+                    if created.is_ok() && component == COMPONENT {
                         self.names.insert(key, name);
                     }
                     created.map(|_| ())

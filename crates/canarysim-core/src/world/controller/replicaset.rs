@@ -238,7 +238,6 @@ fn reconcile_one(
     Ok((changed, wake))
 }
 
-/// The names of the Pods owned by `rs`, oldest first, read without decoding them.
 /// Creates or deletes pods until `want` are owned by `rs`: not-ready first, then the
 /// youngest go (as the ReplicaSet controller ranks). Returns the count and whether it wrote.
 fn scale_pods(
@@ -296,6 +295,7 @@ fn scale_pods(
     Ok((count, changed))
 }
 
+/// The names of the Pods owned by `rs`, oldest first, read without decoding them.
 pub(crate) fn owned_pod_names(api: &ApiServer, rs: &Object) -> Vec<String> {
     let mut pods = api.owned_pod_facts(rs.namespace(), rs.uid());
     pods.sort_by(|a, b| {
