@@ -299,33 +299,18 @@ fn blue_green_service_weights(
         (&bg.active_service, &status["blueGreen"]["activeSelector"]),
         (&bg.preview_service, &status["blueGreen"]["previewSelector"]),
     ] {
-        let Ok(svc) = world.api.get(Kind::Service, ro.namespace(), service) else {
+        if world
+            .api
+            .get(Kind::Service, ro.namespace(), service)
+            .is_err()
+        {
             continue;
-        };
-        let selector: BTreeMap<String, String> = svc.spec()["selector"]
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-            .collect();
-        // A Service without a selector has no endpoints kube-proxy would pick from.
-        let selected = if selector.is_empty() {
-            Vec::new()
-        } else {
-            world.api.pod_facts(Some(ro.namespace()), Some(&selector))
-        };
-        let ready: Vec<bool> = selected
-            .into_iter()
-            .filter(|(_, pod)| pod.serving)
-            .map(|(_, pod)| {
-                new(pod
-                    .labels
-                    .get(crate::model::vocabulary::HASH_LABEL)
-                    .map_or("", String::as_str))
-            })
-            .collect();
-        let router = (!ready.is_empty())
-            .then(|| ready.iter().filter(|n| **n).count() as f64 * 100.0 / ready.len() as f64);
+        }
+        // The new pods: the current template's, until it is the stable one.
+        let new_hash = if new(&current) { current.as_str() } else { "" };
+        let router =
+            crate::rollout_info::endpoint_share(&world.api, ro.namespace(), service, new_hash)
+                .map(|share| share * 100.0);
         out.push(RouteWeights {
             route: format!("Service {service}"),
             set: if new(pointed.as_str().unwrap_or_default()) {

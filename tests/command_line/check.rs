@@ -198,24 +198,26 @@ fn a_blue_green_rollout_shows_the_switch_through_its_active_and_preview_services
     let ro = &json(&out)["rollouts"][0];
     assert_eq!(ro["phase"], "Healthy", "{out}");
     let rows = ro["rows"].as_array().unwrap();
-    let seen: Vec<(String, i64, f64)> = rows
+    let seen: Vec<(String, i64, f64, f64)> = rows
         .iter()
         .map(|r| {
             (
                 r["service"].as_str().unwrap().to_string(),
                 r["set_weight"].as_i64().unwrap(),
                 r["observed"]["share"].as_f64().unwrap(),
+                r["pod_ratio"].as_f64().unwrap(),
             )
         })
         .collect();
     // Paused before the switch: production traffic all old, the preview all new; after
-    // the promotion, production traffic all new.
+    // the promotion, production traffic all new. The new pods' share is of the ready
+    // endpoints of the Service loaded, not of all the rollout's pods.
     assert_eq!(
         seen,
         [
-            ("active".to_string(), 0, 0.0),
-            ("preview".to_string(), 100, 1.0),
-            ("active".to_string(), 100, 1.0)
+            ("active".to_string(), 0, 0.0, 0.0),
+            ("preview".to_string(), 100, 1.0, 1.0),
+            ("active".to_string(), 100, 1.0, 1.0)
         ],
         "{out}"
     );
@@ -223,6 +225,49 @@ fn a_blue_green_rollout_shows_the_switch_through_its_active_and_preview_services
     let (_, text, _) = run(&["check", dir, "--requests", "20000"]);
     assert!(text.contains("preview  100"), "{text}");
     assert!(text.contains("PASSED: 1 Rollout checked"), "{text}");
+}
+
+/// Checks the blue-green example with a pre-promotion analysis of one metric from
+/// `provider`: the report's notes and its rows.
+fn check_with_pre_promotion_provider(provider: &str) -> (Value, String) {
+    let repo = tempfile::tempdir().unwrap();
+    let manifests =
+        std::fs::read_to_string(root().join("scenarios/manifests/rollout-bluegreen.yaml"))
+            .unwrap()
+            .replace(
+                "      autoPromotionEnabled: false\n",
+                "      autoPromotionEnabled: false\n      prePromotionAnalysis: {templates: [{templateName: smoke}]}\n",
+            );
+    let template = format!(
+        "---\napiVersion: argoproj.io/v1alpha1\nkind: AnalysisTemplate\nmetadata: {{name: smoke}}\nspec:\n  metrics:\n  - {{name: smoke, successCondition: 'result == true', provider: {provider}}}\n"
+    );
+    std::fs::write(repo.path().join("rollout.yaml"), manifests + &template).unwrap();
+    let dir = repo.path().to_str().unwrap();
+    let (code, out, err) = run(&["check", dir, "--requests", "20000", "--format", "json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let ro = json(&out)["rollouts"][0].clone();
+    assert_eq!(ro["phase"], "Healthy", "{out}");
+    assert_eq!(ro["rows"].as_array().unwrap().len(), 3, "{out}");
+    (ro["notes"].clone(), out)
+}
+
+/// A Job's outcome is assumed (init scripts it Successful), so the analysis runs and gates
+/// the switch; a web call cannot be assumed, so that analysis is skipped.
+#[test]
+fn a_promotion_analysis_canarysim_cannot_measure_is_assumed_or_skipped_with_a_note() {
+    let job = "{job: {spec: {template: {spec: {containers: [{name: c, image: curl}], restartPolicy: Never}}}}}";
+    let (notes, out) = check_with_pre_promotion_provider(job);
+    assert_eq!(
+        notes[0],
+        "pre-promotion analysis: AnalysisTemplate 'smoke': metric 'smoke' is a Job, which canarysim does not run: each job is assumed to succeed",
+        "{out}"
+    );
+    let (notes, out) = check_with_pre_promotion_provider("{web: {url: 'http://smoke/'}}");
+    assert_eq!(
+        notes[0],
+        "pre-promotion analysis skipped: AnalysisTemplate 'smoke': metric 'smoke' uses the web provider, which canarysim does not run",
+        "{out}"
+    );
 }
 
 #[test]

@@ -244,11 +244,11 @@ fn check_services(
 fn check_analysis_templates(
     m: &Manifest,
     all: &[Manifest],
-    canary: &crate::model::rollout::CanaryStrategy,
+    refs: Vec<(String, crate::controller::rollout_analysis::RolloutAnalysis)>,
     out: &mut Vec<Diagnostic>,
 ) {
     let ns = m.object.namespace();
-    let missing = crate::controller::rollout::missing_analysis_templates(canary, |kind, name| {
+    let missing = crate::controller::rollout::missing_analysis_templates(refs, |kind, name| {
         if kind == Kind::ClusterAnalysisTemplate {
             all.iter()
                 .any(|x| x.object.kind == kind && x.object.name() == name)
@@ -266,6 +266,42 @@ fn check_analysis_templates(
             Check::Reference,
             message,
         ));
+    }
+}
+
+/// A promotion analysis that names no template: Argo creates no run for it, yet still waits
+/// for one to succeed (`completedPrePromotionAnalysis`, `shouldFullPromote`).
+fn promotion_analyses_without_templates(
+    m: &Manifest,
+    bg: &crate::model::rollout::BlueGreenStrategy,
+    out: &mut Vec<Diagnostic>,
+) {
+    let name = m.object.name();
+    for (field, analysis, consequence) in [
+        (
+            "prePromotionAnalysis",
+            &bg.pre_promotion_analysis,
+            "the active Service never switches to a new ReplicaSet",
+        ),
+        (
+            "postPromotionAnalysis",
+            &bg.post_promotion_analysis,
+            "no update ever completes (the new ReplicaSet never becomes stable)",
+        ),
+    ] {
+        let Some(analysis) = analysis else { continue };
+        let templates = analysis["templates"].as_array().map_or(0, Vec::len);
+        if templates == 0 {
+            out.push(diag(
+                m,
+                &format!("/spec/strategy/blueGreen/{field}"),
+                Severity::Warning,
+                Check::Reference,
+                format!(
+                    "Rollout {name:?}: spec.strategy.blueGreen.{field} names no template: Argo creates no AnalysisRun for it, yet waits for one to succeed, so {consequence}"
+                ),
+            ));
+        }
     }
 }
 
@@ -516,12 +552,16 @@ fn check_rollout<'a>(
     if let (Some(Ok(bg)), None) = (spec.blue_green(), spec.canary()) {
         let services = crate::controller::rollout::blue_green_services(&bg);
         check_services(m, all, services, out);
+        let refs = crate::controller::rollout::blue_green_analysis_refs(&bg);
+        check_analysis_templates(m, all, refs, out);
+        promotion_analyses_without_templates(m, &bg, out);
     }
     let Some(canary) = spec.canary() else { return };
 
     let services = crate::controller::rollout::referenced_services(canary);
     check_services(m, all, services, out);
-    check_analysis_templates(m, all, canary, out);
+    let refs = crate::controller::rollout::analysis_refs(canary);
+    check_analysis_templates(m, all, refs, out);
 
     if canary
         .traffic_routing

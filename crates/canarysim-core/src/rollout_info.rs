@@ -226,6 +226,28 @@ pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<Rollo
     })
 }
 
+/// The share of a Service's ready endpoints (the serving pods its selector picks) that
+/// run the pod template `hash`: what kube-proxy's per-connection pick sends there. None
+/// when the Service is missing or has no ready endpoint (a Service without a selector has
+/// none kube-proxy would pick from).
+pub fn endpoint_share(api: &ApiServer, ns: &str, service: &str, hash: &str) -> Option<f64> {
+    let svc = api.get(Kind::Service, ns, service).ok()?;
+    let selector = crate::model::object::string_map(svc.spec().get("selector"));
+    if selector.is_empty() {
+        return None;
+    }
+    let ready: Vec<bool> = api
+        .pod_facts(Some(ns), Some(&selector))
+        .into_iter()
+        .filter(|(_, pod)| pod.serving)
+        .map(|(_, pod)| {
+            !hash.is_empty() && pod.labels.get(HASH_LABEL).map(String::as_str) == Some(hash)
+        })
+        .collect();
+    let on_hash = ready.iter().filter(|on| **on).count();
+    (!ready.is_empty()).then(|| on_hash as f64 / ready.len() as f64)
+}
+
 /// The plugin's SetWeight: 100 when fully promoted or past the last step, 0 when aborted,
 /// else the latest setWeight at or before the current step.
 pub fn set_weight(spec: &RolloutSpec, status: &RolloutStatus) -> i32 {

@@ -479,7 +479,8 @@ pub struct CanaryStatus {
     pub current_background_analysis_run_status: Option<AnalysisRunRef>,
 }
 
-/// `status.blueGreen`: the pod-template-hash each Service selects, as last read.
+/// `status.blueGreen`: the pod-template-hash each Service selects, as last read, and the
+/// promotion analyses' runs.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct BlueGreenStatus {
@@ -490,6 +491,12 @@ pub struct BlueGreenStatus {
     /// Past the pause with `previewReplicaCount`: the new ReplicaSet may scale to full size.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub scale_up_preview_check_point: bool,
+    /// The AnalysisRun of `prePromotionAnalysis` (kept after promotion, as Argo keeps it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_promotion_analysis_run_status: Option<AnalysisRunRef>,
+    /// The AnalysisRun of `postPromotionAnalysis`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_promotion_analysis_run_status: Option<AnalysisRunRef>,
 }
 
 impl BlueGreenStatus {

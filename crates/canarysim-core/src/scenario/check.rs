@@ -3,6 +3,7 @@
 //! step, a load and a verdict at each pause), once as written and once without a mesh
 //! (`compare`), and the lint findings about its objects are set beside it.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -311,7 +312,19 @@ fn named_objects(rollout: &Manifest) -> Vec<(Kind, String)> {
         add(Kind::VirtualService, &vs["name"]);
     }
     add(Kind::DestinationRule, &istio["destinationRule"]["name"]);
-    for template in analysis_templates(canary) {
+    let blue_green = &rollout.object.spec()["strategy"]["blueGreen"];
+    add(Kind::Service, &blue_green["activeService"]);
+    add(Kind::Service, &blue_green["previewService"]);
+    let promotion = serde_json::json!({
+        "steps": [
+            {"analysis": blue_green["prePromotionAnalysis"]},
+            {"analysis": blue_green["postPromotionAnalysis"]},
+        ]
+    });
+    for template in analysis_templates(canary)
+        .into_iter()
+        .chain(analysis_templates(&promotion))
+    {
         add(template.0, &Value::String(template.1));
     }
     out
@@ -335,30 +348,103 @@ fn analysis_templates(canary: &Value) -> Vec<(Kind, String)> {
         .collect()
 }
 
-/// Analysis whose templates are not among the manifests cannot run (Argo would report the
-/// Rollout InvalidSpec): each such step becomes a step that keeps the weight, and such
-/// background analysis is dropped, each said in a note.
-fn skip_missing_analysis(plan: &mut Plan, name: &str) -> Vec<String> {
-    let present: Vec<(Kind, String)> = plan
-        .manifests
-        .iter()
-        .filter(|m| {
+/// What canarysim can do with the analysis templates among a plan's manifests.
+struct TemplateSupport {
+    present: Vec<(Kind, String)>,
+    /// Why a template cannot be measured here: a provider neither run nor scripted.
+    unrunnable: BTreeMap<(Kind, String), String>,
+    /// What measuring a template here assumes: a Job's outcome, scripted.
+    assumed: BTreeMap<(Kind, String), String>,
+}
+
+impl TemplateSupport {
+    fn of(plan: &Plan) -> Self {
+        let mut support = TemplateSupport {
+            present: Vec::new(),
+            unrunnable: BTreeMap::new(),
+            assumed: BTreeMap::new(),
+        };
+        for m in plan.manifests.iter().filter(|m| {
             matches!(
                 m.object.kind,
                 Kind::AnalysisTemplate | Kind::ClusterAnalysisTemplate
             )
+        }) {
+            let key = (m.object.kind, m.object.name().to_string());
+            for metric in m.object.spec()["metrics"].as_array().into_iter().flatten() {
+                let metric_name = metric["name"].as_str().unwrap_or_default();
+                let provider = crate::analysis::provider::kind(&metric["provider"]).unwrap_or("no");
+                let scripted = plan.cluster.analysis_results.contains_key(metric_name);
+                if provider == "job" && scripted {
+                    support.assumed.entry(key.clone()).or_insert(format!(
+                        "metric '{metric_name}' is a Job, which canarysim does not run: each job is assumed to succeed"
+                    ));
+                } else if provider != "prometheus" && !scripted {
+                    support.unrunnable.entry(key.clone()).or_insert(format!(
+                        "metric '{metric_name}' uses the {provider} provider, which canarysim does not run"
+                    ));
+                }
+            }
+            support.present.push(key);
+        }
+        support
+    }
+
+    /// Why this analysis cannot run, if it cannot.
+    fn cannot_run(&self, analysis: &Value) -> Option<String> {
+        self.reasons(analysis, |t| {
+            if !self.present.contains(t) {
+                Some(" is not among the manifests".to_string())
+            } else {
+                self.unrunnable.get(t).map(|why| format!(": {why}"))
+            }
         })
-        .map(|m| (m.object.kind, m.object.name().to_string()))
-        .collect();
-    let missing = |analysis: &Value| -> Option<String> {
+    }
+
+    /// What running this analysis assumes, if anything.
+    fn assumes(&self, analysis: &Value) -> Option<String> {
+        self.reasons(analysis, |t| {
+            self.assumed.get(t).map(|why| format!(": {why}"))
+        })
+    }
+
+    /// Each template the analysis names, labelled, followed by what `about` says of it.
+    fn reasons(
+        &self,
+        analysis: &Value,
+        about: impl Fn(&(Kind, String)) -> Option<String>,
+    ) -> Option<String> {
         let wanted = analysis_templates(&serde_json::json!({ "analysis": analysis }));
-        let absent: Vec<String> = wanted
-            .into_iter()
-            .filter(|t| !present.contains(t))
-            .map(|(kind, n)| format!("{kind:?} '{n}'"))
+        let reasons: Vec<String> = wanted
+            .iter()
+            .filter_map(|t| {
+                let said = about(t)?;
+                Some(format!("{:?} '{}'{said}", t.0, t.1))
+            })
             .collect();
-        (!absent.is_empty()).then(|| absent.join(", "))
-    };
+        (!reasons.is_empty()).then(|| reasons.join("; "))
+    }
+
+    /// Notes what an analysis skips or assumes; true when it cannot run.
+    fn describe(&self, what: &str, analysis: &Value, notes: &mut Vec<String>) -> bool {
+        if let Some(why) = self.cannot_run(analysis) {
+            notes.push(format!("{what} skipped: {why}"));
+            return true;
+        }
+        if let Some(why) = self.assumes(analysis) {
+            notes.push(format!("{what}: {why}"));
+        }
+        false
+    }
+}
+
+/// Analysis that cannot run here is skipped, each said in a note: a template not among the
+/// manifests (Argo would report the Rollout InvalidSpec), or a metric whose provider
+/// canarysim does not run and nothing scripts (a web call, a Datadog query). Such a step
+/// becomes one that keeps the weight; such background or blue-green promotion analysis is
+/// dropped. A Job's outcome is scripted Successful by `init`: the analysis runs, with a note.
+fn skip_missing_analysis(plan: &mut Plan, name: &str) -> Vec<String> {
+    let support = TemplateSupport::of(plan);
     let mut notes = Vec::new();
     let Some(rollout) = plan
         .manifests
@@ -367,6 +453,24 @@ fn skip_missing_analysis(plan: &mut Plan, name: &str) -> Vec<String> {
     else {
         return notes;
     };
+    if let Some(bg) = rollout
+        .object
+        .value
+        .pointer_mut("/spec/strategy/blueGreen")
+        .and_then(Value::as_object_mut)
+    {
+        for (field, what) in [
+            ("prePromotionAnalysis", "pre-promotion analysis"),
+            ("postPromotionAnalysis", "post-promotion analysis"),
+        ] {
+            let skipped = bg
+                .get(field)
+                .is_some_and(|a| support.describe(what, a, &mut notes));
+            if skipped {
+                bg.remove(field);
+            }
+        }
+    }
     let Some(canary) = rollout
         .object
         .value
@@ -375,11 +479,11 @@ fn skip_missing_analysis(plan: &mut Plan, name: &str) -> Vec<String> {
     else {
         return notes;
     };
-    if let Some(absent) = canary.get("analysis").and_then(missing) {
+    let skipped = canary
+        .get("analysis")
+        .is_some_and(|a| support.describe("background analysis", a, &mut notes));
+    if skipped {
         canary.remove("analysis");
-        notes.push(format!(
-            "background analysis skipped: {absent} is not among the manifests"
-        ));
     }
     let mut weight = 0;
     for (i, step) in canary
@@ -392,14 +496,19 @@ fn skip_missing_analysis(plan: &mut Plan, name: &str) -> Vec<String> {
         if let Some(w) = step["setWeight"].as_i64() {
             weight = w;
         }
-        let Some(absent) = step.get("analysis").and_then(missing) else {
+        let Some(analysis) = step.get("analysis") else {
             continue;
         };
-        // Same step count, same weight: the steps after it keep their indexes.
-        *step = serde_json::json!({ "setWeight": weight });
-        notes.push(format!(
-            "step {i}: analysis skipped (the weight stays {weight}%): {absent} is not among the manifests"
-        ));
+        let what = format!("step {i}: analysis");
+        if let Some(why) = support.cannot_run(analysis) {
+            // Same step count, same weight: the steps after it keep their indexes.
+            *step = serde_json::json!({ "setWeight": weight });
+            notes.push(format!(
+                "{what} skipped (the weight stays {weight}%): {why}"
+            ));
+        } else if let Some(why) = support.assumes(analysis) {
+            notes.push(format!("{what}: {why}"));
+        }
     }
     notes
 }

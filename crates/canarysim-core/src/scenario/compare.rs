@@ -184,9 +184,13 @@ fn collect(
             Some((_, expected)) => (*expected, None),
             None => ro.map(rollout_weights).unwrap_or((0, None)),
         };
-        let (version, pod_ratio) = ro
+        let (version, mut pod_ratio) = ro
             .map(|ro| new_version(&runner, ro))
             .unwrap_or((String::new(), 0.0));
+        if let (Some(ro), Some((role, _))) = (ro, &blue_green) {
+            // A client of one Service reaches that Service's endpoints only.
+            pod_ratio = blue_green_endpoint_share(&runner, ro, role).unwrap_or(0.0);
+        }
         samples.push(Sample {
             step: step.index,
             time: step.time.clone(),
@@ -229,6 +233,20 @@ fn blue_green_service(ro: &Object, host: &str) -> Option<(String, i32)> {
         return Some(("active".into(), if switched { 100 } else { 0 }));
     }
     None
+}
+
+/// The current template's share of the ready endpoints of the rollout's `role` Service
+/// (active or preview).
+fn blue_green_endpoint_share(runner: &Runner, ro: &Object, role: &str) -> Option<f64> {
+    let spec: RolloutSpec = ro.spec_as().ok()?;
+    let bg = spec.blue_green()?.ok()?;
+    let service = if role == "preview" {
+        &bg.preview_service
+    } else {
+        &bg.active_service
+    };
+    let current = ro.status()["currentPodHash"].as_str().unwrap_or_default();
+    rollout_info::endpoint_share(&runner.world.api, ro.namespace(), service, current)
 }
 
 /// SetWeight and the canary weight written to the VirtualService.

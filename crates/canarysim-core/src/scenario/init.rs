@@ -115,24 +115,61 @@ pub fn scenario_with(
             ManifestSource::Inline(text) => json!({"inline": text}),
         })
         .collect();
-    let scenario = json!({
+    let jobs = job_metrics(&manifests);
+    let mut description = format!(
+        "Written by `canarysim init`: {} rolled out to a new image through every canary \
+         step (blue-green: through the switch); at each pause {requests} requests are sent \
+         and the share that reaches the canary must be the step's weight (blue-green: \
+         through the active Service, none before the switch and all after; through the \
+         preview Service, all) within {WITHIN_POINTS} point at {} % \
+         confidence.",
+        walked.join(", "),
+        CONFIDENCE * 100.0
+    );
+    if !jobs.is_empty() {
+        description.push_str(
+            " canarysim runs no Jobs: each job metric's measurements are scripted Successful \
+             in cluster.analysis_results (script Failed to try a failure).",
+        );
+    }
+    let mut scenario = json!({
         "name": format!("check-{}", walked.join("-")),
-        "description": format!(
-            "Written by `canarysim init`: {} rolled out to a new image through every canary \
-             step (blue-green: through the switch); at each pause {requests} requests are sent \
-             and the share that reaches the canary must be the step's weight (blue-green: \
-             through the active Service, none before the switch and all after; through the \
-             preview Service, all) within {WITHIN_POINTS} point at {} % \
-             confidence.",
-            walked.join(", "),
-            CONFIDENCE * 100.0
-        ),
+        "description": description,
         "namespace": namespace,
         "manifests": files,
         "steps": steps,
     });
+    if !jobs.is_empty() {
+        let results: Map<String, Value> = jobs
+            .into_iter()
+            .map(|metric| (metric, json!(["Successful"])))
+            .collect();
+        scenario["cluster"] = json!({"analysis_results": results});
+    }
     let text = yaml::to_text(&scenario).map_err(|e| e.to_string())?;
     Ok(Written { text, notes })
+}
+
+/// The names of the metrics measured by a Job in the manifests' analysis templates, each
+/// once: canarysim runs no Jobs, so a scenario scripts their outcome.
+pub(crate) fn job_metrics(manifests: &[Manifest]) -> std::collections::BTreeSet<String> {
+    manifests
+        .iter()
+        .filter(|m| {
+            matches!(
+                m.object.kind,
+                Kind::AnalysisTemplate | Kind::ClusterAnalysisTemplate
+            )
+        })
+        .flat_map(|m| {
+            m.object.spec()["metrics"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|metric| crate::analysis::provider::kind(&metric["provider"]) == Some("job"))
+        .filter_map(|metric| metric["name"].as_str().map(str::to_string))
+        .collect()
 }
 
 /// Rollouts written more than once (the same namespace and name), each said in a note.

@@ -1,7 +1,8 @@
-//! The rollout's side of analysis (`rollout/analysis.go`): which AnalysisRuns a canary
-//! needs (one per `analysis` step, one in the background from `startingStep`), creating
-//! them from their templates, terminating the ones no longer needed, and what their phase
-//! means for the rollout (Failed/Error abort it, Inconclusive pauses it).
+//! The rollout's side of analysis (`rollout/analysis.go`): which AnalysisRuns a rollout
+//! needs (a canary: one per `analysis` step, one in the background from `startingStep`; a
+//! blue-green: one before the switch, one after it), creating them from their templates,
+//! terminating the ones no longer needed, and what their phase means for the rollout
+//! (Failed/Error abort it, Inconclusive pauses it).
 //!
 //! Pure over the store: [`reconcile`] returns what the rollout reconciler applies.
 
@@ -10,7 +11,7 @@ use serde_json::{Value, json};
 use crate::analysis::Phase;
 use crate::analysis::types::{AnalysisSpec, Argument, Metric};
 use crate::apiserver::{ApiError, ApiServer, Patch};
-use crate::model::rollout::{CanaryStep, CanaryStrategy, RolloutStatus};
+use crate::model::rollout::{BlueGreenStrategy, CanaryStep, CanaryStrategy, RolloutStatus};
 use crate::model::{Kind, Object};
 
 pub use crate::model::rollout::AnalysisRunRef as RunRef;
@@ -47,6 +48,8 @@ pub(crate) struct TemplateRef {
 pub struct Decision {
     pub step_run: Option<RunRef>,
     pub background_run: Option<RunRef>,
+    pub pre_promotion_run: Option<RunRef>,
+    pub post_promotion_run: Option<RunRef>,
     /// Abort the rollout with this message (after "Rollout aborted update to revision N: ").
     pub abort: Option<String>,
     /// Pause with reason `InconclusiveAnalysisRun`.
@@ -58,10 +61,36 @@ pub struct Decision {
     pub error: Option<String>,
 }
 
+/// The strategy whose analyses a reconcile runs.
+pub enum Analyses<'a> {
+    Canary(&'a CanaryStrategy),
+    BlueGreen(BlueGreenAnalyses<'a>),
+}
+
+/// A blue-green rollout's promotion analyses and what their skip rules read.
+pub struct BlueGreenAnalyses<'a> {
+    pub strategy: &'a BlueGreenStrategy,
+    pub new_rs: Saturation,
+}
+
+/// The new ReplicaSet's size against the rollout's (`annotations.IsSaturated`).
+#[derive(Debug, Clone, Copy)]
+pub struct Saturation {
+    pub spec: i32,
+    pub available: i32,
+    pub replicas: i32,
+}
+
+impl Saturation {
+    fn saturated(&self) -> bool {
+        self.spec == self.replicas && self.available == self.replicas
+    }
+}
+
 /// Everything [`reconcile`] reads about the rollout.
 pub struct Context<'a> {
     pub rollout: &'a Object,
-    pub canary: &'a CanaryStrategy,
+    pub analyses: Analyses<'a>,
     pub status: &'a RolloutStatus,
     pub new_hash: &'a str,
     pub revision: i64,
@@ -74,6 +103,8 @@ pub struct Context<'a> {
 const STEP_INDEX_LABEL: &str = "step-index";
 const ROLLOUT_TYPE_LABEL: &str = "rollout-type";
 const INCONCLUSIVE: &str = "InconclusiveAnalysisRun";
+const PRE_PROMOTION: &str = "PrePromotion";
+const POST_PROMOTION: &str = "PostPromotion";
 
 /// `reconcileAnalysisRuns`.
 pub fn reconcile(api: &mut ApiServer, cx: &Context) -> Result<Decision, ApiError> {
@@ -83,67 +114,99 @@ pub fn reconcile(api: &mut ApiServer, cx: &Context) -> Result<Decision, ApiError
         r.as_ref()
             .and_then(|r| api.get(Kind::AnalysisRun, &ns, &r.name).ok().cloned())
     };
-    let current_step = current(&cx.status.canary.current_step_analysis_run_status);
-    let current_background = current(&cx.status.canary.current_background_analysis_run_status);
+    let st = cx.status;
+    let current_step = current(&st.canary.current_step_analysis_run_status);
+    let current_background = current(&st.canary.current_background_analysis_run_status);
+    let current_pre = current(&st.blue_green.pre_promotion_analysis_run_status);
+    let current_post = current(&st.blue_green.post_promotion_analysis_run_status);
     let owned: Vec<Object> = owned_runs(api, cx.rollout);
 
-    let cancel_all = cx.fully_promoted
-        || cx.status.abort
-        || cx.status.promote_full
-        || cx.status.stable_r_s.is_empty();
-    let (step_run, background_run) = if cancel_all {
-        (None, None)
+    let cancel_all = cx.fully_promoted || st.abort || st.promote_full || st.stable_r_s.is_empty();
+    // [step, background, pre-promotion, post-promotion]: the runs the rollout records.
+    let runs: [Option<Object>; 4] = if cancel_all {
+        // A blue-green rollout keeps recording its runs once stable; all of them stop.
+        [None, None, current_pre, current_post]
     } else {
-        let step = step_run(api, cx, current_step, &mut d)?;
-        let background = background_run(api, cx, current_background, &mut d)?;
-        (step, background)
+        match &cx.analyses {
+            Analyses::Canary(canary) => [
+                step_run(api, cx, canary, current_step, &mut d)?,
+                background_run(api, cx, canary, current_background, &mut d)?,
+                None,
+                None,
+            ],
+            Analyses::BlueGreen(bg) => {
+                let pre = promotion_run(api, cx, bg, PRE_PROMOTION, current_pre, &mut d)?;
+                let post = promotion_run(api, cx, bg, POST_PROMOTION, current_post, &mut d)?;
+                [None, None, pre, post]
+            }
+        }
     };
     // Every other run of this rollout that still measures is terminated.
     for run in owned {
-        let keep = [&step_run, &background_run]
-            .iter()
-            .any(|r| r.as_ref().is_some_and(|r| r.name() == run.name()));
+        let keep = !cancel_all && runs.iter().flatten().any(|r| r.name() == run.name());
         if !keep {
             terminate(api, &run, &mut d)?;
         }
     }
-    let previous = (
-        cx.status.canary.current_step_analysis_run_status.clone(),
-        cx.status
-            .canary
-            .current_background_analysis_run_status
-            .clone(),
-    );
-    d.step_run = step_run.as_ref().map(run_ref);
-    d.background_run = background_run.as_ref().map(run_ref);
-    for (before, now, kind) in [
-        (&previous.0, &d.step_run, "Step"),
-        (&previous.1, &d.background_run, "Background"),
-    ] {
-        let Some(now) = now else { continue };
-        if now.status.is_empty() {
-            continue;
-        }
-        let changed = match before {
-            None => true,
-            Some(b) => b.name == now.name && b.status != now.status,
-        };
-        if changed {
-            let prev = before
-                .as_ref()
-                .map(|b| b.status.clone())
-                .unwrap_or_else(|| "NoPreviousStatus".into());
-            d.events.push((
-                matches!(now.status.as_str(), "Failed" | "Error"),
-                format!("AnalysisRun{}", now.status),
-                format!(
-                    "{kind} Analysis Run '{}' Status New: '{}' Previous: '{prev}'",
-                    now.name, now.status
-                ),
-            ));
-        }
+    let [step, background, pre, post] = runs.map(|r| r.as_ref().map(run_ref));
+    let recorded = [
+        (
+            &st.blue_green.post_promotion_analysis_run_status,
+            &post,
+            POST_PROMOTION,
+        ),
+        (
+            &st.blue_green.pre_promotion_analysis_run_status,
+            &pre,
+            PRE_PROMOTION,
+        ),
+        (&st.canary.current_step_analysis_run_status, &step, "Step"),
+        (
+            &st.canary.current_background_analysis_run_status,
+            &background,
+            "Background",
+        ),
+    ];
+    for (before, now, kind) in recorded {
+        status_change_event(before, now, kind, &mut d);
     }
+    d.step_run = step;
+    d.background_run = background;
+    d.pre_promotion_run = pre;
+    d.post_promotion_run = post;
     Ok(d)
+}
+
+/// `emitAnalysisRunStatusChanges`: an event when a run of this type has a new phase.
+fn status_change_event(
+    before: &Option<RunRef>,
+    now: &Option<RunRef>,
+    kind: &str,
+    d: &mut Decision,
+) {
+    let Some(now) = now else { return };
+    if now.status.is_empty() {
+        return;
+    }
+    let changed = match before {
+        None => true,
+        Some(b) => b.name == now.name && b.status != now.status,
+    };
+    if !changed {
+        return;
+    }
+    let prev = before
+        .as_ref()
+        .map(|b| b.status.clone())
+        .unwrap_or_else(|| "NoPreviousStatus".into());
+    d.events.push((
+        matches!(now.status.as_str(), "Failed" | "Error"),
+        format!("AnalysisRun{}", now.status),
+        format!(
+            "{kind} Analysis Run '{}' Status New: '{}' Previous: '{prev}'",
+            now.name, now.status
+        ),
+    ));
 }
 
 fn run_ref(run: &Object) -> RunRef {
@@ -190,14 +253,15 @@ pub(crate) fn owned_runs(api: &ApiServer, rollout: &Object) -> Vec<Object> {
     runs
 }
 
-/// `needsNewAnalysisRun`.
+/// `needsNewAnalysisRun`: while the controller pauses, a new run only after an inconclusive
+/// one was promoted; a step or blue-green pause is not that pause.
 fn needs_new(current: Option<&Object>, status: &RolloutStatus, aborted_before: bool) -> bool {
     let Some(current) = current else { return true };
     if status.controller_pause
         && !status
             .pause_conditions
             .iter()
-            .any(|c| c.reason == "CanaryPauseStep")
+            .any(|c| c.reason == "CanaryPauseStep" || c.reason == "BlueGreenPause")
     {
         return phase_of(current) == Some(Phase::Inconclusive);
     }
@@ -208,6 +272,7 @@ fn needs_new(current: Option<&Object>, status: &RolloutStatus, aborted_before: b
 fn step_run(
     api: &mut ApiServer,
     cx: &Context,
+    canary: &CanaryStrategy,
     current: Option<Object>,
     d: &mut Decision,
 ) -> Result<Option<Object>, ApiError> {
@@ -215,7 +280,7 @@ fn step_run(
         return Ok(current);
     }
     let index = cx.status.current_step_index.unwrap_or(0);
-    let step: Option<&CanaryStep> = cx.canary.steps.get(index as usize);
+    let step: Option<&CanaryStep> = canary.steps.get(index as usize);
     let analysis: Option<RolloutAnalysis> = step
         .and_then(|s| s.analysis.clone())
         .and_then(|a| serde_json::from_value(a).ok());
@@ -230,7 +295,7 @@ fn step_run(
     };
     if needs_new(current.as_ref(), cx.status, cx.aborted_before) {
         let labels = json!({ROLLOUT_TYPE_LABEL: "Step", STEP_INDEX_LABEL: index.to_string()});
-        return create_run(api, cx, &analysis, Some(index), labels, d);
+        return create_run(api, cx, &analysis, Some(&index.to_string()), labels, d);
     }
     let run = current.expect("needs_new is true without a current run");
     effects(&run, "Step-based analysis phase error/failed", d);
@@ -241,15 +306,11 @@ fn step_run(
 fn background_run(
     api: &mut ApiServer,
     cx: &Context,
+    canary: &CanaryStrategy,
     current: Option<Object>,
     d: &mut Decision,
 ) -> Result<Option<Object>, ApiError> {
-    let analysis: Option<RolloutAnalysis> = cx
-        .canary
-        .analysis
-        .clone()
-        .and_then(|a| serde_json::from_value(a).ok())
-        .filter(|a: &RolloutAnalysis| !a.templates.is_empty());
+    let analysis = with_templates(canary.analysis.as_ref());
     let Some(analysis) = analysis else {
         if let Some(run) = &current {
             terminate(api, run, d)?;
@@ -262,12 +323,7 @@ fn background_run(
     if cx.fully_promoted || cx.status.current_pod_hash.is_empty() || before_starting_step {
         return Ok(None);
     }
-    if cx
-        .status
-        .pause_conditions
-        .iter()
-        .any(|c| c.reason == INCONCLUSIVE)
-    {
+    if paused_inconclusive(cx.status) {
         return Ok(current);
     }
     if needs_new(current.as_ref(), cx.status, cx.aborted_before) {
@@ -277,6 +333,115 @@ fn background_run(
     let run = current.expect("needs_new is true without a current run");
     effects(&run, "Background analysis phase error/failed", d);
     Ok(Some(run))
+}
+
+/// An analysis as the spec gives it, if it names a template.
+fn with_templates(analysis: Option<&Value>) -> Option<RolloutAnalysis> {
+    analysis
+        .and_then(|a| serde_json::from_value::<RolloutAnalysis>(a.clone()).ok())
+        .filter(|a| !a.templates.is_empty())
+}
+
+fn paused_inconclusive(status: &RolloutStatus) -> bool {
+    status
+        .pause_conditions
+        .iter()
+        .any(|c| c.reason == INCONCLUSIVE)
+}
+
+/// `reconcilePre/PostPromotionAnalysisRun` and `setPauseOrAbortForBlueGreen`: the
+/// pre-promotion run starts once the new ReplicaSet is up (at `previewReplicaCount` when
+/// set) and before the active Service switches to it; the post-promotion one once the
+/// switch is made, and the rollout completes only when it succeeds. None without templates,
+/// the current one (stopped) when it is not its time, a new one when [`needs_new`].
+fn promotion_run(
+    api: &mut ApiServer,
+    cx: &Context,
+    bg: &BlueGreenAnalyses,
+    kind: &str,
+    current: Option<Object>,
+    d: &mut Decision,
+) -> Result<Option<Object>, ApiError> {
+    let pre = kind == PRE_PROMOTION;
+    let (analysis, skip) = if pre {
+        let skip = skip_pre_promotion(cx.status, cx.new_hash, bg, current.is_some());
+        (bg.strategy.pre_promotion_analysis.as_ref(), skip)
+    } else {
+        let skip = skip_post_promotion(cx.status, cx.new_hash, bg.new_rs, current.is_some());
+        (bg.strategy.post_promotion_analysis.as_ref(), skip)
+    };
+    let Some(analysis) = with_templates(analysis) else {
+        if let Some(run) = &current {
+            terminate(api, run, d)?;
+        }
+        return Ok(None);
+    };
+    let run = if skip {
+        if let Some(run) = &current {
+            terminate(api, run, d)?;
+        }
+        current
+    } else if paused_inconclusive(cx.status) {
+        current
+    } else if needs_new(current.as_ref(), cx.status, cx.aborted_before) {
+        let labels = json!({ROLLOUT_TYPE_LABEL: kind});
+        let infix = if pre { "pre" } else { "post" };
+        create_run(api, cx, &analysis, Some(infix), labels, d)?
+    } else {
+        current
+    };
+    if let Some(run) = &run {
+        let which = if pre { "pre" } else { "post" };
+        effects(
+            run,
+            &format!("Blue/green {which}-promotion analysis phase error/failed"),
+            d,
+        );
+    }
+    Ok(run)
+}
+
+/// `skipPrePromotionAnalysisRun`: not on the first deploy, a rollback to stable or once the
+/// active Service is switched; not before the new ReplicaSet is up, unless already started.
+fn skip_pre_promotion(
+    status: &RolloutStatus,
+    new_hash: &str,
+    bg: &BlueGreenAnalyses,
+    started: bool,
+) -> bool {
+    let active = &status.blue_green.active_selector;
+    if status.stable_r_s == new_hash
+        || active.is_empty()
+        || active == new_hash
+        || new_hash.is_empty()
+    {
+        return true;
+    }
+    if started {
+        return false;
+    }
+    let rs = bg.new_rs;
+    match bg.strategy.preview_replica_count {
+        Some(preview) => rs.spec != preview || rs.available != preview,
+        None => !rs.saturated(),
+    }
+}
+
+/// `skipPostPromotionAnalysisRun`: only once the active Service selects the new ReplicaSet,
+/// not yet stable and (unless already started) at full size.
+pub(crate) fn skip_post_promotion(
+    status: &RolloutStatus,
+    new_hash: &str,
+    new_rs: Saturation,
+    started: bool,
+) -> bool {
+    if status.stable_r_s == new_hash
+        || status.blue_green.active_selector != new_hash
+        || new_hash.is_empty()
+    {
+        return true;
+    }
+    !started && !new_rs.saturated()
 }
 
 /// Inconclusive pauses the rollout; Failed or Error abort it.
@@ -311,13 +476,13 @@ fn terminate(api: &mut ApiServer, run: &Object, d: &mut Decision) -> Result<(), 
     Ok(())
 }
 
-/// Creates the run `<rollout>-<hash>-<revision>[-<step>]` (`.1`, `.2`… when the name is
+/// Creates the run `<rollout>-<hash>-<revision>[-<step>|-pre|-post]` (`.1`, `.2`… when the name is
 /// taken, as Argo's collision counter does) from the templates.
 fn create_run(
     api: &mut ApiServer,
     cx: &Context,
     analysis: &RolloutAnalysis,
-    step: Option<i32>,
+    infix: Option<&str>,
     labels: Value,
     d: &mut Decision,
 ) -> Result<Option<Object>, ApiError> {
@@ -330,8 +495,8 @@ fn create_run(
         }
     };
     let mut base = format!("{}-{}-{}", cx.rollout.name(), cx.new_hash, cx.revision);
-    if let Some(i) = step {
-        base.push_str(&format!("-{i}"));
+    if let Some(infix) = infix {
+        base.push_str(&format!("-{infix}"));
     }
     let mut labels = labels;
     labels["rollouts-pod-template-hash"] = json!(cx.new_hash);
@@ -564,6 +729,180 @@ pub fn field(object: &Value, path: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A status with this stable ReplicaSet and active selector.
+    fn status(stable: &str, active: &str) -> RolloutStatus {
+        let mut s = RolloutStatus {
+            stable_r_s: stable.into(),
+            ..RolloutStatus::default()
+        };
+        s.blue_green.active_selector = active.into();
+        s
+    }
+
+    fn rs(spec: i32, available: i32) -> Saturation {
+        Saturation {
+            spec,
+            available,
+            replicas: 2,
+        }
+    }
+
+    /// Argo's TestSkipPrePromotionAnalysisRun, case by case (the new ReplicaSet is `new`).
+    #[test]
+    fn pre_promotion_skip_rules_are_argos() {
+        let plain = BlueGreenStrategy::default();
+        let preview = BlueGreenStrategy {
+            preview_replica_count: Some(3),
+            ..BlueGreenStrategy::default()
+        };
+        let bg = |strategy, new_rs| BlueGreenAnalyses { strategy, new_rs };
+        let other = status("other", "other");
+        let cases: [(&str, &RolloutStatus, &str, BlueGreenAnalyses, bool, bool); 10] = [
+            (
+                "stable is new",
+                &status("new", "other"),
+                "new",
+                bg(&plain, rs(2, 2)),
+                false,
+                true,
+            ),
+            (
+                "no active selector",
+                &status("other", ""),
+                "new",
+                bg(&plain, rs(2, 2)),
+                false,
+                true,
+            ),
+            (
+                "active is new",
+                &status("other", "new"),
+                "new",
+                bg(&plain, rs(2, 2)),
+                false,
+                true,
+            ),
+            ("no pod hash", &other, "", bg(&plain, rs(2, 2)), false, true),
+            (
+                "started, unsaturated",
+                &other,
+                "new",
+                bg(&plain, rs(2, 1)),
+                true,
+                false,
+            ),
+            (
+                "unsaturated",
+                &other,
+                "new",
+                bg(&plain, rs(2, 1)),
+                false,
+                true,
+            ),
+            (
+                "saturated",
+                &other,
+                "new",
+                bg(&plain, rs(2, 2)),
+                false,
+                false,
+            ),
+            (
+                "at previewReplicaCount",
+                &other,
+                "new",
+                bg(&preview, rs(3, 3)),
+                false,
+                false,
+            ),
+            (
+                "below previewReplicaCount",
+                &other,
+                "new",
+                bg(&preview, rs(3, 2)),
+                false,
+                true,
+            ),
+            (
+                "started, below preview",
+                &other,
+                "new",
+                bg(&preview, rs(3, 2)),
+                true,
+                false,
+            ),
+        ];
+        for (case, st, hash, analyses, started, skip) in cases {
+            assert_eq!(
+                skip_pre_promotion(st, hash, &analyses, started),
+                skip,
+                "{case}"
+            );
+        }
+    }
+
+    /// Argo's TestSkipPostPromotionAnalysisRun, case by case.
+    #[test]
+    fn post_promotion_skip_rules_are_argos() {
+        let cases = [
+            (
+                "stable is new",
+                status("new", "new"),
+                "new",
+                rs(2, 2),
+                false,
+                true,
+            ),
+            (
+                "active not new",
+                status("other", "other"),
+                "new",
+                rs(2, 2),
+                false,
+                true,
+            ),
+            (
+                "no pod hash",
+                status("some", "some"),
+                "",
+                rs(2, 2),
+                false,
+                true,
+            ),
+            (
+                "started, unsaturated",
+                status("other", "new"),
+                "new",
+                rs(2, 1),
+                true,
+                false,
+            ),
+            (
+                "unsaturated",
+                status("other", "new"),
+                "new",
+                rs(2, 1),
+                false,
+                true,
+            ),
+            (
+                "saturated",
+                status("other", "new"),
+                "new",
+                rs(2, 2),
+                false,
+                false,
+            ),
+        ];
+        for (case, st, hash, new_rs, started, skip) in cases {
+            assert_eq!(
+                skip_post_promotion(&st, hash, new_rs, started),
+                skip,
+                "{case}"
+            );
+        }
+    }
 
     #[test]
     fn field_paths_read_names_and_labels() {

@@ -1,11 +1,13 @@
 //! Argo's `rollout/bluegreen.go` with the blue-green halves of `service.go`, `replicaset.go`
 //! and `sync.go`: the new ReplicaSet comes up beside the active one, the preview Service
-//! selects it at once, and the active Service switches to it when the pause (if any) is over;
-//! the old ReplicaSet is scaled down `scaleDownDelaySeconds` later.
+//! selects it at once, and the active Service switches to it when the pause (if any) and the
+//! pre-promotion analysis are over; the rollout completes when the post-promotion analysis
+//! succeeds, and the old ReplicaSet is scaled down `scaleDownDelaySeconds` later.
 
 // One reconciler across files: each part shares its module's imports and helpers.
 use super::*;
 use crate::model::rollout::BlueGreenStrategy;
+use rollout_analysis::{Analyses, BlueGreenAnalyses, Saturation};
 
 const BLUE_GREEN_PAUSE: &str = "BlueGreenPause";
 
@@ -52,7 +54,8 @@ impl Reconciler<'_> {
             stable,
             all,
         };
-        let halted = spec.paused;
+        // `haltProgress`: paused by hand or by an inconclusive analysis.
+        let halted = spec.paused || self.paused_inconclusive();
         if !halted && !bg.preview_service.is_empty() {
             self.switch_selector(&bg.preview_service, &sets.new_rs.hash)?;
         }
@@ -73,8 +76,72 @@ impl Reconciler<'_> {
         if !halted {
             self.reconcile_active_service(bg, n, &sets, active.as_deref(), added_pause)?;
         }
+        self.promotion_analyses(bg, n, &sets.new_rs)?;
         self.blue_green_status(bg, &sets, added_pause);
+        self.settle_controller_pause();
         self.write_status()
+    }
+
+    /// `reconcileAnalysisRuns` for blue-green: the pre- and post-promotion runs, and what
+    /// their phases mean for the rollout.
+    fn promotion_analyses(
+        &mut self,
+        bg: &BlueGreenStrategy,
+        n: i32,
+        new_rs: &Rs,
+    ) -> Result<(), ApiError> {
+        let decision = rollout_analysis::reconcile(
+            self.api,
+            &rollout_analysis::Context {
+                rollout: &self.rollout,
+                analyses: Analyses::BlueGreen(BlueGreenAnalyses {
+                    strategy: bg,
+                    new_rs: saturation(new_rs, n),
+                }),
+                status: &self.status,
+                new_hash: &new_rs.hash,
+                revision: new_rs.revision,
+                fully_promoted: !self.status.stable_r_s.is_empty()
+                    && self.status.stable_r_s == new_rs.hash,
+                aborted_before: self.original_status.aborted_at.is_some(),
+                now: self.now,
+            },
+        )?;
+        self.apply_analysis(decision);
+        Ok(())
+    }
+
+    fn paused_inconclusive(&self) -> bool {
+        self.status
+            .pause_conditions
+            .iter()
+            .any(|c| c.reason == INCONCLUSIVE_ANALYSIS)
+    }
+
+    /// The phase of a promotion run the rollout records, as the run holds it now.
+    fn promotion_run_phase(&self, run: &Option<rollout_analysis::RunRef>) -> Option<String> {
+        let run = run.as_ref()?;
+        let object = self
+            .api
+            .get(Kind::AnalysisRun, self.rollout.namespace(), &run.name)
+            .ok()?;
+        Some(object.status()["phase"].as_str().unwrap_or("").to_string())
+    }
+
+    /// `completedPrePromotionAnalysis`: none is configured, or its run succeeded.
+    fn completed_pre_promotion_analysis(&self, bg: &BlueGreenStrategy) -> bool {
+        bg.pre_promotion_analysis.is_none()
+            || self
+                .promotion_run_phase(&self.status.blue_green.pre_promotion_analysis_run_status)
+                .as_deref()
+                == Some("Successful")
+    }
+
+    /// Whether the post-promotion run has succeeded (false when there is none).
+    fn post_promotion_succeeded(&self) -> bool {
+        self.promotion_run_phase(&self.status.blue_green.post_promotion_analysis_run_status)
+            .as_deref()
+            == Some("Successful")
     }
 
     /// A new pod template (`resetRolloutStatus`): pauses, abort and promote-full are cleared.
@@ -84,6 +151,10 @@ impl Reconciler<'_> {
         self.status.promote_full = false;
         self.status.blue_green.scale_up_preview_check_point = false;
         self.status.current_step_index = None;
+        self.status.blue_green.pre_promotion_analysis_run_status = None;
+        self.status.blue_green.post_promotion_analysis_run_status = None;
+        self.status.canary.current_step_analysis_run_status = None;
+        self.status.canary.current_background_analysis_run_status = None;
         remove_condition(&mut self.status.conditions, "Paused");
     }
 
@@ -150,18 +221,37 @@ impl Reconciler<'_> {
         } else {
             self.scale(&sets.new_rs, want)?;
         }
-        self.scale_down_older_blue_green(bg, n, older)
+        self.scale_down_older_blue_green(bg, n, &sets.new_rs, older)
     }
 
     /// `scaleDownOldReplicaSetsForBlueGreen`: newest first, each old ReplicaSet no Service
     /// selects gets a scale-down deadline `scaleDownDelaySeconds` ahead (the first
     /// `scaleDownDelayRevisionLimit` of them; the rest go at once) and keeps its pods until then.
+    /// Nothing is scaled down while an inconclusive analysis pauses the rollout, nor, without
+    /// `scaleDownDelaySeconds`, before the post-promotion analysis succeeds.
     fn scale_down_older_blue_green(
         &mut self,
         bg: &BlueGreenStrategy,
         n: i32,
+        new_rs: &Rs,
         older: &[Rs],
     ) -> Result<(), ApiError> {
+        if self.paused_inconclusive() {
+            return Ok(());
+        }
+        if bg.post_promotion_analysis.is_some() && bg.scale_down_delay_seconds.is_none() {
+            let recorded = &self.status.blue_green.post_promotion_analysis_run_status;
+            let started = self.promotion_run_phase(recorded).is_some();
+            let skipped = rollout_analysis::skip_post_promotion(
+                &self.original_status,
+                &new_rs.hash,
+                saturation(new_rs, n),
+                started,
+            );
+            if !skipped && !self.post_promotion_succeeded() {
+                return Ok(());
+            }
+        }
         let mut by_revision: Vec<&Rs> = older.iter().collect();
         by_revision.sort_by_key(|r| std::cmp::Reverse(r.revision));
         let limit = bg
@@ -280,6 +370,10 @@ impl Reconciler<'_> {
                 .retain(|c| c.reason != BLUE_GREEN_PAUSE);
             return false;
         }
+        // The pause begins once the pre-promotion analysis has succeeded.
+        if !self.completed_pre_promotion_analysis(bg) {
+            return false;
+        }
         let cond = self
             .status
             .pause_conditions
@@ -322,8 +416,8 @@ impl Reconciler<'_> {
     }
 
     /// `reconcileActiveService`: once the new ReplicaSet is fully up and available, the
-    /// active Service switches to it when fast-tracked or when the pause is over; back to
-    /// the stable one on abort.
+    /// active Service switches to it when fast-tracked or when the pause and the
+    /// pre-promotion analysis are over; back to the stable one on abort.
     fn reconcile_active_service(
         &mut self,
         bg: &BlueGreenStrategy,
@@ -338,9 +432,9 @@ impl Reconciler<'_> {
             return Ok(());
         }
         let mut target = active.unwrap_or("").to_string();
-        if self.blue_green_fast_tracked(&new_rs.hash, active)
-            || self.completed_blue_green_pause(bg, added_pause)
-        {
+        let promoted = self.completed_blue_green_pause(bg, added_pause)
+            && self.completed_pre_promotion_analysis(bg);
+        if self.blue_green_fast_tracked(&new_rs.hash, active) || promoted {
             target.clone_from(&new_rs.hash);
         }
         if self.status.abort {
@@ -369,7 +463,8 @@ impl Reconciler<'_> {
     }
 
     /// `syncRolloutStatusBlueGreen`: the selectors as the Services hold them, full promotion
-    /// (`shouldFullPromote`), and the preview scale-up checkpoint.
+    /// (`shouldFullPromote`: after a successful post-promotion analysis, if there is one),
+    /// and the preview scale-up checkpoint.
     fn blue_green_status(
         &mut self,
         bg: &BlueGreenStrategy,
@@ -387,7 +482,9 @@ impl Reconciler<'_> {
             None
         } else if self.status.promote_full {
             Some("Full promotion requested")
-        } else if self.status.abort {
+        } else if self.status.abort
+            || (bg.post_promotion_analysis.is_some() && !self.post_promotion_succeeded())
+        {
             None
         } else {
             Some("Completed blue-green update")
@@ -398,6 +495,7 @@ impl Reconciler<'_> {
                 let checkpoint = bg.preview_replica_count.is_some()
                     && (self.status.blue_green.scale_up_preview_check_point
                         || (self.completed_blue_green_pause(bg, added_pause)
+                            && self.completed_pre_promotion_analysis(bg)
                             && bg.preview_replica_count == Some(sets.new_rs.available)));
                 self.status.blue_green.scale_up_preview_check_point = checkpoint;
             }
@@ -428,4 +526,12 @@ impl Reconciler<'_> {
 
 fn auto_promotion(bg: &BlueGreenStrategy) -> Duration {
     Duration::from_secs(bg.auto_promotion_seconds.max(0) as u64)
+}
+
+fn saturation(rs: &Rs, replicas: i32) -> Saturation {
+    Saturation {
+        spec: rs.spec,
+        available: rs.available,
+        replicas,
+    }
 }

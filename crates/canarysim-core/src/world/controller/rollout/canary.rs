@@ -107,7 +107,7 @@ impl Reconciler<'_> {
             self.api,
             &rollout_analysis::Context {
                 rollout: &self.rollout,
-                canary,
+                analyses: rollout_analysis::Analyses::Canary(canary),
                 status: &self.status,
                 new_hash: &new_hash,
                 revision: new_rs.revision,
@@ -141,6 +141,7 @@ impl Reconciler<'_> {
         if !fully_promoted && !self.status.abort && ready {
             self.complete_update(canary, &new_rs, &new_hash);
         }
+        self.settle_controller_pause();
         self.write_status()
     }
 

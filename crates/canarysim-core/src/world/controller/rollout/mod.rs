@@ -281,7 +281,7 @@ impl Reconciler<'_> {
         }
         let missing = match (&canary, &blue_green) {
             (Some(canary), _) => self.referenced_resources_error(&spec, canary),
-            (None, Some(bg)) => self.blue_green_services_error(bg),
+            (None, Some(bg)) => self.blue_green_references_error(bg),
             (None, None) => None,
         };
         if let Some(message) = missing {
@@ -295,17 +295,34 @@ impl Reconciler<'_> {
         }
     }
 
-    /// `getReferencedServices` for blue-green: the active Service and, when named, the
-    /// preview one must exist.
-    fn blue_green_services_error(
+    /// `getRolloutReferencedResources` for blue-green: the active Service and, when named,
+    /// the preview one must exist, then the promotion analyses' templates.
+    fn blue_green_references_error(
         &self,
         bg: &crate::model::rollout::BlueGreenStrategy,
     ) -> Option<String> {
         let ns = self.rollout.namespace();
-        blue_green_services(bg)
+        if let Some((field, svc)) = blue_green_services(bg)
             .into_iter()
             .find(|(_, svc)| self.api.get(Kind::Service, ns, svc).is_err())
-            .map(|(field, svc)| service_not_found(field, svc))
+        {
+            return Some(service_not_found(field, svc));
+        }
+        let missing = missing_analysis_templates(blue_green_analysis_refs(bg), |kind, name| {
+            self.template_exists(kind, name)
+        });
+        missing.into_iter().next().map(|(_, message)| message)
+    }
+
+    /// Whether an AnalysisTemplate (in the rollout's namespace) or a ClusterAnalysisTemplate
+    /// is stored.
+    fn template_exists(&self, kind: Kind, name: &str) -> bool {
+        let ns = if kind == Kind::ClusterAnalysisTemplate {
+            ""
+        } else {
+            self.rollout.namespace()
+        };
+        self.api.get(kind, ns, name).is_ok()
     }
 
     /// Records an InvalidSpec condition (phase Degraded) and stops.
@@ -342,13 +359,8 @@ impl Reconciler<'_> {
             }
         }
         // `getReferencedRolloutAnalyses`: every template an analysis names must exist.
-        let missing = missing_analysis_templates(canary, |kind, name| {
-            let ns = if kind == Kind::ClusterAnalysisTemplate {
-                ""
-            } else {
-                ns
-            };
-            self.api.get(kind, ns, name).is_ok()
+        let missing = missing_analysis_templates(analysis_refs(canary), |kind, name| {
+            self.template_exists(kind, name)
         });
         if let Some((_, message)) = missing.into_iter().next() {
             return Some(message);
@@ -407,6 +419,8 @@ struct SpecSummary {
     indefinite_steps: Vec<bool>,
     /// The blue-green strategy (phase and counts follow the active ReplicaSet).
     blue_green: bool,
+    /// Blue-green with `postPromotionAnalysis`: after the switch the rollout waits for it.
+    post_promotion_analysis: bool,
 }
 
 impl SpecSummary {
@@ -442,6 +456,8 @@ impl SpecSummary {
             }) || blue_green
                 .is_some_and(|b| b.abort_scale_down_delay_seconds != Some(0)),
             blue_green: blue_green.is_some(),
+            post_promotion_analysis: blue_green
+                .is_some_and(|b| b.post_promotion_analysis.is_some()),
             indefinite_steps: spec
                 .canary()
                 .map(|c| {
@@ -683,14 +699,15 @@ pub(crate) fn template_images(template: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// Argo's `getReferencedRolloutAnalyses`: the templates the canary's analyses name that
-/// `exists(kind, name)` does not find, each with its field path and Argo's message.
+/// Argo's `getReferencedRolloutAnalyses`: the templates the analyses name (from
+/// [`analysis_refs`] or [`blue_green_analysis_refs`]) that `exists(kind, name)` does not
+/// find, each with its field path and Argo's message.
 pub(crate) fn missing_analysis_templates(
-    canary: &CanaryStrategy,
+    refs: Vec<(String, rollout_analysis::RolloutAnalysis)>,
     exists: impl Fn(Kind, &str) -> bool,
 ) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for (path, analysis) in analysis_refs(canary) {
+    for (path, analysis) in refs {
         for t in &analysis.templates {
             let kind = if t.cluster_scope {
                 Kind::ClusterAnalysisTemplate
@@ -737,4 +754,20 @@ pub(crate) fn analysis_refs(
         out.push(("spec.strategy.canary.analysis.templates".to_string(), a));
     }
     out
+}
+
+/// A blue-green rollout's pre- and post-promotion analyses, with their field paths.
+pub(crate) fn blue_green_analysis_refs(
+    bg: &crate::model::rollout::BlueGreenStrategy,
+) -> Vec<(String, rollout_analysis::RolloutAnalysis)> {
+    [
+        ("prePromotionAnalysis", &bg.pre_promotion_analysis),
+        ("postPromotionAnalysis", &bg.post_promotion_analysis),
+    ]
+    .into_iter()
+    .filter_map(|(field, analysis)| {
+        let a = serde_json::from_value(analysis.clone()?).ok()?;
+        Some((format!("spec.strategy.blueGreen.{field}.templates"), a))
+    })
+    .collect()
 }

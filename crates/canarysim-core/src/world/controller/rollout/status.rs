@@ -12,6 +12,15 @@ impl Reconciler<'_> {
         self.status.aborted_at = None;
     }
 
+    /// `CalculatePauseConditions`: controllerPause outlives no pause condition, so a promote
+    /// by hand is seen by one whole reconcile only. (Not after the early returns, where Argo
+    /// would still have gone on and seen the promote.)
+    pub(super) fn settle_controller_pause(&mut self) {
+        if self.status.pause_conditions.is_empty() {
+            self.status.controller_pause = false;
+        }
+    }
+
     /// Both strategies' `RemoveAbort` on a full promotion and `CalculateAbortStatus`: an
     /// abort clears the pauses and is stamped once; without one there is no `abortedAt`.
     pub(super) fn settle_abort_and_full_promotion(&mut self) {
@@ -327,10 +336,19 @@ fn phase(spec: &SpecSummary, s: &RolloutStatus) -> (&'static str, String) {
             return ("Progressing", "active service cutover pending".into());
         }
         if s.stable_r_s != s.current_pod_hash {
-            return (
-                "Progressing",
-                "waiting for post-promotion verification to complete".into(),
-            );
+            // `waitingForBlueGreenPostPromotionAnalysis`.
+            let analysis_done = s
+                .blue_green
+                .post_promotion_analysis_run_status
+                .as_ref()
+                .and_then(|r| crate::analysis::Phase::parse(&r.status))
+                .is_some_and(crate::analysis::Phase::completed);
+            let message = if spec.post_promotion_analysis && !analysis_done {
+                "waiting for analysis to complete"
+            } else {
+                "waiting for post-promotion verification to complete"
+            };
+            return ("Progressing", message.into());
         }
         return ("Healthy", String::new());
     }

@@ -10,6 +10,8 @@ impl Reconciler<'_> {
     pub(super) fn apply_analysis(&mut self, d: rollout_analysis::Decision) {
         self.status.canary.current_step_analysis_run_status = d.step_run;
         self.status.canary.current_background_analysis_run_status = d.background_run;
+        self.status.blue_green.pre_promotion_analysis_run_status = d.pre_promotion_run;
+        self.status.blue_green.post_promotion_analysis_run_status = d.post_promotion_run;
         self.outcome.changed |= d.changed;
         for (warning, reason, message) in d.events {
             self.event(warning, &reason, message);
@@ -60,7 +62,8 @@ impl Reconciler<'_> {
                 .find(|c| c.reason == CANARY_PAUSE_STEP)
                 .cloned();
             match cond {
-                None if self.status.controller_pause => true, // promoted
+                // Promoted: `CompletedCanaryPauseStep` reads the status as it was read.
+                None if self.original_status.controller_pause => true,
                 None => {
                     self.status.pause_conditions.push(PauseCondition {
                         reason: CANARY_PAUSE_STEP.into(),
