@@ -540,7 +540,9 @@ pub fn send(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome
         dialer.clone(),
     ))?;
     let protocol = probe.protocol;
-    let mut adopted = probe.open;
+    // The probe's connection goes on in a worker whose tally knows the probe's versions at
+    // the same indexes, as the connection refers to them.
+    let mut adopted = probe.open.map(|open| (open, Tally::adopting(&first_tally)));
     let (done_tx, done_rx) = std::sync::mpsc::channel::<Result<Tally, String>>();
     for (t, rt) in runtimes.into_iter().enumerate() {
         // Connections dealt out evenly: the first threads take one more.
@@ -558,11 +560,16 @@ pub fn send(load: &HttpLoad, progress: &dyn Fn(&Snapshot)) -> Result<HttpOutcome
                 let tally = rt.block_on(async move {
                     let mut workers = tokio::task::JoinSet::new();
                     for _ in 0..mine {
+                        let (open, tally) = match open.take() {
+                            Some((open, tally)) => (Some(open), tally),
+                            None => (None, Tally::default()),
+                        };
                         workers.spawn(worker(
                             load.clone(),
                             shared.clone(),
                             dialer.clone(),
-                            open.take(),
+                            open,
+                            tally,
                         ));
                     }
                     let mut tally = Tally::default();
@@ -776,14 +783,14 @@ fn describe(e: &hyper::Error) -> String {
 
 /// One client connection slot: sends requests one after another, reconnecting when the
 /// connection ends (or for every request without keep-alive). `open`: the probe's
-/// connection, for the slot that carries it on.
+/// connection, for the slot that carries it on, with `tally` knowing its versions.
 async fn worker(
     load: Arc<HttpLoad>,
     shared: Arc<Shared>,
     dialer: Arc<Dialer>,
     mut open: Option<(Sender, Connection)>,
+    mut tally: Tally,
 ) -> Tally {
-    let mut tally = Tally::default();
     let mut pending = Pending::default();
     while let Some(intended) = shared.claim() {
         // Only an open loop waits (the timer has millisecond granularity: a closed loop

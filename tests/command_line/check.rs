@@ -227,9 +227,22 @@ fn a_blue_green_rollout_shows_the_switch_through_its_active_and_preview_services
     assert!(text.contains("PASSED: 1 Rollout checked"), "{text}");
 }
 
-/// Checks the blue-green example with a pre-promotion analysis of one metric from
-/// `provider`: the report's notes and its rows.
-fn check_with_pre_promotion_provider(provider: &str) -> (Value, String) {
+/// An AnalysisTemplate `name` of one metric `name` measured by `provider`, nesting
+/// `nested` templates.
+fn template(name: &str, provider: &str, nested: &[&str]) -> String {
+    let nested: Vec<String> = nested
+        .iter()
+        .map(|n| format!("{{templateName: {n}}}"))
+        .collect();
+    format!(
+        "---\napiVersion: argoproj.io/v1alpha1\nkind: AnalysisTemplate\nmetadata: {{name: {name}}}\nspec:\n  templates: [{}]\n  metrics:\n  - {{name: {name}, successCondition: 'result == true', provider: {provider}}}\n",
+        nested.join(", ")
+    )
+}
+
+/// Checks the blue-green example with a pre-promotion analysis of template `smoke` (among
+/// `templates`): the report's notes and its rows.
+fn check_with_pre_promotion_analysis(templates: &str) -> (Value, String) {
     let repo = tempfile::tempdir().unwrap();
     let manifests =
         std::fs::read_to_string(root().join("scenarios/manifests/rollout-bluegreen.yaml"))
@@ -238,10 +251,7 @@ fn check_with_pre_promotion_provider(provider: &str) -> (Value, String) {
                 "      autoPromotionEnabled: false\n",
                 "      autoPromotionEnabled: false\n      prePromotionAnalysis: {templates: [{templateName: smoke}]}\n",
             );
-    let template = format!(
-        "---\napiVersion: argoproj.io/v1alpha1\nkind: AnalysisTemplate\nmetadata: {{name: smoke}}\nspec:\n  metrics:\n  - {{name: smoke, successCondition: 'result == true', provider: {provider}}}\n"
-    );
-    std::fs::write(repo.path().join("rollout.yaml"), manifests + &template).unwrap();
+    std::fs::write(repo.path().join("rollout.yaml"), manifests + templates).unwrap();
     let dir = repo.path().to_str().unwrap();
     let (code, out, err) = run(&["check", dir, "--requests", "20000", "--format", "json"]);
     assert_eq!(code, 0, "{out}{err}");
@@ -256,16 +266,26 @@ fn check_with_pre_promotion_provider(provider: &str) -> (Value, String) {
 #[test]
 fn a_promotion_analysis_canarysim_cannot_measure_is_assumed_or_skipped_with_a_note() {
     let job = "{job: {spec: {template: {spec: {containers: [{name: c, image: curl}], restartPolicy: Never}}}}}";
-    let (notes, out) = check_with_pre_promotion_provider(job);
+    let (notes, out) = check_with_pre_promotion_analysis(&template("smoke", job, &[]));
     assert_eq!(
         notes[0],
         "pre-promotion analysis: AnalysisTemplate 'smoke': metric 'smoke' is a Job, which canarysim does not run: each job is assumed to succeed",
         "{out}"
     );
-    let (notes, out) = check_with_pre_promotion_provider("{web: {url: 'http://smoke/'}}");
+    let web = "{web: {url: 'http://smoke/'}}";
+    let (notes, out) = check_with_pre_promotion_analysis(&template("smoke", web, &[]));
     assert_eq!(
         notes[0],
         "pre-promotion analysis skipped: AnalysisTemplate 'smoke': metric 'smoke' uses the web provider, which canarysim does not run",
+        "{out}"
+    );
+    // What a nested template needs counts for the template that nests it.
+    let prometheus = "{prometheus: {address: 'http://prometheus:9090', query: 'vector(1)'}}";
+    let nesting = template("smoke", prometheus, &["probe"]) + &template("probe", web, &[]);
+    let (notes, out) = check_with_pre_promotion_analysis(&nesting);
+    assert_eq!(
+        notes[0],
+        "pre-promotion analysis skipped: AnalysisTemplate 'smoke': it nests AnalysisTemplate 'probe': metric 'probe' uses the web provider, which canarysim does not run",
         "{out}"
     );
 }

@@ -478,3 +478,45 @@ fn served_events_are_event_objects_and_a_repeat_counts_on_the_first() {
     assert_eq!(plain.world.events.len(), world.events.len());
     assert!(plain.world.api.list(event_kind, None, None).is_empty());
 }
+
+/// The API server keeps an Event an hour after its last write (`--event-ttl`): served
+/// worlds drop them then, as a cluster does, so that pod churn does not grow the store.
+#[test]
+fn served_events_expire_an_hour_after_their_last_write() {
+    use canarysim::scenario::{Disk, Runner, load};
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/seed-004-walkthrough.yaml");
+    let plan = load(&path, &Disk).unwrap();
+    let event_kind = Kind::Stored(canarysim::model::stored_kind::known("", "Event").unwrap());
+    let mut served = Runner::with_watch_log(&plan, None, true);
+    while served.step().is_some() {}
+    let world = &mut served.world;
+    let written = world.api.list(event_kind, None, None).len();
+    assert!(written > 10, "{written}");
+    let last = |w: &World| {
+        w.api
+            .list(event_kind, None, None)
+            .iter()
+            .filter_map(|e| e.value["lastTimestamp"].as_str().map(str::to_string))
+            .max()
+            .unwrap()
+    };
+    let newest = last(world);
+    // Just under an hour after the newest write, a restart writes new events; nothing the
+    // hour has not passed for goes.
+    world.advance(Duration::from_secs(3000)).unwrap();
+    world.restart(NS, RO, Duration::ZERO).unwrap();
+    world.advance(Duration::from_secs(599)).unwrap();
+    let kept = world.api.list(event_kind, None, None);
+    assert!(kept.len() > 1, "{}", kept.len());
+    assert!(
+        kept.iter()
+            .all(|e| e.value["lastTimestamp"].as_str().unwrap() >= newest.as_str()),
+        "only the writes of the last hour remain"
+    );
+    assert!(kept.len() < written, "{} of {written}", kept.len());
+    world.advance(Duration::from_secs(3600)).unwrap();
+    assert!(
+        world.api.list(event_kind, None, None).is_empty(),
+        "an hour after the restart's events, none is left"
+    );
+}

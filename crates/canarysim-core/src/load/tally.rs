@@ -140,6 +140,19 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// An empty tally that knows `other`'s versions at the same indexes: a connection
+    /// `other` opened (the probe's, adopted by a worker) refers to them by index.
+    pub fn adopting(other: &Tally) -> Tally {
+        Tally {
+            versions: other
+                .versions
+                .iter()
+                .map(|v| ArmStats::new(v.role, v.version.clone()))
+                .collect(),
+            ..Tally::default()
+        }
+    }
+
     fn version_index(&mut self, version: &str) -> usize {
         match self.versions.iter().position(|v| v.version == version) {
             Some(i) => i,
@@ -413,6 +426,26 @@ mod tests {
         assert_eq!(record("yellow"), OnConnection::SecondVersion);
         assert_eq!(record("blue"), OnConnection::Nothing);
         assert_eq!(record("yellow"), OnConnection::Nothing);
+    }
+
+    #[test]
+    fn a_connection_adopted_from_another_tally_keeps_its_versions() {
+        // The probe's tally sees blue answer on the connection; a worker adopts it.
+        let mut probe = Tally::default();
+        let mut c = probe.opened();
+        probe.record(Some(&mut c), Ending::Status(200), Some("blue"), 10);
+        let mut worker = Tally::adopting(&probe);
+        worker.record(Some(&mut c), Ending::Status(200), Some("green"), 10);
+        worker.record(Some(&mut c), Ending::Reset, None, 10);
+        worker.closed(c);
+        assert_eq!(worker.versions[0].version, "blue");
+        assert_eq!(worker.versions[0].responses, 0);
+        assert_eq!(worker.versions[1].lost, 1, "lost by green, its last");
+        probe.merge(worker);
+        assert_eq!(probe.versions[0].responses, 1);
+        assert_eq!(probe.versions[1].responses, 1);
+        // One connection, answered by both: mixed, in the unit-of-randomisation evidence.
+        assert_eq!(probe.multi.get(&2), Some(&(1, 0)));
     }
 
     #[test]

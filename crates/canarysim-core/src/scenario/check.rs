@@ -348,13 +348,16 @@ fn analysis_templates(canary: &Value) -> Vec<(Kind, String)> {
         .collect()
 }
 
+/// An AnalysisTemplate or ClusterAnalysisTemplate, by kind and name.
+type TemplateKey = (Kind, String);
+
 /// What canarysim can do with the analysis templates among a plan's manifests.
 struct TemplateSupport {
-    present: Vec<(Kind, String)>,
+    present: Vec<TemplateKey>,
     /// Why a template cannot be measured here: a provider neither run nor scripted.
-    unrunnable: BTreeMap<(Kind, String), String>,
+    unrunnable: BTreeMap<TemplateKey, String>,
     /// What measuring a template here assumes: a Job's outcome, scripted.
-    assumed: BTreeMap<(Kind, String), String>,
+    assumed: BTreeMap<TemplateKey, String>,
 }
 
 impl TemplateSupport {
@@ -387,7 +390,58 @@ impl TemplateSupport {
             }
             support.present.push(key);
         }
+        support.through_nested_templates(plan);
         support
+    }
+
+    /// A template that nests another inherits what keeps that one from running, or what it
+    /// assumes (nesting is followed as deep as it goes).
+    fn through_nested_templates(&mut self, plan: &Plan) {
+        let nesting: Vec<(TemplateKey, Vec<TemplateKey>)> = plan
+            .manifests
+            .iter()
+            .filter(|m| {
+                self.present
+                    .contains(&(m.object.kind, m.object.name().to_string()))
+            })
+            .map(|m| {
+                let nested =
+                    serde_json::json!({ "analysis": {"templates": m.object.spec()["templates"]} });
+                let key = (m.object.kind, m.object.name().to_string());
+                (key, analysis_templates(&nested))
+            })
+            .filter(|(_, nested)| !nested.is_empty())
+            .collect();
+        // Each pass settles at least one more level; a cycle stops at the count.
+        for _ in 0..=nesting.len() {
+            let mut changed = false;
+            for (outer, nested) in &nesting {
+                for inner in nested {
+                    let label = format!("{:?} '{}'", inner.0, inner.1);
+                    let why = if !self.present.contains(inner) {
+                        Some(format!("it nests {label}, not among the manifests"))
+                    } else {
+                        self.unrunnable
+                            .get(inner)
+                            .map(|w| format!("it nests {label}: {w}"))
+                    };
+                    if let Some(why) = why.filter(|_| !self.unrunnable.contains_key(outer)) {
+                        self.unrunnable.insert(outer.clone(), why);
+                        changed = true;
+                    }
+                    if let Some(w) = self.assumed.get(inner).cloned() {
+                        if !self.assumed.contains_key(outer) {
+                            self.assumed
+                                .insert(outer.clone(), format!("it nests {label}: {w}"));
+                            changed = true;
+                        }
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
     }
 
     /// Why this analysis cannot run, if it cannot.
@@ -412,7 +466,7 @@ impl TemplateSupport {
     fn reasons(
         &self,
         analysis: &Value,
-        about: impl Fn(&(Kind, String)) -> Option<String>,
+        about: impl Fn(&TemplateKey) -> Option<String>,
     ) -> Option<String> {
         let wanted = analysis_templates(&serde_json::json!({ "analysis": analysis }));
         let reasons: Vec<String> = wanted

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use std::collections::HashMap;
 
 use crate::apiserver::ApiServer;
+use crate::clock::SimTime;
 use crate::controller::rollout::Event;
 use crate::model::{Kind, Object, stored_kind};
 
@@ -14,6 +15,13 @@ const COMPONENT: &str = "rollouts-controller";
 
 /// The component the ReplicaSet controller records its events as (kube-controller-manager).
 const REPLICA_SET_CONTROLLER: &str = "replicaset-controller";
+
+/// How long the API server keeps an Event after its last write (kube-apiserver's
+/// `--event-ttl`, default one hour).
+pub const EVENT_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// How often expired Events are looked for (each look lists every Event).
+const EXPIRY_CHECK: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Writes the events emitted since the last call; an event equal to one written before
 /// (same object, type, reason and message) counts again on that Event, as client-go's
@@ -26,6 +34,8 @@ pub struct Recorder {
     replica_set_written: usize,
     /// (namespace, object, warning, reason, message) → the Event's name.
     names: HashMap<(String, String, bool, String, String), String>,
+    /// When expired Events were last looked for.
+    expiry_checked: Option<SimTime>,
 }
 
 impl Recorder {
@@ -45,6 +55,43 @@ impl Recorder {
             REPLICA_SET_CONTROLLER,
         );
         self.replica_set_written += events.len();
+    }
+
+    /// Deletes every Event (the controllers' or a client's) last written [`EVENT_TTL`] or
+    /// more before `now`, as the API server's TTL does; looked for once a minute of
+    /// virtual time at most.
+    pub fn expire(&mut self, api: &mut ApiServer, now: SimTime) {
+        if self
+            .expiry_checked
+            .is_some_and(|at| now < at.after(EXPIRY_CHECK))
+        {
+            return;
+        }
+        self.expiry_checked = Some(now);
+        let Some(event_kind) = stored_kind::known("", "Event").map(Kind::Stored) else {
+            return;
+        };
+        let expired: Vec<(String, String)> = api
+            .list(event_kind, None, None)
+            .into_iter()
+            .filter(|e| {
+                let last = e.value["lastTimestamp"]
+                    .as_str()
+                    .or_else(|| e.value["eventTime"].as_str())
+                    .or_else(|| e.metadata()?.get("creationTimestamp")?.as_str());
+                last.and_then(SimTime::parse_rfc3339)
+                    .is_some_and(|t| now >= t.after(EVENT_TTL))
+            })
+            .map(|e| (e.namespace().to_string(), e.name().to_string()))
+            .collect();
+        if expired.is_empty() {
+            return;
+        }
+        for (namespace, name) in &expired {
+            let _ = api.delete(event_kind, namespace, name);
+        }
+        self.names
+            .retain(|(namespace, ..), name| !expired.contains(&(namespace.clone(), name.clone())));
     }
 
     /// `first` numbers the first of `events` in its stream (names stay apart at one instant).

@@ -280,6 +280,7 @@ impl World {
                     self.recorder
                         .record_replica_set_events(&mut self.api, &self.replica_set_events);
                     self.replica_set_events.clear();
+                    self.recorder.expire(&mut self.api, self.now);
                 }
                 self.push_routes();
                 self.api.forget_decoded();

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::Value;
+
 use crate::model::Object;
 
 /// One requirement of a label selector.
@@ -27,6 +29,69 @@ impl Requirement {
             Requirement::DoesNotExist(k) => !labels.contains_key(k),
         }
     }
+
+    fn key(&self) -> &str {
+        match self {
+            Requirement::Equals(k, _)
+            | Requirement::NotEquals(k, _)
+            | Requirement::In(k, _)
+            | Requirement::NotIn(k, _)
+            | Requirement::Exists(k)
+            | Requirement::DoesNotExist(k) => k,
+        }
+    }
+
+    /// `labels.Requirement.String()`: sets of values sorted.
+    fn text(&self) -> String {
+        let set = |vs: &[String]| {
+            let mut vs = vs.to_vec();
+            vs.sort();
+            vs.dedup();
+            vs.join(",")
+        };
+        match self {
+            Requirement::Equals(k, v) => format!("{k}={v}"),
+            Requirement::NotEquals(k, v) => format!("{k}!={v}"),
+            Requirement::In(k, vs) => format!("{k} in ({})", set(vs)),
+            Requirement::NotIn(k, vs) => format!("{k} notin ({})", set(vs)),
+            Requirement::Exists(k) => k.clone(),
+            Requirement::DoesNotExist(k) => format!("!{k}"),
+        }
+    }
+}
+
+/// A `metav1.LabelSelector` (`matchLabels`, `matchExpressions`) as Kubernetes writes it
+/// (`LabelSelectorAsSelector(…).String()`): the requirements sorted by key, each set of
+/// values sorted. None when an expression has an operator Kubernetes does not know.
+pub(crate) fn label_selector_string(selector: &Value) -> Option<String> {
+    let mut requirements: Vec<Requirement> =
+        crate::model::object::string_map(selector.get("matchLabels"))
+            .into_iter()
+            .map(|(k, v)| Requirement::Equals(k, v))
+            .collect();
+    for e in selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let key = e["key"].as_str().unwrap_or_default().to_string();
+        let values: Vec<String> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect();
+        requirements.push(match e["operator"].as_str().unwrap_or_default() {
+            "In" => Requirement::In(key, values),
+            "NotIn" => Requirement::NotIn(key, values),
+            "Exists" => Requirement::Exists(key),
+            "DoesNotExist" => Requirement::DoesNotExist(key),
+            _ => return None,
+        });
+    }
+    requirements.sort_by(|a, b| a.key().cmp(b.key()));
+    let texts: Vec<String> = requirements.iter().map(Requirement::text).collect();
+    Some(texts.join(","))
 }
 
 /// What a list or watch selects: every requirement must hold.
@@ -202,6 +267,28 @@ fn valid_key(key: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_label_selector_is_written_as_kubernetes_writes_it() {
+        let selector = serde_json::json!({
+            "matchLabels": {"zone": "a", "app": "demo"},
+            "matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["web", "api"]},
+                {"key": "canary", "operator": "DoesNotExist"},
+                {"key": "track", "operator": "NotIn", "values": ["b", "a", "b"]},
+            ]
+        });
+        assert_eq!(
+            label_selector_string(&selector).as_deref(),
+            Some("app=demo,!canary,tier in (api,web),track notin (a,b),zone=a")
+        );
+        let unknown = serde_json::json!({"matchExpressions": [{"key": "k", "operator": "Gt"}]});
+        assert_eq!(label_selector_string(&unknown), None);
+        assert_eq!(
+            label_selector_string(&serde_json::json!({})).as_deref(),
+            Some("")
+        );
+    }
     use crate::model::Kind;
     use serde_json::json;
 

@@ -341,20 +341,21 @@ fn cell(object: &Object, cell: Cell, now: SimTime) -> Value {
             })
         }
         Cell::Selector => {
-            let spec = object.spec();
-            let selector = spec["selector"]
-                .get("matchLabels")
-                .unwrap_or(&spec["selector"]);
-            let pairs: Vec<String> = selector
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                .collect();
-            json!(if pairs.is_empty() {
+            // `metav1.FormatLabelSelector` for a LabelSelector, `labels.FormatLabels` for a
+            // Service's plain map; both say `<none>` for nothing.
+            let selector = &object.spec()["selector"];
+            let text = if selector.get("matchLabels").is_some()
+                || selector.get("matchExpressions").is_some()
+            {
+                super::selector::label_selector_string(selector).unwrap_or_else(|| "<error>".into())
+            } else {
+                let plain = json!({ "matchLabels": selector });
+                super::selector::label_selector_string(&plain).unwrap_or_default()
+            };
+            json!(if text.is_empty() {
                 "<none>".to_string()
             } else {
-                pairs.join(",")
+                text
             })
         }
         Cell::Containers | Cell::Images => {

@@ -929,7 +929,7 @@ fn scale_of(object: &Object) -> Value {
             // apps/v1 defaults an absent count to 1.
             object.spec()["replicas"].as_i64().unwrap_or(1),
             status["replicas"].as_i64().unwrap_or(0),
-            label_selector_text(&object.spec()["selector"]),
+            super::selector::label_selector_string(&object.spec()["selector"]).unwrap_or_default(),
         ),
     };
     let mut metadata = serde_json::Map::new();
@@ -951,36 +951,6 @@ fn scale_of(object: &Object) -> Value {
         "spec": {"replicas": spec_replicas},
         "status": {"replicas": status_replicas, "selector": selector},
     })
-}
-
-/// A label selector as text (`app=demo,tier in (web,api)`), as `metav1.FormatLabelSelector`
-/// writes it: the labels sorted, then the expressions.
-fn label_selector_text(selector: &Value) -> String {
-    let mut parts: Vec<String> = crate::model::object::string_map(selector.get("matchLabels"))
-        .into_iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    for e in selector["matchExpressions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let key = e["key"].as_str().unwrap_or_default();
-        let values: Vec<&str> = e["values"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        parts.push(match e["operator"].as_str().unwrap_or_default() {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.to_string(),
-            "DoesNotExist" => format!("!{key}"),
-            other => format!("{key} {other} ({})", values.join(",")),
-        });
-    }
-    parts.join(",")
 }
 
 /// A write to `/scale`: the Scale sent (PUT) or the current one patched (PATCH) gives the

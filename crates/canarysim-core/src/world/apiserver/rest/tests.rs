@@ -523,7 +523,9 @@ fn a_stored_deployment_has_status_and_scale_subresources_and_a_config_map_neithe
     let deployments = "/apis/apps/v1/namespaces/demo/deployments";
     let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "web"},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "custom": 1},
+        "spec": {"replicas": 2, "custom": 1, "selector": {
+            "matchLabels": {"zone": "a", "app": "web"},
+            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["web", "api"]}]}},
         "status": {"readyReplicas": 2}});
     let created = call(&mut api, "POST", deployments, "", &deployment);
     assert_eq!(created.code, 201, "{}", created.body);
@@ -562,7 +564,8 @@ fn a_stored_deployment_has_status_and_scale_subresources_and_a_config_map_neithe
         (
             200,
             &json!({"replicas": 3}),
-            &json!({"replicas": 2, "selector": "app=web"})
+            // Kubernetes' requirements, sorted by key.
+            &json!({"replicas": 2, "selector": "app=web,tier in (api,web),zone=a"})
         ),
         "{}",
         got.body

@@ -107,12 +107,15 @@ impl Reconciler<'_> {
                 now: self.now,
             },
         )?;
+        // The status follows in any case: nothing to skip when a pause is added.
         self.apply_analysis(decision);
         Ok(())
     }
 
+    /// An inconclusive analysis pauses the rollout, as this reconcile read it (Argo's
+    /// `haltProgress` and scale-down read the Rollout it was given).
     fn paused_inconclusive(&self) -> bool {
-        self.status
+        self.original_status
             .pause_conditions
             .iter()
             .any(|c| c.reason == INCONCLUSIVE_ANALYSIS)

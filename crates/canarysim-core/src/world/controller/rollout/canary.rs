@@ -116,11 +116,12 @@ impl Reconciler<'_> {
                 now: self.now,
             },
         )?;
-        self.apply_analysis(decision);
+        // A pause an inconclusive run just added skips scaling and steps (`HasAddPause`).
+        let paused_by_analysis = self.apply_analysis(decision);
 
         // Scaling: stable, then canary, then older ReplicaSets; one change per reconcile.
-        let mut scaled = false;
-        if let Some(stable) = stable_rs.as_ref().filter(|_| !stable_is_new) {
+        let mut scaled = paused_by_analysis;
+        if let Some(stable) = stable_rs.as_ref().filter(|_| !scaled && !stable_is_new) {
             scaled = self.scale(stable, want_stable)?;
         }
         if !scaled {
@@ -131,7 +132,12 @@ impl Reconciler<'_> {
         }
 
         // Step progress.
-        if !spec.paused && !self.status.abort && !fully_promoted && !self.status.promote_full {
+        let steps_move = !spec.paused
+            && !self.status.abort
+            && !fully_promoted
+            && !self.status.promote_full
+            && !paused_by_analysis;
+        if steps_move {
             self.progress_steps(steps, at_desired);
         }
 

@@ -6,8 +6,9 @@ use super::*;
 
 impl Reconciler<'_> {
     /// Records the current runs and applies their effects: Failed or Error abort the
-    /// rollout, Inconclusive pauses it (`InconclusiveAnalysisRun`).
-    pub(super) fn apply_analysis(&mut self, d: rollout_analysis::Decision) {
+    /// rollout, Inconclusive pauses it (`InconclusiveAnalysisRun`). True when it added that
+    /// pause (Argo's `HasAddPause`).
+    pub(super) fn apply_analysis(&mut self, d: rollout_analysis::Decision) -> bool {
         self.status.canary.current_step_analysis_run_status = d.step_run;
         self.status.canary.current_background_analysis_run_status = d.background_run;
         self.status.blue_green.pre_promotion_analysis_run_status = d.pre_promotion_run;
@@ -42,7 +43,9 @@ impl Reconciler<'_> {
                 "RolloutPaused",
                 format!("Rollout is paused ({INCONCLUSIVE_ANALYSIS})"),
             );
+            return true;
         }
+        false
     }
 
     /// `completedCurrentCanaryStep` and the pause handling of `pause.go`.
