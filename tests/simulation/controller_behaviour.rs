@@ -375,23 +375,37 @@ fn promote_full_clears_an_abort_and_promotes() {
     assert_eq!(rs_replicas(&w, "5cf4fb69f8"), 4);
 }
 
+/// The Event kind a served world stores.
+fn event_kind() -> Kind {
+    Kind::Stored(canarysim::model::stored_kind::known("", "Event").unwrap())
+}
+
+/// The seed walkthrough's plan.
+fn walkthrough_plan() -> canarysim::scenario::Plan {
+    use canarysim::scenario::{Disk, load};
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/seed-004-walkthrough.yaml");
+    load(&path, &Disk).unwrap()
+}
+
+/// A plan played to its end in a served world (Events stored as objects).
+fn served_to_the_end(plan: &canarysim::scenario::Plan) -> canarysim::scenario::Runner<'_> {
+    let mut served = canarysim::scenario::Runner::with_watch_log(plan, None, true);
+    while served.step().is_some() {}
+    served
+}
+
 /// Served (`serve --api`), the controllers' events are Event objects as client-go's recorder
 /// writes Argo's: about the rollout (its uid), from `rollouts-controller`, a repeat counted
 /// on the first; the ReplicaSet controller's beside them; a plain run keeps Argo's in memory
 /// only.
 #[test]
 fn served_events_are_event_objects_and_a_repeat_counts_on_the_first() {
-    use canarysim::scenario::{Disk, Runner, load};
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/seed-004-walkthrough.yaml");
-    let plan = load(&path, &Disk).unwrap();
-    let event_kind = Kind::Stored(canarysim::model::stored_kind::known("", "Event").unwrap());
-
-    let mut served = Runner::with_watch_log(&plan, None, true);
-    while served.step().is_some() {}
+    let plan = walkthrough_plan();
+    let served = served_to_the_end(&plan);
     let world = &served.world;
     let (stored, replica_set): (Vec<&Object>, Vec<&Object>) = world
         .api
-        .list(event_kind, Some(NS), None)
+        .list(event_kind(), Some(NS), None)
         .into_iter()
         .partition(|e| e.value["source"]["component"] == "rollouts-controller");
     let uid = world
@@ -473,28 +487,24 @@ fn served_events_are_event_objects_and_a_repeat_counts_on_the_first() {
         assert!(pod.starts_with(&format!("{owner}-")), "{v}");
     }
 
-    let mut plain = Runner::new(&plan, None);
+    let mut plain = canarysim::scenario::Runner::new(&plan, None);
     while plain.step().is_some() {}
     assert_eq!(plain.world.events.len(), world.events.len());
-    assert!(plain.world.api.list(event_kind, None, None).is_empty());
+    assert!(plain.world.api.list(event_kind(), None, None).is_empty());
 }
 
 /// The API server keeps an Event an hour after its last write (`--event-ttl`): served
 /// worlds drop them then, as a cluster does, so that pod churn does not grow the store.
 #[test]
 fn served_events_expire_an_hour_after_their_last_write() {
-    use canarysim::scenario::{Disk, Runner, load};
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/seed-004-walkthrough.yaml");
-    let plan = load(&path, &Disk).unwrap();
-    let event_kind = Kind::Stored(canarysim::model::stored_kind::known("", "Event").unwrap());
-    let mut served = Runner::with_watch_log(&plan, None, true);
-    while served.step().is_some() {}
+    let plan = walkthrough_plan();
+    let mut served = served_to_the_end(&plan);
     let world = &mut served.world;
-    let written = world.api.list(event_kind, None, None).len();
+    let written = world.api.list(event_kind(), None, None).len();
     assert!(written > 10, "{written}");
     let last = |w: &World| {
         w.api
-            .list(event_kind, None, None)
+            .list(event_kind(), None, None)
             .iter()
             .filter_map(|e| e.value["lastTimestamp"].as_str().map(str::to_string))
             .max()
@@ -506,7 +516,7 @@ fn served_events_expire_an_hour_after_their_last_write() {
     world.advance(Duration::from_secs(3000)).unwrap();
     world.restart(NS, RO, Duration::ZERO).unwrap();
     world.advance(Duration::from_secs(599)).unwrap();
-    let kept = world.api.list(event_kind, None, None);
+    let kept = world.api.list(event_kind(), None, None);
     assert!(kept.len() > 1, "{}", kept.len());
     assert!(
         kept.iter()
@@ -516,7 +526,7 @@ fn served_events_expire_an_hour_after_their_last_write() {
     assert!(kept.len() < written, "{} of {written}", kept.len());
     world.advance(Duration::from_secs(3600)).unwrap();
     assert!(
-        world.api.list(event_kind, None, None).is_empty(),
+        world.api.list(event_kind(), None, None).is_empty(),
         "an hour after the restart's events, none is left"
     );
 }

@@ -315,37 +315,31 @@ fn named_objects(rollout: &Manifest) -> Vec<(Kind, String)> {
     let blue_green = &rollout.object.spec()["strategy"]["blueGreen"];
     add(Kind::Service, &blue_green["activeService"]);
     add(Kind::Service, &blue_green["previewService"]);
-    let promotion = serde_json::json!({
-        "steps": [
-            {"analysis": blue_green["prePromotionAnalysis"]},
-            {"analysis": blue_green["postPromotionAnalysis"]},
-        ]
-    });
-    for template in analysis_templates(canary)
-        .into_iter()
-        .chain(analysis_templates(&promotion))
-    {
+    let steps = canary["steps"].as_array().into_iter().flatten();
+    let analyses = steps.map(|s| &s["analysis"]).chain([
+        &canary["analysis"],
+        &blue_green["prePromotionAnalysis"],
+        &blue_green["postPromotionAnalysis"],
+    ]);
+    for template in analyses.flat_map(|a| template_refs(&a["templates"])) {
         add(template.0, &Value::String(template.1));
     }
     out
 }
 
-/// The analysis templates a canary strategy names (steps and background), by kind.
-fn analysis_templates(canary: &Value) -> Vec<(Kind, String)> {
-    let steps = canary["steps"].as_array().into_iter().flatten();
-    steps
-        .map(|s| &s["analysis"])
-        .chain(std::iter::once(&canary["analysis"]))
-        .flat_map(|a| a["templates"].as_array().into_iter().flatten())
-        .filter_map(|t| {
-            let kind = if t["clusterScope"].as_bool() == Some(true) {
-                Kind::ClusterAnalysisTemplate
-            } else {
-                Kind::AnalysisTemplate
-            };
-            Some((kind, t["templateName"].as_str()?.to_string()))
-        })
-        .collect()
+/// The templates a list of template references names (an analysis's or a template's
+/// `templates`), by kind.
+fn template_refs(templates: &Value) -> Vec<TemplateKey> {
+    let refs = templates.as_array().into_iter().flatten();
+    refs.filter_map(|t| {
+        let kind = if t["clusterScope"].as_bool() == Some(true) {
+            Kind::ClusterAnalysisTemplate
+        } else {
+            Kind::AnalysisTemplate
+        };
+        Some((kind, t["templateName"].as_str()?.to_string()))
+    })
+    .collect()
 }
 
 /// An AnalysisTemplate or ClusterAnalysisTemplate, by kind and name.
@@ -373,22 +367,24 @@ impl TemplateSupport {
                 Kind::AnalysisTemplate | Kind::ClusterAnalysisTemplate
             )
         }) {
+            support
+                .present
+                .push((m.object.kind, m.object.name().to_string()));
+        }
+        for (m, metric) in super::init::template_metrics(&plan.manifests) {
             let key = (m.object.kind, m.object.name().to_string());
-            for metric in m.object.spec()["metrics"].as_array().into_iter().flatten() {
-                let metric_name = metric["name"].as_str().unwrap_or_default();
-                let provider = crate::analysis::provider::kind(&metric["provider"]).unwrap_or("no");
-                let scripted = plan.cluster.analysis_results.contains_key(metric_name);
-                if provider == "job" && scripted {
-                    support.assumed.entry(key.clone()).or_insert(format!(
-                        "metric '{metric_name}' is a Job, which canarysim does not run: each job is assumed to succeed"
-                    ));
-                } else if provider != "prometheus" && !scripted {
-                    support.unrunnable.entry(key.clone()).or_insert(format!(
-                        "metric '{metric_name}' uses the {provider} provider, which canarysim does not run"
-                    ));
-                }
+            let metric_name = metric["name"].as_str().unwrap_or_default();
+            let provider = crate::analysis::provider::kind(&metric["provider"]).unwrap_or("no");
+            let scripted = plan.cluster.analysis_results.contains_key(metric_name);
+            if provider == "job" && scripted {
+                support.assumed.entry(key).or_insert(format!(
+                    "metric '{metric_name}' is a Job, which canarysim does not run: each job is assumed to succeed"
+                ));
+            } else if provider != "prometheus" && !scripted {
+                support.unrunnable.entry(key).or_insert(format!(
+                    "metric '{metric_name}' uses the {provider} provider, which canarysim does not run"
+                ));
             }
-            support.present.push(key);
         }
         support.through_nested_templates(plan);
         support
@@ -405,10 +401,8 @@ impl TemplateSupport {
                     .contains(&(m.object.kind, m.object.name().to_string()))
             })
             .map(|m| {
-                let nested =
-                    serde_json::json!({ "analysis": {"templates": m.object.spec()["templates"]} });
                 let key = (m.object.kind, m.object.name().to_string());
-                (key, analysis_templates(&nested))
+                (key, template_refs(&m.object.spec()["templates"]))
             })
             .filter(|(_, nested)| !nested.is_empty())
             .collect();
@@ -468,7 +462,7 @@ impl TemplateSupport {
         analysis: &Value,
         about: impl Fn(&TemplateKey) -> Option<String>,
     ) -> Option<String> {
-        let wanted = analysis_templates(&serde_json::json!({ "analysis": analysis }));
+        let wanted = template_refs(&analysis["templates"]);
         let reasons: Vec<String> = wanted
             .iter()
             .filter_map(|t| {

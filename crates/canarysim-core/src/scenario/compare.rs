@@ -181,15 +181,18 @@ fn collect(
         };
         let blue_green = ro.and_then(|ro| blue_green_service(ro, &host));
         let (set_weight, vs_weight) = match &blue_green {
-            Some((_, expected)) => (*expected, None),
+            Some(bg) => (bg.expected, None),
             None => ro.map(rollout_weights).unwrap_or((0, None)),
         };
         let (version, mut pod_ratio) = ro
             .map(|ro| new_version(&runner, ro))
             .unwrap_or((String::new(), 0.0));
-        if let (Some(ro), Some((role, _))) = (ro, &blue_green) {
+        if let (Some(ro), Some(bg)) = (ro, &blue_green) {
             // A client of one Service reaches that Service's endpoints only.
-            pod_ratio = blue_green_endpoint_share(&runner, ro, role).unwrap_or(0.0);
+            let current = ro.status()["currentPodHash"].as_str().unwrap_or_default();
+            pod_ratio =
+                rollout_info::endpoint_share(&runner.world.api, ro.namespace(), &bg.name, current)
+                    .unwrap_or(0.0);
         }
         samples.push(Sample {
             step: step.index,
@@ -199,7 +202,7 @@ fn collect(
             canary_step: ro.and_then(|ro| ro.status()["currentStepIndex"].as_i64()),
             version,
             pod_ratio,
-            service: blue_green.map(|(service, _)| service),
+            service: blue_green.map(|bg| bg.role.to_string()),
             load,
         });
     }
@@ -216,37 +219,41 @@ fn the_rollout<'r>(runner: &'r Runner, ns: &str, name: Option<&str>) -> Option<&
         .find(|ro| name.is_none_or(|n| ro.name() == n))
 }
 
+/// The blue-green Service a load goes through.
+struct BlueGreenService {
+    /// "active" or "preview".
+    role: &'static str,
+    /// The Service's name.
+    name: String,
+    /// The share of the new version it should send.
+    expected: i32,
+}
+
 /// For a blue-green rollout loaded through its active or preview Service: which one, and
 /// the share of the new version it should send — the preview always all; the active none
 /// before the switch, all after (the switch is the rollout's, as its status records it).
-fn blue_green_service(ro: &Object, host: &str) -> Option<(String, i32)> {
+fn blue_green_service(ro: &Object, host: &str) -> Option<BlueGreenService> {
     let spec: RolloutSpec = ro.spec_as().ok()?;
     let bg = spec.blue_green()?.ok().filter(|_| spec.is_blue_green())?;
     let short = host.split('.').next().unwrap_or(host);
+    if short.is_empty() {
+        return None;
+    }
     let status = ro.status();
     let current = status["currentPodHash"].as_str().unwrap_or_default();
-    if !short.is_empty() && bg.preview_service == short {
-        return Some(("preview".into(), 100));
-    }
-    if !short.is_empty() && bg.active_service == short {
+    let (role, expected) = if bg.preview_service == short {
+        ("preview", 100)
+    } else if bg.active_service == short {
         let switched = status["blueGreen"]["activeSelector"].as_str() == Some(current);
-        return Some(("active".into(), if switched { 100 } else { 0 }));
-    }
-    None
-}
-
-/// The current template's share of the ready endpoints of the rollout's `role` Service
-/// (active or preview).
-fn blue_green_endpoint_share(runner: &Runner, ro: &Object, role: &str) -> Option<f64> {
-    let spec: RolloutSpec = ro.spec_as().ok()?;
-    let bg = spec.blue_green()?.ok()?;
-    let service = if role == "preview" {
-        &bg.preview_service
+        ("active", if switched { 100 } else { 0 })
     } else {
-        &bg.active_service
+        return None;
     };
-    let current = ro.status()["currentPodHash"].as_str().unwrap_or_default();
-    rollout_info::endpoint_share(&runner.world.api, ro.namespace(), service, current)
+    Some(BlueGreenService {
+        role,
+        name: short.to_string(),
+        expected,
+    })
 }
 
 /// SetWeight and the canary weight written to the VirtualService.

@@ -153,6 +153,16 @@ pub fn scenario_with(
 /// The names of the metrics measured by a Job in the manifests' analysis templates, each
 /// once: canarysim runs no Jobs, so a scenario scripts their outcome.
 pub(crate) fn job_metrics(manifests: &[Manifest]) -> std::collections::BTreeSet<String> {
+    template_metrics(manifests)
+        .filter(|(_, metric)| crate::analysis::provider::kind(&metric["provider"]) == Some("job"))
+        .filter_map(|(_, metric)| metric["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Each metric of each AnalysisTemplate and ClusterAnalysisTemplate, beside its template.
+pub(crate) fn template_metrics(
+    manifests: &[Manifest],
+) -> impl Iterator<Item = (&Manifest, &serde_json::Value)> {
     manifests
         .iter()
         .filter(|m| {
@@ -162,14 +172,9 @@ pub(crate) fn job_metrics(manifests: &[Manifest]) -> std::collections::BTreeSet<
             )
         })
         .flat_map(|m| {
-            m.object.spec()["metrics"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
+            let metrics = m.object.spec()["metrics"].as_array().into_iter().flatten();
+            metrics.map(move |metric| (m, metric))
         })
-        .filter(|metric| crate::analysis::provider::kind(&metric["provider"]) == Some("job"))
-        .filter_map(|metric| metric["name"].as_str().map(str::to_string))
-        .collect()
 }
 
 /// Rollouts written more than once (the same namespace and name), each said in a note.
