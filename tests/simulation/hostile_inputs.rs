@@ -478,6 +478,45 @@ fn what_the_api_server_refuses_lint_and_run_refuse() {
     }
 }
 
+/// A Gateway API route its API server refuses (the CRDs' bounds and CEL rules) was stored
+/// as written: `lint` and `run` now refuse it at its place, in the API server's words.
+#[test]
+fn a_gateway_api_route_the_api_server_refuses_is_refused_at_its_place() {
+    let route = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: r}\nspec:\n  parentRefs: [{name: gw}]\n  rules:\n  - backendRefs:\n    - {name: stable, port: 80, weight: 2000000}\n    - {name: canary}\n";
+    let file = support::write_temp("route.yaml", route);
+    let (code, out, err) = run_file("lint", &file);
+    assert!(code >= 1, "{out}{err}");
+    let said = format!("{out}{err}");
+    assert!(
+        said.contains("route.yaml:8:")
+            && said.contains("spec.rules[0].backendRefs[0].weight: Invalid value: 2000000: spec.rules[0].backendRefs[0].weight in body should be less than or equal to 1000000"),
+        "{said}"
+    );
+    assert!(
+        said.contains("route.yaml:9:")
+            && said.contains("spec.rules[0].backendRefs[1]: Invalid value: \"object\": Must have port for Service reference"),
+        "{said}"
+    );
+    let text = format!(
+        "name: k\nmanifests:\n  - file: {}\nsteps:\n  - wait: 1s\n",
+        file.display()
+    );
+    let (code, out, err) = run_scenario("run", &text);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("route.yaml:8:")
+            && err.contains("in body should be less than or equal to 1000000"),
+        "{err}"
+    );
+    // Within the bounds, the route is kept as written.
+    let valid = route
+        .replace("2000000", "1000000")
+        .replace("{name: canary}", "{name: canary, port: 80}");
+    let file = support::write_temp("route.yaml", &valid);
+    let (_, out, err) = run_file("lint", &file);
+    assert!(!format!("{out}{err}").contains("is invalid"), "{out}{err}");
+}
+
 /// 60 managed routes of one name with a `setHeaderRoute` took 1.9 GB (200: 10 GB) and
 /// `lint` said nothing: a name given twice is refused where it repeats.
 #[test]

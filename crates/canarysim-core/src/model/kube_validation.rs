@@ -1,7 +1,8 @@
 //! What the Kubernetes API server itself refuses in the fields canarysim reads: object and
-//! namespace names, label keys and values, Service ports, replica counts. In the API
-//! server's words (`spec.ports[0].port: Invalid value: 70000: must be between 1 and 65535,
-//! inclusive`), so that a manifest a cluster would refuse is refused here too, at its place.
+//! namespace names, label keys and values, Service ports, replica counts, and the Gateway
+//! API's routes (their CRDs' rules, in `model/gateway_api.rs`). In the API server's words
+//! (`spec.ports[0].port: Invalid value: 70000: must be between 1 and 65535, inclusive`), so
+//! that a manifest a cluster would refuse is refused here too, at its place.
 
 use serde_json::Value;
 
@@ -79,6 +80,11 @@ pub fn validate(object: &Object) -> Vec<Invalid> {
                 "/spec/template/metadata/labels",
                 "spec.template.metadata.labels",
             );
+        }
+        Kind::Stored(_) => {
+            if let Some(route) = super::gateway_api::route_kind(object.kind) {
+                super::gateway_api::validate_route(route, &v["spec"], &mut out);
+            }
         }
         _ => {}
     }

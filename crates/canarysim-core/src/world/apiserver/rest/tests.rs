@@ -622,3 +622,45 @@ fn discovery_lists_the_subresources_of_stored_kinds() {
     assert!(!names.contains(&"daemonsets/scale"), "{names:?}");
     assert!(!names.contains(&"controllerrevisions/status"), "{names:?}");
 }
+
+#[test]
+fn an_httproute_the_gateway_api_crds_refuse_gets_422_on_create_and_patch() {
+    let mut api = ApiServer::new();
+    let routes = "/apis/gateway.networking.k8s.io/v1/namespaces/demo/httproutes";
+    let route = |weight: i64| {
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "web"},
+            "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [
+                {"name": "stable", "port": 80, "weight": 100 - weight},
+                {"name": "canary", "port": 80, "weight": weight}]}]}})
+    };
+    let refused = call(&mut api, "POST", routes, "", &route(-5));
+    assert_eq!(refused.code, 422, "{}", refused.body);
+    assert!(
+        refused.body["message"].as_str().unwrap().contains(
+            "spec.rules[0].backendRefs[1].weight: Invalid value: -5: spec.rules[0].backendRefs[1].weight in body should be greater than or equal to 0"
+        ),
+        "{}",
+        refused.body
+    );
+    let created = call(&mut api, "POST", routes, "", &route(20));
+    assert_eq!(created.code, 201, "{}", created.body);
+    // A patch that would drop the canary's port is refused and leaves the route as it was.
+    let patched = patch(
+        &mut api,
+        &format!("{routes}/web"),
+        "application/json-patch+json",
+        &json!([{"op": "remove", "path": "/spec/rules/0/backendRefs/1/port"}]),
+    );
+    assert_eq!(patched.code, 422, "{}", patched.body);
+    assert!(
+        patched.body["message"]
+            .as_str()
+            .unwrap()
+            .contains("Must have port for Service reference"),
+        "{}",
+        patched.body
+    );
+    let kept = call(&mut api, "GET", &format!("{routes}/web"), "", &Value::Null);
+    assert_eq!(kept.body["spec"]["rules"][0]["backendRefs"][1]["port"], 80);
+}
