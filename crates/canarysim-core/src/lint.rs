@@ -64,6 +64,8 @@ pub enum Check {
     Support,
     /// A value of the wrong type: the API server refuses the object (the CRD's schema).
     Schema,
+    /// The Gateway API plugin's configuration against the routes it names.
+    GatewayApiPlugin,
 }
 
 impl fmt::Display for Diagnostic {
@@ -562,6 +564,7 @@ fn check_rollout<'a>(
     check_services(m, all, services, out);
     let refs = crate::controller::rollout::analysis_refs(canary);
     check_analysis_templates(m, all, refs, out);
+    check_gateway_api_plugin(m, all, &spec_json, out);
 
     if canary
         .traffic_routing
@@ -584,7 +587,129 @@ fn check_rollout<'a>(
     check_istio_references(m, all, canary, out, managed_vs);
 }
 
-/// A finding at `pointer` in `m`.
+/// The Gateway API plugin's name in `trafficRouting.plugins`.
+const GATEWAY_API_PLUGIN: &str = "argoproj-labs/gatewayAPI";
+
+/// The plugin's route kinds: the kind, its single and list fields, its label selector, and
+/// the plugin's error when no rule forwards to both Services (`pkg/plugin/errors.go`).
+const GATEWAY_API_ROUTES: [(&str, &str, &str, &str, &str); 4] = [
+    (
+        "HTTPRoute",
+        "httpRoute",
+        "httpRoutes",
+        "httpRouteSelector",
+        "backendRef was not found in httpRoute",
+    ),
+    (
+        "GRPCRoute",
+        "grpcRoute",
+        "grpcRoutes",
+        "grpcRouteSelector",
+        "backendRef was not found in grpcRoute",
+    ),
+    (
+        "TCPRoute",
+        "tcpRoute",
+        "tcpRoutes",
+        "tcpRouteSelector",
+        "backendRef was not found in tcpRoute",
+    ),
+    (
+        "TLSRoute",
+        "tlsRoute",
+        "tlsRoutes",
+        "tlsRouteSelector",
+        "backendRef was not found in tlsRoute",
+    ),
+];
+
+/// A Rollout routed by the Gateway API plugin: the routes its configuration names must exist
+/// (in its `namespace`, else the Rollout's) and forward to both the stable and the canary
+/// Service, or the plugin fails every weight change with the error given here (its own, or
+/// the API client's) and the rollout never moves traffic by weight.
+fn check_gateway_api_plugin(
+    m: &Manifest,
+    all: &[Manifest],
+    spec: &Value,
+    out: &mut Vec<Diagnostic>,
+) {
+    let canary = &spec["strategy"]["canary"];
+    let config = &canary["trafficRouting"]["plugins"][GATEWAY_API_PLUGIN];
+    if !config.is_object() {
+        return;
+    }
+    let base = "/spec/strategy/canary/trafficRouting/plugins/argoproj-labs~1gatewayAPI";
+    let services = [&canary["stableService"], &canary["canaryService"]]
+        .map(|s| s.as_str().unwrap_or_default());
+    let namespace = config["namespace"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(m.object.namespace());
+    let mut configured = false;
+    for (kind, one, many, selector, not_found) in GATEWAY_API_ROUTES {
+        let mut named: Vec<(String, &str)> = Vec::new();
+        if let Some(name) = config[one].as_str().filter(|n| !n.is_empty()) {
+            named.push((format!("{base}/{one}"), name));
+        }
+        for (i, route) in config[many].as_array().into_iter().flatten().enumerate() {
+            if let Some(name) = route["name"].as_str() {
+                named.push((format!("{base}/{many}/{i}/name"), name));
+            }
+        }
+        configured |= !named.is_empty() || config[selector].is_object();
+        let Some(stored) = crate::model::stored_kind::known(crate::model::gateway_api::GROUP, kind)
+        else {
+            continue;
+        };
+        let route_kind = Kind::Stored(stored);
+        for (pointer, name) in named {
+            let message = match find(all, route_kind, namespace, name) {
+                None => format!(
+                    "{GATEWAY_API_PLUGIN}: {}.{} {name:?} not found in namespace {namespace:?}: the plugin fails every weight change",
+                    stored.info().plural,
+                    crate::model::gateway_api::GROUP
+                ),
+                Some(route) if !forwards_to_all(&route.object.value, &services) => format!(
+                    "{GATEWAY_API_PLUGIN}: {not_found}: no rule of {kind} {name:?} forwards to {:?} and {:?} both; the plugin fails every weight change",
+                    services[0], services[1]
+                ),
+                Some(_) => continue,
+            };
+            out.push(diag(
+                m,
+                &pointer,
+                Severity::Error,
+                Check::GatewayApiPlugin,
+                message,
+            ));
+        }
+    }
+    if !configured {
+        out.push(diag(
+            m,
+            base,
+            Severity::Error,
+            Check::GatewayApiPlugin,
+            format!(
+                "{GATEWAY_API_PLUGIN}: No routes configured. At least one of 'httpRoutes', 'grpcRoutes', 'tcpRoutes', 'tlsRoutes', 'httpRoute', 'grpcRoute', 'tcpRoute' or 'tlsRoute' must be set"
+            ),
+        ));
+    }
+}
+
+/// Whether some backendRef of the route names each Service (in any rule: the plugin looks
+/// for both across the rules).
+fn forwards_to_all(route: &Value, services: &[&str]) -> bool {
+    let names: BTreeSet<&str> = route["spec"]["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r["backendRefs"].as_array().into_iter().flatten())
+        .filter_map(|b| b["name"].as_str())
+        .collect();
+    services.iter().all(|s| names.contains(s))
+}
+
 /// A spec value of the wrong type, where it is written, as the API server refuses it.
 fn schema_error(m: &Manifest, e: &crate::model::typed::FieldError) -> Diagnostic {
     diag(
@@ -607,6 +732,7 @@ fn schema_error(m: &Manifest, e: &crate::model::typed::FieldError) -> Diagnostic
     )
 }
 
+/// A finding at `pointer` in `m`.
 fn diag(
     m: &Manifest,
     pointer: &str,
