@@ -132,6 +132,7 @@ fn http_load_for(
     let mut traffic = w.traffic.clone();
     let headers = &mut traffic.headers;
     headers.push((super::router::ORIGIN_HEADER.to_string(), origin));
+    headers.push((super::router::PORT_HEADER.to_string(), w.port.to_string()));
     headers.push((
         super::router::SOURCE_NAMESPACE_HEADER.to_string(),
         w.namespace.clone(),

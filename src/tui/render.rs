@@ -213,7 +213,12 @@ fn weights(run: &RunState, s: &Snapshot, frame: &mut Frame, area: Rect) {
         lines.push(bar("set    ", Some(w.set), width, ""));
         match w.virtual_service {
             Some(vs) => {
-                lines.push(bar("vs     ", Some(vs), width, ""));
+                let object = if w.route.starts_with("HTTPRoute ") {
+                    "route  "
+                } else {
+                    "vs     "
+                };
+                lines.push(bar(object, Some(vs), width, ""));
                 lines.push(bar("router ", w.router, width, ""));
             }
             // A Service: kube-proxy splits by its ready endpoints.
@@ -241,6 +246,8 @@ fn weights(run: &RunState, s: &Snapshot, frame: &mut Frame, area: Rect) {
         Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(
             if s.rollout.as_ref().is_some_and(|v| v.blue_green) {
                 " new ReplicaSet's share: set · Service endpoints · observed "
+            } else if s.weights.iter().any(|w| w.route.starts_with("HTTPRoute ")) {
+                " canary weight: set · HTTPRoute · router · observed "
             } else {
                 " canary weight: set · VirtualService · router · observed "
             },

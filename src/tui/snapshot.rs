@@ -35,7 +35,8 @@ pub struct RouteWeights {
     /// The step's set weight; blue-green: all when the rollout points the Service at the
     /// new ReplicaSet, else none.
     pub set: f64,
-    /// The canary destination's weight in the VirtualService object (none for a Service).
+    /// The canary's weight in the routing object, VirtualService or HTTPRoute, in percent
+    /// of its route (none for a Service).
     pub virtual_service: Option<f64>,
     /// The canary pods' share of the split the proxies have received (after the push
     /// delay), or of the Service's ready endpoints; None before any table reached them.
@@ -258,23 +259,85 @@ fn route_weights(world: &World, ns: &str, rollout: &str) -> Vec<RouteWeights> {
                 namespace: ns.to_string(),
                 name: name.clone(),
             };
-            let router = table.and_then(|t| {
-                let split = t.route_split(&key, &route)?;
-                let shares = t.role_shares(split);
-                Some(
-                    shares
-                        .iter()
-                        .filter(|(r, _)| *r == Role::Canary)
-                        .map(|(_, s)| s * 100.0)
-                        // An empty sum is −0.0; the panel shows 0.
-                        .sum::<f64>()
-                        + 0.0,
-                )
-            });
+            let router = table.and_then(|t| router_canary_share(t, &key, &route));
             out.push(RouteWeights {
                 route: format!("{name} {route}"),
                 set,
                 virtual_service: Some(to_canary as f64),
+                router,
+            });
+        }
+    }
+    out.extend(http_route_weights(world, ro, set));
+    out
+}
+
+/// The canary pods' share, in percent, of the split the table in force has for a route of
+/// a VirtualService or HTTPRoute.
+fn router_canary_share(
+    table: &crate::mesh::RouteTable,
+    key: &ObjectKey,
+    route: &str,
+) -> Option<f64> {
+    let split = table.route_split(key, route)?;
+    let shares = table.role_shares(split);
+    Some(
+        shares
+            .iter()
+            .filter(|(r, _)| *r == Role::Canary)
+            .map(|(_, s)| s * 100.0)
+            // An empty sum is −0.0; the panel shows 0.
+            .sum::<f64>()
+            + 0.0,
+    )
+}
+
+/// The HTTPRoutes the Gateway API plugin manages: for each rule forwarding to the canary
+/// Service, its share of the rule's weights (default 1 each) and of the table in force.
+fn http_route_weights(world: &World, ro: &crate::model::Object, set: f64) -> Vec<RouteWeights> {
+    use crate::world::controller::gateway_api::PluginConfig;
+    let canary = &ro.spec()["strategy"]["canary"];
+    let plugins = &canary["trafficRouting"]["plugins"];
+    let Some(config) = PluginConfig::of(Some(plugins), ro.namespace()) else {
+        return Vec::new();
+    };
+    let canary_service = canary["canaryService"].as_str().unwrap_or("");
+    let kind = crate::model::gateway_api::kind("HTTPRoute");
+    let table = world.mesh.table_at(world.now());
+    let mut out = Vec::new();
+    for managed in &config.http_routes {
+        let Ok(route) = world.api.get(kind, &config.namespace, &managed.name) else {
+            continue;
+        };
+        let rules = route.spec()["rules"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for (i, rule) in rules.iter().enumerate() {
+            let backends = rule["backendRefs"].as_array().cloned().unwrap_or_default();
+            let weight = |b: &serde_json::Value| b["weight"].as_i64().unwrap_or(1).max(0);
+            let total: i64 = backends.iter().map(weight).sum();
+            let to_canary: i64 = backends
+                .iter()
+                .filter(|b| b["name"].as_str() == Some(canary_service))
+                .map(weight)
+                .sum();
+            // Only the rules the plugin weighs: both Services, or more than the canary.
+            if to_canary == 0 && !backends.iter().any(|b| b["name"] == canary_service) {
+                continue;
+            }
+            if backends.len() < 2 {
+                continue;
+            }
+            let label = match rule["name"].as_str() {
+                Some(n) if !n.is_empty() => format!("rules/{n}"),
+                _ => format!("rules/{i}"),
+            };
+            let router = table.and_then(|t| router_canary_share(t, &route.key(), &label));
+            out.push(RouteWeights {
+                route: format!("HTTPRoute {} {label}", managed.name),
+                set,
+                virtual_service: (total > 0).then(|| to_canary as f64 * 100.0 / total as f64),
                 router,
             });
         }

@@ -227,6 +227,39 @@ fn a_blue_green_rollout_shows_the_switch_through_its_active_and_preview_services
     assert!(text.contains("PASSED: 1 Rollout checked"), "{text}");
 }
 
+/// Each step's load goes through the Gateway's listener (port 8080) for the route's host.
+/// Steps 30 → 40 need no new pod (5 replicas: 2 canary pods either way), so only the
+/// HTTPRoute changes: the proxies must be pushed for it alone.
+#[test]
+fn a_gateway_api_rollout_is_loaded_through_its_gateways_listener_at_each_step() {
+    let repo = tempfile::tempdir().unwrap();
+    for file in ["gateway-api-routes.yaml", "gateway-api-rollout.yaml"] {
+        std::fs::copy(
+            root().join("scenarios/manifests").join(file),
+            repo.path().join(file),
+        )
+        .unwrap();
+    }
+    let dir = repo.path().to_str().unwrap();
+    let (code, out, err) = run(&["check", dir, "--format", "json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let ro = &json(&out)["rollouts"][0];
+    assert_eq!(ro["phase"], "Healthy", "{out}");
+    let rows = ro["rows"].as_array().unwrap();
+    let set: Vec<i64> = rows
+        .iter()
+        .map(|r| r["set_weight"].as_i64().unwrap())
+        .collect();
+    assert_eq!(set, [30, 40, 60, 80], "{out}");
+    assert_eq!(ro["router"], "gateway default/istio-gateway", "{out}");
+    for r in rows {
+        let share = r["observed"]["share"].as_f64().unwrap();
+        let set = r["set_weight"].as_f64().unwrap() / 100.0;
+        assert!((share - set).abs() < 0.02, "{r}");
+        assert_eq!(r["verdict"], "pass", "{r}");
+    }
+}
+
 /// An AnalysisTemplate `name` of one metric `name` measured by `provider`, nesting
 /// `nested` templates.
 fn template(name: &str, provider: &str, nested: &[&str]) -> String {

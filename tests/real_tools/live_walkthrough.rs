@@ -7,13 +7,11 @@ use canarysim::cli::{Cli, execute};
 use clap::Parser;
 
 fn run(extra: &[&str]) -> serde_json::Value {
-    let mut argv = vec![
-        "canarysim",
-        "run",
-        "scenarios/seed-004-walkthrough.yaml",
-        "--format",
-        "json",
-    ];
+    run_scenario("scenarios/seed-004-walkthrough.yaml", extra)
+}
+
+fn run_scenario(path: &str, extra: &[&str]) -> serde_json::Value {
+    let mut argv = vec!["canarysim", "run", path, "--format", "json"];
     argv.extend_from_slice(extra);
     let (code, out, err) = execute(Cli::parse_from(argv.clone()));
     assert_eq!(code, 0, "{argv:?}: {out}{err}");
@@ -69,4 +67,26 @@ fn the_walkthrough_passes_live_and_agrees_with_the_simulation() {
         // The two 99 % intervals overlap: the figures agree within statistics.
         assert!(l_lo <= s_hi && s_lo <= l_hi, "step {i}: {s} vs {l}");
     }
+}
+
+#[test]
+#[ignore = "real load on loopback (the live suite: .ci/run)"]
+fn the_gateway_api_plugins_example_passes_live() {
+    // 120,000 real requests through the live router serving the HTTPRoute's weights.
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    let live = run_scenario(
+        "scenarios/gateway-api-plugin.yaml",
+        &["--live", "--time-scale", "60"],
+    );
+    assert_eq!(live["passed"], true);
+    let shares = canary_shares(&live);
+    assert_eq!(shares.len(), 2, "{shares:?}");
+    let (_, canary, lo, hi) = shares[0];
+    println!(
+        "30 % set: live canary {:.2} % [{:.2}, {:.2}]",
+        canary * 100.0,
+        lo * 100.0,
+        hi * 100.0
+    );
+    assert!(lo <= 0.30 && 0.30 <= hi, "{shares:?}");
 }

@@ -17,6 +17,7 @@ mod data_plane;
 mod envoy_config;
 mod error_words;
 mod fidelity;
+mod gateway_api;
 mod held_out_regressions;
 mod hostile_inputs;
 mod invalid_input;

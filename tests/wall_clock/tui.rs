@@ -57,21 +57,21 @@ fn draw(app: &App, width: u16, height: u16) -> String {
 /// The walkthrough's run view after `steps` steps, from the same snapshots the session
 /// sends (run at once, so the screen does not depend on the wall clock).
 fn run_view_after(steps: usize) -> App {
-    let plan = scenario::load(&scenario_path("seed-004-walkthrough.yaml"), &Disk).unwrap();
+    scenario_view_after("seed-004-walkthrough.yaml", steps)
+}
+
+/// A bundled scenario's run view after `steps` steps.
+fn scenario_view_after(file: &str, steps: usize) -> App {
+    let plan = scenario::load(&scenario_path(file), &Disk).unwrap();
+    let path = PathBuf::from("scenarios").join(file);
     let mut app = App::new(vec![Entry {
-        path: PathBuf::from("scenarios/seed-004-walkthrough.yaml"),
+        path: path.clone(),
         name: plan.name.clone(),
         description: String::new(),
         last: None,
     }]);
     let commands = update(&mut app, Msg::Key(Key::Enter));
-    assert_eq!(
-        commands,
-        [Command::Start(
-            PathBuf::from("scenarios/seed-004-walkthrough.yaml"),
-            false
-        )]
-    );
+    assert_eq!(commands, [Command::Start(path, false)]);
     for s in snapshots_of(&plan, steps) {
         update(&mut app, Msg::Snapshot(Box::new(s)));
     }
@@ -105,6 +105,13 @@ fn the_run_view_at_the_second_pause_at_80x24_and_120x40() {
     let app = run_view_after(14);
     insta::assert_snapshot!("run_80x24", draw(&app, 80, 24));
     insta::assert_snapshot!("run_120x40", draw(&app, 120, 40));
+}
+
+#[test]
+fn a_gateway_api_rollout_shows_the_httproutes_weight() {
+    // gateway-api-plugin.yaml step 7: the 30 % pause, its load and verdict landed.
+    let app = scenario_view_after("gateway-api-plugin.yaml", 7);
+    insta::assert_snapshot!("gateway_api_run_120x40", draw(&app, 120, 40));
 }
 
 #[test]

@@ -587,8 +587,7 @@ fn check_rollout<'a>(
     check_istio_references(m, all, canary, out, managed_vs);
 }
 
-/// The Gateway API plugin's name in `trafficRouting.plugins`.
-const GATEWAY_API_PLUGIN: &str = "argoproj-labs/gatewayAPI";
+use crate::model::gateway_api::PLUGIN as GATEWAY_API_PLUGIN;
 
 /// The plugin's route kinds: the kind, its single and list fields, its label selector, and
 /// the plugin's error when no rule forwards to both Services (`pkg/plugin/errors.go`).

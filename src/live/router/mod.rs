@@ -48,6 +48,9 @@ pub const ORIGIN_HEADER: &str = "x-canarysim-origin";
 /// `namespace` and `k=v,k=v`.
 pub const SOURCE_NAMESPACE_HEADER: &str = "x-canarysim-source-namespace";
 pub const SOURCE_LABELS_HEADER: &str = "x-canarysim-source-labels";
+/// The gateway port the request stands for (a Gateway API listener on 8080, say): the
+/// router listens on one port for every gateway. Without it, the gateway's first port.
+pub const PORT_HEADER: &str = "x-canarysim-port";
 
 /// What the router serves: a table, the Services as kube-proxy sees them, and where each
 /// pod listens.
@@ -364,7 +367,12 @@ impl State {
             Err(_) => return reply(413, "request body too large or cut short"),
         };
         let mut headers = parts.headers.clone();
-        for h in [ORIGIN_HEADER, SOURCE_NAMESPACE_HEADER, SOURCE_LABELS_HEADER] {
+        for h in [
+            ORIGIN_HEADER,
+            SOURCE_NAMESPACE_HEADER,
+            SOURCE_LABELS_HEADER,
+            PORT_HEADER,
+        ] {
             headers.remove(h);
         }
         let request = attempts::Outgoing {
@@ -453,6 +461,13 @@ impl State {
             None if origin == "mesh" => None,
             None => table.gateway_for(host, namespace).map(str::to_string),
         };
+        let port = header(PORT_HEADER)
+            .and_then(|p| p.parse().ok())
+            .or_else(|| {
+                let g = gateway.as_deref()?;
+                table.gateway_ports(g, namespace).first().copied()
+            })
+            .unwrap_or(80);
         let meta = RequestMeta {
             origin: match &gateway {
                 Some(g) => Origin::Gateway(g),
@@ -461,7 +476,7 @@ impl State {
             protocol: Protocol::Http,
             namespace,
             host,
-            port: 80,
+            port,
             path,
             method,
             headers: &headers,

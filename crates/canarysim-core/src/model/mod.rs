@@ -1,7 +1,7 @@
 //! Kubernetes and Istio objects: lossless values, typed views, YAML loading.
 
 pub mod duration;
-pub(crate) mod gateway_api;
+pub mod gateway_api;
 pub mod istio;
 pub mod kube_validation;
 pub mod object;

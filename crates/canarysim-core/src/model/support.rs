@@ -222,10 +222,15 @@ pub fn stray_rules() -> Vec<String> {
         .rules
         .keys()
         .filter(|(kind, path)| {
+            // A rule for one key of a map stands for the map's `{}`.
+            let generic = match path.rsplit_once('{') {
+                Some((map, key)) if key.ends_with('}') => format!("{map}{{}}"),
+                _ => path.clone(),
+            };
             TABLE
                 .known
                 .get(kind)
-                .is_some_and(|known| !known.contains(path) && path != "spec" && path != "-")
+                .is_some_and(|known| !known.contains(&generic) && path != "spec" && path != "-")
         })
         .map(|(kind, path)| format!("{kind} {path}"))
         .collect()
@@ -255,6 +260,7 @@ pub fn review(manifest: &Manifest) -> Review {
     }
     if kind == Kind::Rollout {
         duplicate_managed_routes(manifest, &object, &mut out);
+        gateway_api_plugin_fields(manifest, &object, &mut out);
         canary_scale_beyond_bound(manifest, &object, &mut out);
         too_many_steps(manifest, &object, &mut out);
     }
@@ -373,7 +379,13 @@ impl Walk<'_> {
                 let is_map = known.is_some_and(|k| k.contains(&format!("{generic}{{}}")));
                 for (k, v) in map {
                     let g = if is_map {
-                        format!("{generic}{{}}")
+                        // A rule may decide one key of a map (`plugins{argoproj-labs/gatewayAPI}`).
+                        let key = format!("{generic}{{{k}}}");
+                        if TABLE.rules.contains_key(&(self.kind, key.clone())) {
+                            key
+                        } else {
+                            format!("{generic}{{}}")
+                        }
                     } else {
                         format!("{generic}.{k}")
                     };
@@ -423,6 +435,64 @@ fn duplicate_managed_routes(manifest: &Manifest, object: &str, out: &mut Review)
                 ),
             });
         }
+    }
+}
+
+/// The Gateway API plugin's configuration: canarysim routes its HTTPRoutes; its other
+/// route kinds are kept but not acted on, and a key the plugin does not define is ignored
+/// by it (its `json.Unmarshal` drops unknown keys).
+fn gateway_api_plugin_fields(manifest: &Manifest, object: &str, out: &mut Review) {
+    const SIMULATED: &[&str] = &[
+        "httpRoute",
+        "httpRoutes",
+        "httpRouteSelector",
+        "namespace",
+        "disableInProgressLabel",
+        "inProgressLabelKey",
+        "inProgressLabelValue",
+    ];
+    const STORED: &[&str] = &[
+        "grpcRoute",
+        "grpcRoutes",
+        "grpcRouteSelector",
+        "tcpRoute",
+        "tcpRoutes",
+        "tcpRouteSelector",
+        "tlsRoute",
+        "tlsRoutes",
+        "tlsRouteSelector",
+    ];
+    let plugin = super::gateway_api::PLUGIN;
+    let config =
+        &manifest.object.value["spec"]["strategy"]["canary"]["trafficRouting"]["plugins"][plugin];
+    let Some(config) = config.as_object() else {
+        return;
+    };
+    let base = "spec.strategy.canary.trafficRouting.plugins.argoproj-labs/gatewayAPI";
+    let pointer = "/spec/strategy/canary/trafficRouting/plugins/argoproj-labs~1gatewayAPI";
+    for key in config.keys() {
+        let message = if STORED.contains(&key.as_str()) {
+            "not simulated: canarysim routes the plugin's HTTPRoutes only; this route kind is kept, and no weight is written to it"
+        } else if !SIMULATED.contains(&key.as_str()) {
+            "unknown field: the plugin does not define it, so it has no effect"
+        } else {
+            continue;
+        };
+        out.warnings.push(Warning::new(
+            manifest.locate(&format!("{pointer}/{key}")),
+            object.to_string(),
+            format!("{base}.{key}"),
+            message.to_string(),
+        ));
+    }
+    let selector = config.get("httpRouteSelector");
+    if selector.and_then(|s| s.get("matchExpressions")).is_some() {
+        out.warnings.push(Warning::new(
+            manifest.locate(&format!("{pointer}/httpRouteSelector/matchExpressions")),
+            object.to_string(),
+            format!("{base}.httpRouteSelector.matchExpressions"),
+            "not simulated: routes are found by matchLabels only".to_string(),
+        ));
     }
 }
 
@@ -514,7 +584,9 @@ pub fn review_all<'a>(manifests: impl IntoIterator<Item = &'a Manifest>) -> Revi
     let mut manifests_of_stored_kinds = Vec::new();
     for m in manifests {
         if let Kind::Stored(kind) = m.object.kind {
-            manifests_of_stored_kinds.push((kind, m));
+            if !super::gateway_api::is_simulated(kind) {
+                manifests_of_stored_kinds.push((kind, m));
+            }
         }
         let r = review(m);
         out.warnings.extend(r.warnings);

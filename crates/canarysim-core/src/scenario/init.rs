@@ -295,9 +295,17 @@ fn rollout_steps(
             continue;
         }
         out.push(until("paused", "30m"));
-        if let Some((host, through_service)) = &target {
+        if let Some(LoadTarget {
+            host,
+            port,
+            through_service,
+        }) = &target
+        {
             out.push(step("wait", "1s".into()));
             let mut load = vec![("requests", requests.into()), ("host", host.clone().into())];
+            if let Some(port) = port {
+                load.push(("port", (*port).into()));
+            }
             if *through_service {
                 // kube-proxy draws per connection: a new one per request makes each request a
                 // draw, so that the share is judged as sharply as the mesh's.
@@ -371,16 +379,33 @@ fn blue_green_steps(
     out
 }
 
-/// Where the loads go, and whether that is a plain Service (no VirtualService): the first
-/// host of the rollout's VirtualService; else a Service that selects all the rollout's pods
-/// (not its stable or canary Service, which Argo narrows to one ReplicaSet), as clients of
-/// a basic canary reach it. None when there is neither.
-fn load_target(rollout: &Manifest, manifests: &[Manifest]) -> Option<(String, bool)> {
+/// Where a canary's loads go.
+struct LoadTarget {
+    host: String,
+    /// The port, when not the load's default (80).
+    port: Option<u32>,
+    /// A plain Service (no VirtualService or HTTPRoute): kube-proxy's split.
+    through_service: bool,
+}
+
+/// Where the loads go: the first host of the rollout's VirtualService, or of the first
+/// HTTPRoute the Gateway API plugin manages (on its Gateway's listener port); else a
+/// Service that selects all the rollout's pods (not its stable or canary Service, which
+/// Argo narrows to one ReplicaSet), as clients of a basic canary reach it. None when there
+/// is neither.
+fn load_target(rollout: &Manifest, manifests: &[Manifest]) -> Option<LoadTarget> {
     let spec = rollout.object.spec();
     let canary = &spec["strategy"]["canary"];
     let namespace = rollout.object.namespace();
     if let Some(host) = routed_host(canary, manifests, namespace) {
-        return Some((host, false));
+        return Some(LoadTarget {
+            host,
+            port: None,
+            through_service: false,
+        });
+    }
+    if let Some(target) = http_route_target(canary, manifests, namespace) {
+        return Some(target);
     }
     let labels = &spec["template"]["metadata"]["labels"];
     let narrowed = [
@@ -397,7 +422,59 @@ fn load_target(rollout: &Manifest, manifests: &[Manifest]) -> Option<(String, bo
                 !sel.is_empty() && sel.iter().all(|(k, v)| labels.get(k) == Some(v))
             })
         })
-        .map(|m| (m.object.name().to_string(), true))
+        .map(|m| LoadTarget {
+            host: m.object.name().to_string(),
+            port: None,
+            through_service: true,
+        })
+}
+
+/// The first HTTPRoute the Gateway API plugin manages: its first hostname (else its
+/// Gateway listener's, else any name: such a listener takes every host), and that
+/// listener's port.
+fn http_route_target(
+    canary: &serde_json::Value,
+    manifests: &[Manifest],
+    namespace: &str,
+) -> Option<LoadTarget> {
+    use crate::model::gateway_api;
+    let plugins = &canary["trafficRouting"]["plugins"];
+    let config = crate::world::controller::gateway_api::PluginConfig::of(Some(plugins), namespace)?;
+    let managed = config.http_routes.first()?;
+    let find = |kind: &str, ns: &str, name: &str| {
+        manifests.iter().find(|m| {
+            m.object.kind == gateway_api::kind(kind)
+                && m.object.namespace() == ns
+                && m.object.name() == name
+        })
+    };
+    let route = find("HTTPRoute", &config.namespace, &managed.name)?;
+    let spec: gateway_api::HttpRouteSpec = route.object.spec_as().ok()?;
+    let listener = spec
+        .parent_refs
+        .iter()
+        .find(|p| p.is_gateway())
+        .and_then(|p| {
+            let ns = p.namespace.as_deref().unwrap_or(&config.namespace);
+            let gateway: gateway_api::GatewaySpec =
+                find("Gateway", ns, &p.name)?.object.spec_as().ok()?;
+            gateway.listeners.into_iter().find(|l| {
+                matches!(l.protocol.as_str(), "HTTP" | "HTTPS")
+                    && p.section_name.as_ref().is_none_or(|s| *s == l.name)
+            })
+        });
+    let host = spec
+        .hostnames
+        .first()
+        .cloned()
+        .or_else(|| listener.as_ref()?.hostname.clone())
+        .filter(|h| !h.starts_with('*'))
+        .unwrap_or_else(|| format!("{}.example", managed.name));
+    Some(LoadTarget {
+        host,
+        port: listener.map(|l| l.port).filter(|p| *p != 80),
+        through_service: false,
+    })
 }
 
 /// The host a load reaches the rollout's VirtualService by: its first host. None when the

@@ -459,9 +459,10 @@ impl World {
         self.mesh.prune(self.now);
     }
 
-    /// A fingerprint of what istiod reacts to: VirtualServices, DestinationRules, Gateways and
-    /// Services as written, and the Pods that serve (ready, with their labels). Rollout and
-    /// ReplicaSet writes, and pods that are not ready yet, change nothing the proxies see.
+    /// A fingerprint of what istiod reacts to: VirtualServices, DestinationRules, Gateways
+    /// (Istio's and the Gateway API's), HTTPRoutes, ReferenceGrants and Services as written,
+    /// and the Pods that serve (ready, with their labels). Rollout and ReplicaSet writes, and
+    /// pods that are not ready yet, change nothing the proxies see.
     fn mesh_inputs(&mut self) -> u64 {
         use std::hash::{Hash, Hasher};
         let pods_version = self.api.kind_changed_at(Kind::Pod);
@@ -481,12 +482,17 @@ impl World {
         };
         let mut h = std::collections::hash_map::DefaultHasher::new();
         serving_pods.hash(&mut h);
+        let gateway_api =
+            crate::model::gateway_api::SIMULATED_KINDS.map(crate::model::gateway_api::kind);
         for kind in [
             Kind::VirtualService,
             Kind::DestinationRule,
             Kind::Gateway,
             Kind::Service,
-        ] {
+        ]
+        .into_iter()
+        .chain(gateway_api)
+        {
             for o in self.api.list(kind, None, None) {
                 (kind, o.namespace(), o.name(), o.resource_version()).hash(&mut h);
             }

@@ -294,6 +294,12 @@ fn route_match(m: &HttpMatch, route: &str, omitted: &mut Omissions) -> Value {
         Some(StrMatcher::Prefix(p)) => {
             out.insert("prefix".into(), json!(p));
         }
+        Some(StrMatcher::SegmentPrefix(p)) if p.is_empty() => {
+            out.insert("prefix".into(), json!("/"));
+        }
+        Some(StrMatcher::SegmentPrefix(p)) => {
+            out.insert("path_separated_prefix".into(), json!(p));
+        }
         Some(StrMatcher::Exact(e)) => {
             out.insert("path".into(), json!(e));
         }
@@ -353,6 +359,8 @@ fn string_match(m: &StrMatcher) -> Value {
     match m {
         StrMatcher::Exact(e) => json!({"exact": e}),
         StrMatcher::Prefix(p) => json!({"prefix": p}),
+        // Only paths are matched by segments (a header or parameter never is).
+        StrMatcher::SegmentPrefix(p) => json!({"prefix": p}),
         StrMatcher::Regex(_) => json!({"safe_regex": {"regex": regex_source(m)}}),
         StrMatcher::Any => json!({"safe_regex": {"regex": ".*"}}),
     }

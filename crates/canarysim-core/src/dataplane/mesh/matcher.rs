@@ -145,6 +145,10 @@ fn ends_with_ci(s: &str, suffix: &str) -> bool {
 pub enum StrMatcher {
     Exact(String),
     Prefix(String),
+    /// The Gateway API's `PathPrefix` (Envoy's `path_separated_prefix`): the path is the
+    /// prefix, or continues it with `/`; stored without a trailing `/`, empty for `/`
+    /// (every path).
+    SegmentPrefix(String),
     /// Anchored (`^(?:…)$`): Envoy's safe_regex matches the whole value (RE2 full match).
     Regex(Regex),
     /// `{}`: any value (for a header: the header is present).
@@ -177,10 +181,19 @@ impl StrMatcher {
         }
     }
 
+    /// A Gateway API `PathPrefix` value as a matcher (the trailing `/` is ignored).
+    pub(crate) fn path_prefix(prefix: &str) -> StrMatcher {
+        StrMatcher::SegmentPrefix(prefix.trim_end_matches('/').to_string())
+    }
+
     pub fn matches(&self, value: &str) -> bool {
         match self {
             StrMatcher::Exact(e) => value == e,
             StrMatcher::Prefix(p) => value.starts_with(p.as_str()),
+            StrMatcher::SegmentPrefix(p) => {
+                value.starts_with(p.as_str())
+                    && matches!(value.as_bytes().get(p.len()), None | Some(b'/'))
+            }
             StrMatcher::Regex(r) => r.is_match(value),
             StrMatcher::Any => true,
         }

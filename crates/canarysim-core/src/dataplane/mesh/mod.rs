@@ -13,6 +13,7 @@
 //! functions serve the simulation and, later, a real proxy.
 
 pub mod envoy;
+mod gateway_api;
 mod matcher;
 pub mod policy;
 mod table;

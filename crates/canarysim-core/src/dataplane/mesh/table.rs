@@ -618,7 +618,8 @@ impl HttpMatch {
             return false;
         }
         if let Some(m) = &self.uri {
-            // Envoy compares exact and regex paths without the query string, prefixes with it.
+            // Envoy compares exact, regex and separated-prefix paths without the query
+            // string, prefixes with it.
             let ok = match m {
                 StrMatcher::Prefix(_) => m.matches(req.path),
                 _ => m.matches(req.path.split_once('?').map_or(req.path, |(p, _)| p)),
@@ -1349,6 +1350,13 @@ impl RouteTable {
                 source: &r.source,
             })
             .ok_or(RouteError::NoRoute)
+    }
+
+    /// The ports a gateway (`namespace/name`, or `name` in `caller_ns`) listens on, in
+    /// order (empty: an Istio Gateway without servers, or no such gateway).
+    pub fn gateway_ports(&self, name: &str, caller_ns: &str) -> &[u32] {
+        self.gateway_listener(name, caller_ns)
+            .map_or(&[], |l| &l.ports)
     }
 
     fn gateway_listener(&self, name: &str, caller_ns: &str) -> Option<&Listener> {

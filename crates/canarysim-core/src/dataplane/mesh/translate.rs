@@ -36,7 +36,7 @@ use crate::model::object::selector_matches;
 use crate::model::{Kind, Object, ObjectKey};
 
 /// Index of the mesh (sidecars) listener in a table.
-const MESH: usize = 0;
+pub(super) const MESH: usize = 0;
 
 /// Match conditions evaluated per section. An entry with any other condition (scheme,
 /// destinationSubnets, sourceSubnet…) never matches — it must not match every request — and
@@ -121,6 +121,7 @@ fn evaluable(raw_match: &Value, evaluated: &[&str]) -> bool {
 pub fn translate(api: &dyn Objects) -> RouteTable {
     let mut b = Builder::new(api);
     b.gateways();
+    let gateway_api = b.gateway_api_gateways();
     b.destination_rules();
     let mut vss = api.objects(Kind::VirtualService);
     // Istio resolves conflicts in favour of the oldest object.
@@ -133,8 +134,9 @@ pub fn translate(api: &dyn Objects) -> RouteTable {
     for vs in vss {
         b.virtual_service(vs);
     }
+    let has_http_routes = b.http_routes(&gateway_api);
     b.service_defaults();
-    b.finish(has_vs)
+    b.finish(has_vs || has_http_routes)
 }
 
 struct DrInfo {
@@ -173,12 +175,12 @@ struct CompiledL4 {
     source: RouteSource,
 }
 
-struct Builder<'a> {
-    api: &'a dyn Objects,
-    catalog: Catalog,
-    listeners: Vec<Listener>,
+pub(super) struct Builder<'a> {
+    pub(super) api: &'a dyn Objects,
+    pub(super) catalog: Catalog,
+    pub(super) listeners: Vec<Listener>,
     clusters: Vec<Cluster>,
-    cluster_ids: BTreeMap<String, ClusterId>,
+    pub(super) cluster_ids: BTreeMap<String, ClusterId>,
     drs: Vec<DrInfo>,
     notes: Vec<Note>,
 }
@@ -198,7 +200,7 @@ impl<'a> Builder<'a> {
         }
     }
 
-    fn note(&mut self, object: &ObjectKey, message: impl Into<String>) {
+    pub(super) fn note(&mut self, object: &ObjectKey, message: impl Into<String>) {
         self.notes.push(Note {
             object: object.clone(),
             message: message.into(),
@@ -852,7 +854,7 @@ impl<'a> Builder<'a> {
     }
 
     /// The cluster a destination names, created on first use.
-    fn destination(
+    pub(super) fn destination(
         &mut self,
         key: &ObjectKey,
         ns: &str,
@@ -910,7 +912,7 @@ impl<'a> Builder<'a> {
         id
     }
 
-    fn add_cluster(
+    pub(super) fn add_cluster(
         &mut self,
         name: String,
         host: String,

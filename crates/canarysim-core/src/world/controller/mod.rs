@@ -4,6 +4,7 @@
 //! * [`rollout`] — the reconciler (steps, services, traffic routing, scaling, status);
 //! * [`replicas`] — Argo's replica arithmetic, pure;
 //! * [`istio`] — VirtualService / DestinationRule patching, pure;
+//! * [`gateway_api`] — the Gateway API plugin's HTTPRoute writes, pure;
 //! * [`validation`] — Argo's spec validation, pure;
 //! * [`hash`] — pod-template-hash;
 //! * [`replicaset`] — the ReplicaSet controller and kubelet;
@@ -14,6 +15,7 @@
 pub mod actions;
 pub mod analysis_run;
 pub mod ephemeral;
+pub mod gateway_api;
 pub mod hash;
 pub mod istio;
 pub mod replicas;

@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::gateway_api;
 use super::hash::{self, GoJsonFlavor};
 use super::istio::{self, IstioContext, RemoveOutcome};
 use super::replicas::{self, ReplicaProgressThreshold, RsCounts, StepInfo};

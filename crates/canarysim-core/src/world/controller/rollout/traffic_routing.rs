@@ -1,11 +1,14 @@
-//! Argo's `rollout/trafficrouting.go` for Istio: the weight each step sets, DestinationRule
-//! subsets, VirtualService weights, header and mirror routes.
+//! Argo's `rollout/trafficrouting.go` for Istio and the Gateway API plugin: the weight each
+//! step sets, DestinationRule subsets, VirtualService and HTTPRoute weights, header and
+//! mirror routes.
 
 // One reconciler across files: each part shares its module's imports and helpers.
 use super::*;
 
 impl Reconciler<'_> {
-    /// `rollout/trafficrouting.go` for Istio. Returns false when an error stops the reconcile.
+    /// `rollout/trafficrouting.go` for Istio and the Gateway API plugin (each configured
+    /// router in turn, as Argo runs its reconcilers). Returns false when an error stops the
+    /// reconcile.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn reconcile_traffic(
         &mut self,
@@ -18,9 +21,11 @@ impl Reconciler<'_> {
         fully_promoted: bool,
     ) -> Result<bool, ApiError> {
         let tr = canary.traffic_routing.as_ref().expect("caller checked");
-        let Some(istio_cfg) = tr.istio.as_ref() else {
+        let istio_cfg = tr.istio.as_ref();
+        let plugin = gateway_api::PluginConfig::of(tr.plugins.as_ref(), &self.ns());
+        if istio_cfg.is_none() && plugin.is_none() {
             return Ok(true);
-        };
+        }
         let n = spec.desired_replicas();
         let steps = &canary.steps;
         let managed = managed_routes(canary);
@@ -28,6 +33,7 @@ impl Reconciler<'_> {
         let services =
             stable_and_canary_services(canary, &self.status.canary.stable_ping_pong, false);
         let ctx = istio_context(&name, canary, &services, managed.as_deref());
+        let plugin_ctx = plugin_context(canary, managed.as_deref());
         let index = self.status.current_step_index.unwrap_or(0) as usize;
 
         // The weight to write, and whether managed routes go.
@@ -35,7 +41,15 @@ impl Reconciler<'_> {
             self.desired_weight(canary, n, new_rs, stable_rs, at_desired, fully_promoted);
 
         if remove_routes {
-            self.remove_managed_routes(istio_cfg, &ctx)?;
+            if let Some(istio_cfg) = istio_cfg {
+                self.remove_managed_routes(istio_cfg, &ctx)?;
+            }
+            let removed = plugin
+                .as_ref()
+                .map(|p| self.remove_http_route_rules(p, &plugin_ctx));
+            if let Some(Err(e)) = removed {
+                return self.traffic_error(e);
+            }
         }
 
         // The stable ReplicaSet must be able to take the rest of the traffic.
@@ -50,7 +64,7 @@ impl Reconciler<'_> {
             return Ok(true);
         }
 
-        let dr_object: Option<Value> = match &istio_cfg.destination_rule {
+        let dr_object: Option<Value> = match istio_cfg.and_then(|i| i.destination_rule.as_ref()) {
             Some(dr) => self
                 .api
                 .get(Kind::DestinationRule, &self.ns(), &dr.name)
@@ -60,27 +74,34 @@ impl Reconciler<'_> {
         };
 
         // A header or mirror step is applied in the reconcile where it is current.
-        let revision = new_rs.revision;
-        if revision > 1 && !self.status.abort && !fully_promoted {
+        if new_rs.revision > 1 && !self.status.abort && !fully_promoted {
             if let Some(step) = steps.get(index) {
-                if step.set_header_route.is_some() || step.set_mirror_route.is_some() {
-                    if let Err(e) =
-                        self.apply_route_step(istio_cfg, &ctx, step, dr_object.as_ref())?
-                    {
-                        return self.traffic_error(e);
-                    }
+                let routers = StepRouters {
+                    istio: istio_cfg.map(|i| (i, &ctx)),
+                    plugin: plugin.as_ref().map(|p| (p, &plugin_ctx)),
+                };
+                if let Err(e) = self.apply_step_routes(routers, step, dr_object.as_ref())? {
+                    return self.traffic_error(e);
                 }
             }
         }
 
         // Subset-level split: label the DestinationRule's subsets (after the "delaying
         // destination rule switch" check, which the Istio module makes).
-        if let Some(dr) = &istio_cfg.destination_rule {
+        if let Some(dr) = istio_cfg.and_then(|i| i.destination_rule.as_ref()) {
             if let Err(e) = self.update_subsets(canary, dr, dr_object.as_ref(), &ctx, new_rs, all) {
                 return self.traffic_error(e);
             }
         }
-        if let Err(e) = self.set_virtual_service_weights(istio_cfg, &ctx, weight) {
+        if let Some(istio_cfg) = istio_cfg {
+            if let Err(e) = self.set_virtual_service_weights(istio_cfg, &ctx, weight) {
+                return self.traffic_error(e);
+            }
+        }
+        let set = plugin
+            .as_ref()
+            .map(|p| self.set_http_route_weights(p, &plugin_ctx, weight));
+        if let Some(Err(e)) = set {
             return self.traffic_error(e);
         }
 
@@ -96,7 +117,8 @@ impl Reconciler<'_> {
                 pod_template_hash: self.status.stable_r_s.clone(),
             },
             additional: Vec::new(),
-            verified: None,
+            // The plugin's VerifyWeight answers "verified" without looking; Istio's none.
+            verified: plugin.is_some().then_some(true),
         };
         self.status.canary.weights = Some(weights);
         Ok(true)
@@ -252,6 +274,27 @@ impl Reconciler<'_> {
         Ok(false)
     }
 
+    /// The current step's header or mirror route, by each configured router (the plugin's
+    /// SetMirrorRoute does nothing).
+    fn apply_step_routes(
+        &mut self,
+        StepRouters { istio, plugin }: StepRouters,
+        step: &CanaryStep,
+        dr: Option<&Value>,
+    ) -> Result<Result<(), String>, ApiError> {
+        if step.set_header_route.is_some() || step.set_mirror_route.is_some() {
+            if let Some((istio_cfg, ctx)) = istio {
+                if let Err(e) = self.apply_route_step(istio_cfg, ctx, step, dr)? {
+                    return Ok(Err(e));
+                }
+            }
+        }
+        if let (Some((plugin, ctx)), Some(h)) = (plugin, &step.set_header_route) {
+            return Ok(self.set_http_route_header(plugin, ctx, h));
+        }
+        Ok(Ok(()))
+    }
+
     pub(super) fn apply_route_step(
         &mut self,
         istio_cfg: &crate::model::rollout::IstioTrafficRouting,
@@ -331,4 +374,117 @@ impl Reconciler<'_> {
         }
         Ok(())
     }
+
+    /// The HTTPRoutes the plugin manages: those it names, then those its selector finds,
+    /// each with whether header routes go into it; or the plugin's error.
+    fn plugin_routes(
+        &self,
+        plugin: &gateway_api::PluginConfig,
+    ) -> Result<Vec<gateway_api::ManagedRoute>, String> {
+        if !plugin.has_routes {
+            return Err(gateway_api::NO_ROUTES.to_string());
+        }
+        let mut routes = plugin.http_routes.clone();
+        if let Some(selector) = &plugin.http_route_selector {
+            let kind = crate::model::gateway_api::kind("HTTPRoute");
+            for r in self.api.list(kind, Some(&plugin.namespace), Some(selector)) {
+                routes.push(gateway_api::ManagedRoute {
+                    name: r.name().to_string(),
+                    use_header_routes: false,
+                });
+            }
+        }
+        Ok(routes)
+    }
+
+    /// Applies `change` to each managed HTTPRoute (header routes only where enabled) and
+    /// writes what changed; the first error stops, as the plugin returns it.
+    fn each_http_route(
+        &mut self,
+        plugin: &gateway_api::PluginConfig,
+        header_routes_only: bool,
+        change: impl Fn(&Value) -> Result<Option<Value>, String>,
+    ) -> Result<(), String> {
+        let kind = crate::model::gateway_api::kind("HTTPRoute");
+        // Only SetWeight insists on a configured route.
+        if header_routes_only && !plugin.has_routes {
+            return Ok(());
+        }
+        for route in self.plugin_routes(plugin)? {
+            if header_routes_only && !route.use_header_routes {
+                continue;
+            }
+            let current = self
+                .api
+                .get(kind, &plugin.namespace, &route.name)
+                .map_err(|e| e.to_string())?;
+            if let Some(next) = change(&current.value)? {
+                self.write(Object::new(kind, next))
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The plugin's SetWeight on every HTTPRoute it manages.
+    fn set_http_route_weights(
+        &mut self,
+        plugin: &gateway_api::PluginConfig,
+        ctx: &gateway_api::PluginContext,
+        weight: i32,
+    ) -> Result<(), String> {
+        let label = plugin.in_progress_label.as_ref();
+        self.each_http_route(plugin, false, |r| {
+            gateway_api::set_weight(r, ctx, weight, label)
+        })
+    }
+
+    /// The plugin's SetHeaderRoute on the HTTPRoutes that take header routes.
+    fn set_http_route_header(
+        &mut self,
+        plugin: &gateway_api::PluginConfig,
+        ctx: &gateway_api::PluginContext,
+        step: &crate::model::rollout::SetHeaderRoute,
+    ) -> Result<(), String> {
+        self.each_http_route(plugin, true, |r| {
+            gateway_api::set_header_route(r, ctx, step)
+        })
+    }
+
+    /// The plugin's RemoveManagedRoutes on the HTTPRoutes that take header routes.
+    fn remove_http_route_rules(
+        &mut self,
+        plugin: &gateway_api::PluginConfig,
+        ctx: &gateway_api::PluginContext,
+    ) -> Result<(), String> {
+        self.each_http_route(plugin, true, |r| {
+            Ok(gateway_api::remove_managed_routes(r, ctx))
+        })
+    }
+}
+
+/// The names the Gateway API plugin writes for: the Rollout's Services as written (the
+/// plugin reads `canaryService` and `stableService`, never ping-pong).
+fn plugin_context<'c>(
+    canary: &'c CanaryStrategy,
+    managed: Option<&'c [String]>,
+) -> gateway_api::PluginContext<'c> {
+    gateway_api::PluginContext {
+        stable: &canary.stable_service,
+        canary: &canary.canary_service,
+        managed: managed.unwrap_or_default(),
+    }
+}
+
+/// The configured routers, each with what it writes for (a step's header and mirror
+/// routes go to each).
+struct StepRouters<'a, 'c> {
+    istio: Option<(
+        &'a crate::model::rollout::IstioTrafficRouting,
+        &'a IstioContext<'c>,
+    )>,
+    plugin: Option<(
+        &'a gateway_api::PluginConfig,
+        &'a gateway_api::PluginContext<'c>,
+    )>,
 }

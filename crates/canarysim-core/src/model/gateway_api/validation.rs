@@ -1,32 +1,12 @@
-//! The Gateway API (`gateway.networking.k8s.io`): what its API server refuses in a route.
-//! The CRDs' bounds and CEL rules (standard channel, `apis/v1/httproute_types.go` and
+//! What the Gateway API's API server refuses in a route. The CRDs' bounds and CEL rules (standard channel, `apis/v1/httproute_types.go` and
 //! `shared_types.go`) on the fields a canary depends on — parent references, rules, path
 //! matches, backend references and their weights — in the API server's words, so that a
 //! route a cluster would refuse is refused here too, at its place.
 
 use serde_json::Value;
 
-use super::kube_validation::Invalid;
-use super::object::Kind;
-
-/// The Gateway API's group.
-pub(crate) const GROUP: &str = "gateway.networking.k8s.io";
-
-/// The route kinds whose rules forward to `backendRefs`.
-const ROUTE_KINDS: [&str; 4] = ["HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute"];
-
-/// The most a backendRef's weight may be (`BackendRef.Weight`).
-pub(crate) const MAX_WEIGHT: i64 = 1_000_000;
-
-/// The Gateway API route kind `kind` is, if it is one.
-pub(crate) fn route_kind(kind: Kind) -> Option<&'static str> {
-    match kind {
-        Kind::Stored(s) if s.info().group == GROUP => {
-            ROUTE_KINDS.into_iter().find(|k| *k == s.info().kind)
-        }
-        _ => None,
-    }
-}
+use super::{GROUP, MAX_WEIGHT};
+use crate::model::kube_validation::Invalid;
 
 /// Every field of a route's `spec` the API server refuses, in the order it checks them.
 pub(crate) fn validate_route(kind: &str, spec: &Value, out: &mut Vec<Invalid>) {
@@ -480,15 +460,5 @@ mod tests {
                 "spec.rules[0]: Invalid value: \"object\": RequestRedirect filter must not be used together with backendRefs"
             ]
         );
-    }
-
-    #[test]
-    fn only_gateway_api_route_kinds_are_routes() {
-        let kind =
-            |group, kind| Kind::Stored(super::super::stored_kind::known(group, kind).unwrap());
-        assert_eq!(route_kind(kind(GROUP, "HTTPRoute")), Some("HTTPRoute"));
-        assert_eq!(route_kind(kind(GROUP, "TLSRoute")), Some("TLSRoute"));
-        assert_eq!(route_kind(kind(GROUP, "Gateway")), None);
-        assert_eq!(route_kind(Kind::VirtualService), None);
     }
 }

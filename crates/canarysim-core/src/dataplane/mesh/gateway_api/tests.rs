@@ -1,0 +1,403 @@
+//! HTTPRoutes on Gateways and on Services, routed: weights, precedence, hostnames,
+//! attachment and backends that do not resolve.
+
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+use super::super::*;
+use crate::apiserver::ApiServer;
+use crate::endpoints::Role;
+use crate::endpoints::fixtures::*;
+use crate::model::gateway_api;
+use crate::random::stream;
+
+const NS: &str = "demo";
+const V1: &str = "gateway.networking.k8s.io/v1";
+
+/// Two stable and two canary pods behind `reviews-stable` and `reviews-canary` (port 80),
+/// and Gateway `demo/gw` with an HTTP listener on port 80 for every host.
+fn store() -> ApiServer {
+    let mut api = ApiServer::new();
+    rollout(&mut api, NS, "reviews", "reviews", "s1", "c1");
+    pods(&mut api, NS, "reviews", "s1", "reviews:blue", 2);
+    pods(&mut api, NS, "reviews", "c1", "reviews:yellow", 2);
+    service(&mut api, NS, "reviews", json!({"app": "reviews"}));
+    service(
+        &mut api,
+        NS,
+        "reviews-stable",
+        json!({"app": "reviews", "rollouts-pod-template-hash": "s1"}),
+    );
+    service(
+        &mut api,
+        NS,
+        "reviews-canary",
+        json!({"app": "reviews", "rollouts-pod-template-hash": "c1"}),
+    );
+    gateway(
+        &mut api,
+        NS,
+        json!([{"name": "http", "port": 80, "protocol": "HTTP"}]),
+    );
+    api
+}
+
+fn gateway(api: &mut ApiServer, ns: &str, listeners: Value) {
+    create(
+        api,
+        gateway_api::kind("Gateway"),
+        json!({"apiVersion": V1, "kind": "Gateway",
+               "metadata": {"name": "gw", "namespace": ns},
+               "spec": {"gatewayClassName": "istio", "listeners": listeners}}),
+    );
+}
+
+fn route(api: &mut ApiServer, ns: &str, name: &str, spec: Value) {
+    create(
+        api,
+        gateway_api::kind("HTTPRoute"),
+        json!({"apiVersion": V1, "kind": "HTTPRoute",
+               "metadata": {"name": name, "namespace": ns}, "spec": spec}),
+    );
+}
+
+/// The stable and canary Services with these weights (None: the weight left out).
+fn backends(stable: Option<i64>, canary: Option<i64>) -> Value {
+    let backend = |name: &str, weight: Option<i64>| match weight {
+        Some(w) => json!({"name": name, "port": 80, "weight": w}),
+        None => json!({"name": name, "port": 80}),
+    };
+    json!([
+        backend("reviews-stable", stable),
+        backend("reviews-canary", canary)
+    ])
+}
+
+fn at_gateway(host: &'static str, path: &'static str) -> RequestMeta<'static> {
+    RequestMeta {
+        origin: Origin::Gateway("demo/gw"),
+        host,
+        path,
+        namespace: NS,
+        ..RequestMeta::default()
+    }
+}
+
+/// Serves `n` requests: the roles that answered, and how many found no upstream.
+fn roles(table: &RouteTable, r: &RequestMeta, n: usize) -> (BTreeMap<Role, usize>, usize) {
+    let mut rng = stream(7, "router");
+    let mut state = LbState::new(table);
+    let mut out = BTreeMap::new();
+    let mut no_upstream = 0;
+    for _ in 0..n {
+        match table.serve(r, LbPolicy::RoundRobin, &mut rng, &mut state) {
+            Ok(s) => {
+                *out.entry(table.endpoint(s.endpoint).unwrap().role)
+                    .or_default() += 1
+            }
+            Err(RouteError::NoHealthyUpstream { .. }) => no_upstream += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    (out, no_upstream)
+}
+
+fn canary_percent(table: &RouteTable, r: &RequestMeta, n: usize) -> f64 {
+    let (counts, _) = roles(table, r, n);
+    counts.get(&Role::Canary).copied().unwrap_or(0) as f64 * 100.0 / n as f64
+}
+
+fn notes(table: &RouteTable) -> Vec<String> {
+    table.notes().iter().map(ToString::to_string).collect()
+}
+
+fn source(table: &RouteTable, r: &RequestMeta) -> String {
+    table.route(r).unwrap().source.to_string()
+}
+
+#[test]
+fn the_plugins_weights_split_requests_through_the_gateway() {
+    let mut api = store();
+    route(
+        &mut api,
+        NS,
+        "argo-rollouts-http-route",
+        json!({"parentRefs": [{"name": "gw"}],
+               "rules": [{"backendRefs": backends(Some(80), Some(20))}]}),
+    );
+    let table = translate(&api);
+    assert!(table.notes().is_empty(), "{:?}", notes(&table));
+    let r = at_gateway("demo.example.com", "/");
+    let canary = canary_percent(&table, &r, 100_000);
+    assert!((canary - 20.0).abs() < 0.5, "canary share {canary}");
+    assert_eq!(
+        source(&table, &r),
+        "HTTPRoute demo/argo-rollouts-http-route rules/0"
+    );
+    assert_eq!(table.gateway_for("demo.example.com", NS), Some("demo/gw"));
+    assert!(
+        table.has_virtual_services(),
+        "routes make the gateway the default origin"
+    );
+}
+
+#[test]
+fn weights_left_out_are_one_each_so_the_split_is_even() {
+    // argo-rollouts#4569: the plugin never wrote the weights, the route keeps its defaults.
+    let mut api = store();
+    route(
+        &mut api,
+        NS,
+        "r",
+        json!({"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": backends(None, None)}]}),
+    );
+    let canary = canary_percent(&translate(&api), &at_gateway("any", "/"), 100_000);
+    assert!((canary - 50.0).abs() < 0.5, "canary share {canary}");
+}
+
+#[test]
+fn weights_are_proportions_of_their_sum_and_zero_sends_nothing() {
+    let mut api = store();
+    route(
+        &mut api,
+        NS,
+        "r",
+        json!({"parentRefs": [{"name": "gw"}],
+               "rules": [{"backendRefs": backends(Some(300_000), Some(100_000))}]}),
+    );
+    let canary = canary_percent(&translate(&api), &at_gateway("any", "/"), 100_000);
+    assert!((canary - 25.0).abs() < 0.5, "canary share {canary}");
+
+    let mut api = store();
+    route(
+        &mut api,
+        NS,
+        "r",
+        json!({"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": backends(Some(1), Some(0))}]}),
+    );
+    assert_eq!(
+        canary_percent(&translate(&api), &at_gateway("any", "/"), 1_000),
+        0.0
+    );
+}
+
+#[test]
+fn an_exact_path_beats_a_longer_prefix_which_beats_a_shorter_one_across_routes() {
+    let mut api = store();
+    let only = |name: &str| json!([{"name": name, "port": 80}]);
+    route(
+        &mut api,
+        NS,
+        "a-everything",
+        json!({"parentRefs": [{"name": "gw"}],
+               "rules": [{"backendRefs": only("reviews-stable")}]}),
+    );
+    route(
+        &mut api,
+        NS,
+        "b-api",
+        json!({"parentRefs": [{"name": "gw"}],
+               "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/api/"}}],
+                          "backendRefs": only("reviews-canary")},
+                         {"matches": [{"path": {"type": "Exact", "value": "/api/v1"}}],
+                          "backendRefs": only("reviews")}]}),
+    );
+    let table = translate(&api);
+    let at = |path| source(&table, &at_gateway("h", path));
+    assert_eq!(at("/api/v1"), "HTTPRoute demo/b-api rules/1");
+    assert_eq!(at("/api/v1/x"), "HTTPRoute demo/b-api rules/0");
+    assert_eq!(
+        at("/api"),
+        "HTTPRoute demo/b-api rules/0",
+        "the trailing / is ignored"
+    );
+    assert_eq!(at("/api?x=1"), "HTTPRoute demo/b-api rules/0");
+    assert_eq!(
+        at("/apix"),
+        "HTTPRoute demo/a-everything rules/0",
+        "prefixes match whole segments"
+    );
+    assert_eq!(at("/"), "HTTPRoute demo/a-everything rules/0");
+}
+
+#[test]
+fn a_header_match_sends_its_requests_to_the_canary_and_the_rest_by_weight() {
+    let mut api = store();
+    route(
+        &mut api,
+        NS,
+        "r",
+        json!({"parentRefs": [{"name": "gw"}],
+               "rules": [{"backendRefs": backends(Some(90), Some(10))},
+                         {"name": "canary-header",
+                          "matches": [{"headers": [{"name": "X-Canary", "value": "yes"}]}],
+                          "backendRefs": [{"name": "reviews-canary", "port": 80}]}]}),
+    );
+    let table = translate(&api);
+    let headers = [("x-canary", "yes")];
+    let with_header = RequestMeta {
+        headers: &headers,
+        ..at_gateway("h", "/")
+    };
+    assert_eq!(canary_percent(&table, &with_header, 1_000), 100.0);
+    let plain = canary_percent(&table, &at_gateway("h", "/"), 100_000);
+    assert!((plain - 10.0).abs() < 0.5, "canary share {plain}");
+    let wrong = [("x-canary", "no")];
+    let other = RequestMeta {
+        headers: &wrong,
+        ..at_gateway("h", "/")
+    };
+    assert_eq!(source(&table, &other), "HTTPRoute demo/r rules/0");
+}
+
+#[test]
+fn a_backend_that_does_not_resolve_keeps_its_share_without_an_upstream() {
+    let mut api = store();
+    route(
+        &mut api,
+        NS,
+        "r",
+        json!({"parentRefs": [{"name": "gw"}],
+               "rules": [{"backendRefs": [{"name": "reviews-stable", "port": 80, "weight": 70},
+                                          {"name": "missing", "port": 80, "weight": 30}]}]}),
+    );
+    let table = translate(&api);
+    let (counts, no_upstream) = roles(&table, &at_gateway("h", "/"), 100_000);
+    assert!(
+        (no_upstream as f64 / 1_000.0 - 30.0).abs() < 0.5,
+        "{no_upstream}"
+    );
+    assert_eq!(counts.get(&Role::Canary), None);
+    assert_eq!(
+        notes(&table),
+        [
+            "HTTPRoute demo/r: rules/0: backendRef Service demo/missing does not exist (BackendNotFound); implementations answer 500 for its share (canarysim: 503, no upstream)"
+        ]
+    );
+}
+
+#[test]
+fn a_service_in_another_namespace_needs_a_reference_grant() {
+    let mut api = store();
+    service(&mut api, "other", "shared", json!({"app": "shared"}));
+    pods(&mut api, "other", "shared", "x1", "shared:1", 1);
+    let spec = json!({"parentRefs": [{"name": "gw"}],
+                      "rules": [{"backendRefs": [{"name": "shared", "namespace": "other", "port": 80}]}]});
+    route(&mut api, NS, "r", spec);
+    let (_, no_upstream) = roles(&translate(&api), &at_gateway("h", "/"), 100);
+    assert_eq!(no_upstream, 100);
+    create(
+        &mut api,
+        gateway_api::kind("ReferenceGrant"),
+        json!({"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+               "metadata": {"name": "g", "namespace": "other"},
+               "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": NS}],
+                        "to": [{"group": "", "kind": "Service"}]}}),
+    );
+    let (counts, no_upstream) = roles(&translate(&api), &at_gateway("h", "/"), 100);
+    assert_eq!((counts.values().sum::<usize>(), no_upstream), (100, 0));
+}
+
+#[test]
+fn a_route_serves_the_hostnames_it_shares_with_the_listener() {
+    let mut api = ApiServer::new();
+    service(&mut api, NS, "reviews", json!({"app": "reviews"}));
+    pods(&mut api, NS, "reviews", "s1", "reviews:blue", 1);
+    gateway(
+        &mut api,
+        NS,
+        json!([{"name": "web", "port": 80, "protocol": "HTTP", "hostname": "*.example.com"}]),
+    );
+    route(
+        &mut api,
+        NS,
+        "r",
+        json!({"parentRefs": [{"name": "gw", "sectionName": "web"}],
+               "hostnames": ["shop.example.com", "example.org"],
+               "rules": [{"backendRefs": [{"name": "reviews", "port": 80}]}]}),
+    );
+    let table = translate(&api);
+    assert!(table.route(&at_gateway("shop.example.com", "/")).is_ok());
+    assert_eq!(
+        table.route(&at_gateway("other.example.com", "/")).err(),
+        Some(RouteError::NoRoute)
+    );
+    assert_eq!(
+        table.route(&at_gateway("example.org", "/")).err(),
+        Some(RouteError::NoRoute),
+        "the listener does not accept the host"
+    );
+}
+
+#[test]
+fn a_route_of_another_namespace_is_not_accepted_by_a_listener_for_its_own() {
+    let mut api = store();
+    service(&mut api, "team", "reviews", json!({"app": "reviews"}));
+    route(
+        &mut api,
+        "team",
+        "r",
+        json!({"parentRefs": [{"name": "gw", "namespace": NS}],
+               "rules": [{"backendRefs": [{"name": "reviews", "port": 80}]}]}),
+    );
+    let table = translate(&api);
+    assert_eq!(
+        notes(&table),
+        [
+            "HTTPRoute team/r: not accepted by Gateway demo/gw: listener \"http\" admits routes of namespace demo only"
+        ]
+    );
+    assert_eq!(table.gateway_for("h", NS), None);
+}
+
+#[test]
+fn a_route_on_a_service_splits_the_meshs_requests_for_it() {
+    // GAMMA: the parent is the Service the callers address.
+    let mut api = store();
+    route(
+        &mut api,
+        NS,
+        "east-west",
+        json!({"parentRefs": [{"group": "", "kind": "Service", "name": "reviews", "port": 80}],
+               "rules": [{"backendRefs": backends(Some(70), Some(30))}]}),
+    );
+    let table = translate(&api);
+    let r = RequestMeta {
+        host: "reviews",
+        namespace: NS,
+        ..RequestMeta::default()
+    };
+    let canary = canary_percent(&table, &r, 100_000);
+    assert!((canary - 30.0).abs() < 0.5, "canary share {canary}");
+    assert_eq!(source(&table, &r), "HTTPRoute demo/east-west rules/0");
+}
+
+#[test]
+fn envoy_is_given_segment_prefixes_as_separated_prefixes() {
+    let mut api = store();
+    route(
+        &mut api,
+        NS,
+        "r",
+        json!({"parentRefs": [{"name": "gw"}],
+               "rules": [{"matches": [{"path": {"type": "PathPrefix", "value": "/api/"}}],
+                          "backendRefs": backends(Some(80), Some(20))},
+                         {"backendRefs": backends(Some(80), Some(20))}]}),
+    );
+    let table = translate(&api);
+    let options = envoy::EnvoyOptions {
+        listen_address: "127.0.0.1".into(),
+        ports: BTreeMap::new(),
+        default_port: 8080,
+        admin_port: 0,
+        l4_port: &|_, _| 0,
+        pod_address: &|_| None,
+        lb: LbPolicy::RoundRobin,
+    };
+    let (config, omitted) = envoy::bootstrap(&table, &options);
+    assert_eq!(omitted, Vec::<String>::new());
+    let routes = &config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+        ["route_config"]["virtual_hosts"][0]["routes"];
+    assert_eq!(routes[0]["match"], json!({"path_separated_prefix": "/api"}));
+    assert_eq!(routes[1]["match"], json!({"prefix": "/"}));
+}
