@@ -80,6 +80,11 @@ pub struct ClusterSpec {
     /// (round robin).
     #[serde(default)]
     pub kube_proxy: KubeProxyMode,
+    /// How the Gateway API's Gateways split a rule between its backends: random (a draw
+    /// per request, as Envoy-based implementations do; the default) or round_robin (a
+    /// smooth weighted round robin, as Traefik and NGINX Gateway Fabric do).
+    #[serde(default)]
+    pub gateway_api_split: GatewayApiSplitSpec,
     /// Per image: how its pods answer.
     #[serde(default)]
     pub backends: BTreeMap<String, BackendSpec>,
@@ -101,6 +106,7 @@ impl Default for ClusterSpec {
             push_delay: default_push_delay(),
             endpoint_lb: EndpointLb::default(),
             kube_proxy: KubeProxyMode::default(),
+            gateway_api_split: GatewayApiSplitSpec::default(),
             backends: BTreeMap::new(),
             istio_version: None,
             analysis_results: BTreeMap::new(),
@@ -123,6 +129,14 @@ pub enum EndpointLb {
     RoundRobin,
     Random,
     LeastRequest,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GatewayApiSplitSpec {
+    #[default]
+    Random,
+    RoundRobin,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize, JsonSchema)]

@@ -91,6 +91,16 @@ impl<'p> Runner<'p> {
             watch_log,
             record_events: watch_log,
             instant_budget: plan.instant_budget,
+            routes: crate::mesh::TranslateOptions {
+                gateway_api_split: match plan.cluster.gateway_api_split {
+                    crate::scenario::format::GatewayApiSplitSpec::Random => {
+                        crate::mesh::GatewayApiSplit::Random
+                    }
+                    crate::scenario::format::GatewayApiSplitSpec::RoundRobin => {
+                        crate::mesh::GatewayApiSplit::RoundRobin
+                    }
+                },
+            },
             ..ClusterConfig::default()
         };
         let mut world = World::new(config, seed);

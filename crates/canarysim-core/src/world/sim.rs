@@ -45,6 +45,9 @@ pub struct ClusterConfig {
     pub record_events: bool,
     /// Instants one step may stop the clock at ([`DEFAULT_INSTANT_BUDGET`]).
     pub instant_budget: u64,
+    /// What the translation of routes cannot read from the objects (how the Gateway API's
+    /// implementation splits).
+    pub routes: mesh::TranslateOptions,
 }
 
 impl Default for ClusterConfig {
@@ -57,6 +60,7 @@ impl Default for ClusterConfig {
             watch_log: false,
             record_events: false,
             instant_budget: DEFAULT_INSTANT_BUDGET,
+            routes: mesh::TranslateOptions::default(),
         }
     }
 }
@@ -449,7 +453,7 @@ impl World {
             return;
         }
         self.pushed = Some(fingerprint);
-        let table = mesh::translate(&self.api);
+        let table = mesh::translate_with(&self.api, self.config.routes);
         for note in table.notes() {
             if !self.route_notes.contains(note) {
                 self.route_notes.push(note.clone());

@@ -251,6 +251,12 @@ fn http_routes(
     omitted: &mut Omissions,
 ) -> Vec<Value> {
     let action = route_action(table, &r.clusters, r);
+    if r.clusters.is_in_turns() {
+        omitted.push(format!(
+            "{}: the split taken in turns (a weighted round robin); Envoy draws per request",
+            r.source
+        ));
+    }
     let typed_per_filter = fault(&r.policy);
     let with_action = |matcher: Value| {
         let mut route = json!({"match": matcher, "route": action.clone()});

@@ -25,7 +25,7 @@ pub use table::{
     RoundRobinCursor, RouteChoice, RouteError, RouteSource, RouteTable, Scope, Served,
     WeightedClusters,
 };
-pub use translate::translate;
+pub use translate::{GatewayApiSplit, TranslateOptions, translate, translate_with};
 
 use std::time::Duration;
 

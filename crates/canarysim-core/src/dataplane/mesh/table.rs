@@ -6,6 +6,8 @@
 
 use rand::RngCore;
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::matcher::{HostPattern, StrMatcher, request_host};
 use crate::endpoints::{Endpoint, EndpointId, Note};
@@ -173,6 +175,63 @@ pub struct WeightedClusters {
     /// Lemire's multiplier for an exact `x % total` on 32-bit `x` by two multiplications,
     /// when the total fits in 32 bits (always, for Istio's weights summing to 100).
     modulo32: Option<u64>,
+    /// A smooth weighted round robin instead of a draw (Traefik, NGINX Gateway Fabric).
+    rotation: Option<Arc<Rotation>>,
+}
+
+/// A smooth weighted round robin (nginx's: each turn every entry gains its weight, the
+/// richest is chosen and pays the total), precomputed over one period and walked by a
+/// cursor shared by every clone of the split, as one balancer per route is.
+#[derive(Debug)]
+struct Rotation {
+    /// Entry indexes over one period (the weights divided by their greatest common divisor).
+    order: Box<[u16]>,
+    cursor: AtomicUsize,
+}
+
+/// The longest period precomputed: weights whose reduced sum is larger are scaled down to
+/// it (a share moves by less than 1 / 65,536).
+const MAX_ROTATION: u64 = 65_536;
+
+impl Rotation {
+    fn new(weights: &[u32]) -> Option<Rotation> {
+        if weights.len() < 2 || weights.len() > usize::from(u16::MAX) {
+            return None;
+        }
+        let gcd = weights.iter().fold(0u64, |g, w| gcd(g, u64::from(*w)));
+        let mut reduced: Vec<u64> = weights.iter().map(|w| u64::from(*w) / gcd.max(1)).collect();
+        let total: u64 = reduced.iter().sum();
+        if total > MAX_ROTATION {
+            for w in &mut reduced {
+                *w = (*w * MAX_ROTATION / total).max(u64::from(*w > 0));
+            }
+        }
+        let total: i64 = reduced.iter().sum::<u64>() as i64;
+        let mut current = vec![0i64; reduced.len()];
+        let mut order = Vec::with_capacity(total as usize);
+        for _ in 0..total {
+            for (c, w) in current.iter_mut().zip(&reduced) {
+                *c += *w as i64;
+            }
+            let best = (0..current.len()).max_by_key(|&i| (current[i], std::cmp::Reverse(i)))?;
+            current[best] -= total;
+            order.push(best as u16);
+        }
+        Some(Rotation {
+            order: order.into(),
+            cursor: AtomicUsize::new(0),
+        })
+    }
+
+    #[inline]
+    fn next(&self) -> usize {
+        let turn = self.cursor.fetch_add(1, Ordering::Relaxed);
+        usize::from(self.order[turn % self.order.len()])
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// `a % d` for 32-bit values, given `m = u64::MAX / d + 1` (wrapping): exact for every `a`
@@ -212,7 +271,20 @@ impl WeightedClusters {
             entries,
             total,
             modulo32: modulo32(total),
+            rotation: None,
         })
+    }
+
+    /// The same split taken in turns (a smooth weighted round robin) instead of by draws.
+    pub fn in_turns(mut self) -> WeightedClusters {
+        let weights: Vec<u32> = self.entries.iter().map(|e| e.weight).collect();
+        self.rotation = Rotation::new(&weights).map(Arc::new);
+        self
+    }
+
+    /// Whether the split is taken in turns rather than drawn.
+    pub fn is_in_turns(&self) -> bool {
+        self.rotation.is_some()
     }
 
     /// One cluster taking everything (Istio emits a plain `cluster` action then).
@@ -225,6 +297,7 @@ impl WeightedClusters {
             }]),
             total: 100,
             modulo32: modulo32(100),
+            rotation: None,
         }
     }
 
@@ -232,7 +305,8 @@ impl WeightedClusters {
     /// walk over cumulative weights. A single cluster takes no draw (Istio rewrites a
     /// one-entry split to a plain cluster action). The random value is 32 bits (Envoy draws
     /// 64): for a total of 100 the modulo bias is below 3·10⁻⁸ either way, and the remainder
-    /// of a 32-bit value is an exact two-multiply computation instead of a division.
+    /// of a 32-bit value is an exact two-multiply computation instead of a division. A split
+    /// taken in turns ([`WeightedClusters::in_turns`]) takes the next turn instead.
     #[inline]
     pub fn pick<R: RngCore + ?Sized>(&self, rng: &mut R) -> ClusterId {
         if self.entries.len() == 1 {
@@ -246,6 +320,9 @@ impl WeightedClusters {
     /// cumulative weights at or below the value, without a branch on the random outcome.
     #[inline(always)]
     pub(crate) fn index_for<R: RngCore + ?Sized>(&self, rng: &mut R) -> usize {
+        if let Some(r) = &self.rotation {
+            return r.next();
+        }
         let v = match self.modulo32 {
             Some(m) => u64::from(fastmod_u32(rng.next_u32(), m, self.total as u32)),
             None => rng.next_u64() % self.total,

@@ -117,9 +117,34 @@ fn evaluable(raw_match: &Value, evaluated: &[&str]) -> bool {
         .is_none_or(|o| o.keys().all(|k| evaluated.contains(&k.as_str())))
 }
 
+/// How the implementation behind the Gateway API's Gateways splits a rule between its
+/// backends (Istio's own routes are always Envoy's draws).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GatewayApiSplit {
+    /// A draw per request, as Envoy-based implementations (Istio, Envoy Gateway, Contour,
+    /// kgateway) do.
+    #[default]
+    Random,
+    /// A smooth weighted round robin shared by the route's requests, as Traefik and NGINX
+    /// Gateway Fabric do.
+    RoundRobin,
+}
+
+/// What the translation cannot read from the objects: the implementation's choices.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TranslateOptions {
+    pub gateway_api_split: GatewayApiSplit,
+}
+
 /// Builds the route table for the store's current objects.
 pub fn translate(api: &dyn Objects) -> RouteTable {
+    translate_with(api, TranslateOptions::default())
+}
+
+/// [`translate`] with the implementation's choices.
+pub fn translate_with(api: &dyn Objects, options: TranslateOptions) -> RouteTable {
     let mut b = Builder::new(api);
+    b.options = options;
     b.gateways();
     let gateway_api = b.gateway_api_gateways();
     b.destination_rules();
@@ -183,6 +208,7 @@ pub(super) struct Builder<'a> {
     pub(super) cluster_ids: BTreeMap<String, ClusterId>,
     drs: Vec<DrInfo>,
     notes: Vec<Note>,
+    pub(super) options: TranslateOptions,
 }
 
 impl<'a> Builder<'a> {
@@ -197,6 +223,7 @@ impl<'a> Builder<'a> {
             cluster_ids: BTreeMap::new(),
             drs: Vec::new(),
             notes,
+            options: TranslateOptions::default(),
         }
     }
 

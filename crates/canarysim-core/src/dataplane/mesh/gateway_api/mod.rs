@@ -381,7 +381,9 @@ impl Builder<'_> {
             }
             entries.push((self.backend(key, ns, b, label), weight));
         }
-        WeightedClusters::new(entries).unwrap_or_else(|| {
+        let in_turns = self.options.gateway_api_split == super::GatewayApiSplit::RoundRobin;
+        let split = WeightedClusters::new(entries).map(|s| if in_turns { s.in_turns() } else { s });
+        split.unwrap_or_else(|| {
             self.note(
                 key,
                 format!("{label}: no backendRef has a weight above 0; implementations answer 500 to every request (canarysim: 503, no upstream)"),

@@ -401,3 +401,67 @@ fn envoy_is_given_segment_prefixes_as_separated_prefixes() {
     assert_eq!(routes[0]["match"], json!({"path_separated_prefix": "/api"}));
     assert_eq!(routes[1]["match"], json!({"prefix": "/"}));
 }
+
+#[test]
+fn taken_in_turns_the_split_is_exact_over_each_period_and_spread_within_it() {
+    let mut api = store();
+    route(
+        &mut api,
+        NS,
+        "r",
+        json!({"parentRefs": [{"name": "gw"}],
+               "rules": [{"backendRefs": backends(Some(80), Some(20))}]}),
+    );
+    let options = TranslateOptions {
+        gateway_api_split: GatewayApiSplit::RoundRobin,
+    };
+    let table = translate_with(&api, options);
+    let r = at_gateway("h", "/");
+    let split = table.route(&r).unwrap().clusters;
+    assert!(split.is_in_turns());
+    let canary = table
+        .clusters()
+        .iter()
+        .find(|c| c.host().starts_with("reviews-canary"))
+        .unwrap()
+        .id();
+    let mut rng = stream(7, "router");
+    let picks: Vec<bool> = (0..1_000).map(|_| split.pick(&mut rng) == canary).collect();
+    // Exactly one in five, every five requests: no draw, so no sampling noise.
+    for five in picks.chunks(5) {
+        assert_eq!(five.iter().filter(|c| **c).count(), 1, "{five:?}");
+    }
+    assert!(!translate(&api).route(&r).unwrap().clusters.is_in_turns());
+}
+
+#[test]
+fn weights_in_turns_are_reduced_by_their_common_divisor_and_scaled_past_the_period() {
+    let mut api = store();
+    route(
+        &mut api,
+        NS,
+        "r",
+        json!({"parentRefs": [{"name": "gw"}],
+               "rules": [{"backendRefs": backends(Some(999_999), Some(333_333))}]}),
+    );
+    let options = TranslateOptions {
+        gateway_api_split: GatewayApiSplit::RoundRobin,
+    };
+    let table = translate_with(&api, options);
+    let canary = canary_percent(&table, &at_gateway("h", "/"), 4_000);
+    assert_eq!(canary, 25.0, "3:1, exactly, over whole periods");
+
+    // 70,001 : 30,000 has no common divisor and a period past 65,536: scaled to
+    // 45,875 : 19,660, a share off by less than 1 / 65,536.
+    let mut api = store();
+    route(
+        &mut api,
+        NS,
+        "r",
+        json!({"parentRefs": [{"name": "gw"}],
+               "rules": [{"backendRefs": backends(Some(70_001), Some(30_000))}]}),
+    );
+    let table = translate_with(&api, options);
+    let (counts, _) = roles(&table, &at_gateway("h", "/"), 65_535);
+    assert_eq!(counts[&Role::Canary], 19_660);
+}
