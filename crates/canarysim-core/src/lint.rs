@@ -66,6 +66,9 @@ pub enum Check {
     Schema,
     /// The Gateway API plugin's configuration against the routes it names.
     GatewayApiPlugin,
+    /// What a Gateway API implementation makes of the HTTPRoutes: parents that do not
+    /// accept them, backends that do not resolve.
+    GatewayApiRoutes,
 }
 
 impl fmt::Display for Diagnostic {
@@ -140,6 +143,7 @@ pub(crate) fn check_reviewed(
         }
     }
     out.extend(admission_denials(manifests, istio));
+    out.extend(gateway_api_routes(manifests));
     for r in &review.rejections {
         out.push(Diagnostic {
             location: r.location.clone(),
@@ -694,6 +698,44 @@ fn check_gateway_api_plugin(
             ),
         ));
     }
+}
+
+/// The route table's notes on the Gateway API's objects, at each object: an HTTPRoute whose
+/// parent does not exist or does not accept it, a backendRef that does not resolve, a rule
+/// filter not simulated. Warnings: the API server takes the objects, and the Gateway may
+/// live in another repository.
+fn gateway_api_routes(manifests: &[Manifest]) -> Vec<Diagnostic> {
+    let is_gateway_api = |kind: Kind| {
+        ["HTTPRoute", "Gateway"]
+            .iter()
+            .any(|k| kind == crate::model::gateway_api::kind(k))
+    };
+    let objects: Vec<&Manifest> = manifests
+        .iter()
+        .filter(|m| is_gateway_api(m.object.kind))
+        .collect();
+    if !objects
+        .iter()
+        .any(|m| m.object.kind == crate::model::gateway_api::kind("HTTPRoute"))
+    {
+        return Vec::new();
+    }
+    let set = crate::model::ObjectSet::new(manifests.iter().map(|m| m.object.clone()).collect());
+    let table = crate::mesh::translate(&set);
+    table
+        .notes()
+        .iter()
+        .filter_map(|note| {
+            let m = objects.iter().find(|m| m.object.key() == note.object)?;
+            Some(diag(
+                m,
+                "",
+                Severity::Warning,
+                Check::GatewayApiRoutes,
+                format!("{} {:?}: {}", m.object.kind, m.object.name(), note.message),
+            ))
+        })
+        .collect()
 }
 
 /// Whether some backendRef of the route names each Service (in any rule: the plugin looks
