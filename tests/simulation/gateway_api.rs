@@ -43,3 +43,27 @@ fn a_route_without_the_canary_service_stops_the_rollout_and_loses_half_the_reque
     assert!((lost - 0.5).abs() < 0.02, "share without upstream: {lost}");
     assert_eq!(load.sent, load.answered + load.no_healthy_upstream);
 }
+
+/// A route write the CRDs refuse is refused whoever writes it: the plugin's negative stable
+/// weight (after an unclamped promote-full) gets the API server's 422, as in a cluster.
+#[test]
+fn a_route_write_the_crds_refuse_is_refused_for_controllers_too() {
+    let text = std::fs::read_to_string(fixture("envoy-gateway.yaml")).unwrap();
+    let manifests =
+        canarysim::model::yaml::load_str("envoy-gateway.yaml", &text, "default").unwrap();
+    let mut world = canarysim::sim::World::new(canarysim::sim::ClusterConfig::default(), 1);
+    world.apply(&manifests).unwrap();
+    let kind = canarysim::model::gateway_api::kind("HTTPRoute");
+    let mut route = world
+        .api
+        .get(kind, "default", "argo-rollouts-http-route")
+        .unwrap()
+        .clone();
+    route.value["spec"]["rules"][0]["backendRefs"][0]["weight"] = (-20).into();
+    route.value["spec"]["rules"][0]["backendRefs"][1]["weight"] = 120.into();
+    let err = world.api.update(route).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "httproutes.gateway.networking.k8s.io \"argo-rollouts-http-route\" is invalid: spec.rules[0].backendRefs[0].weight: Invalid value: -20: spec.rules[0].backendRefs[0].weight in body should be greater than or equal to 0"
+    );
+}

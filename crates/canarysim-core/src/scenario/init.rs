@@ -468,7 +468,11 @@ fn http_route_target(
         .first()
         .cloned()
         .or_else(|| listener.as_ref()?.hostname.clone())
-        .filter(|h| !h.starts_with('*'))
+        // A wildcard serves any name in its place.
+        .map(|h| match h.strip_prefix('*') {
+            Some(rest) => format!("www{rest}"),
+            None => h,
+        })
         .unwrap_or_else(|| format!("{}.example", managed.name));
     Some(LoadTarget {
         host,

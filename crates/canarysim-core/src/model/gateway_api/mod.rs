@@ -81,6 +81,27 @@ pub(crate) struct GatewayListener {
 pub(crate) struct AllowedRoutes {
     #[serde(default)]
     pub namespaces: RouteNamespaces,
+    /// Empty: the kinds the listener's protocol takes (HTTPRoute for HTTP and HTTPS).
+    #[serde(default)]
+    pub kinds: Vec<RouteGroupKind>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(crate) struct RouteGroupKind {
+    pub group: Option<String>,
+    #[serde(default)]
+    pub kind: String,
+}
+
+impl AllowedRoutes {
+    /// Whether the listener takes HTTPRoutes.
+    pub fn http_routes(&self) -> bool {
+        self.kinds.is_empty()
+            || self
+                .kinds
+                .iter()
+                .any(|k| k.group.as_deref().unwrap_or(GROUP) == GROUP && k.kind == "HTTPRoute")
+    }
 }
 
 /// `allowedRoutes.namespaces`: `Same` (the default), `All`, or `Selector`.

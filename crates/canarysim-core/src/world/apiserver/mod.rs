@@ -519,6 +519,24 @@ impl ApiServer {
         };
         if !status_only {
             admit(key.kind, &next.value, self.istio_weight_rules)?;
+            // A controller's route write meets the CRDs' rules, as a client's does (the
+            // plugin's negative stable weight after an unclamped promote-full, say).
+            if let Some(route) = crate::model::gateway_api::route_kind(key.kind) {
+                let mut invalid = Vec::new();
+                crate::model::gateway_api::validate_route(route, &next.value["spec"], &mut invalid);
+                if !invalid.is_empty() {
+                    let messages: Vec<&str> = invalid.iter().map(|i| i.message.as_str()).collect();
+                    return Err(ApiError::Invalid {
+                        kind: key.kind,
+                        name: key.name,
+                        // As the API server words one cause, or several.
+                        message: match messages.as_slice() {
+                            [one] => one.to_string(),
+                            all => format!("[{}]", all.join(", ")),
+                        },
+                    });
+                }
+            }
         }
         if next.value == current.value {
             // Kubernetes does not bump resourceVersion for a no-op write.

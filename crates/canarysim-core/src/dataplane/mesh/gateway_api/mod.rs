@@ -329,6 +329,13 @@ impl Builder<'_> {
                     ),
                 );
             }
+            if !l.allowed_routes.http_routes() {
+                refused.push(format!(
+                    "listener {:?} admits other route kinds only",
+                    l.name
+                ));
+                continue;
+            }
             if from == "Same" && gw.namespace != ns {
                 refused.push(format!(
                     "listener {:?} admits routes of namespace {} only",
@@ -534,7 +541,19 @@ fn compile_match(m: &HttpRouteMatch) -> Result<HttpMatch, MatchError> {
         }
     };
     let named = |list: &[NamedMatch], lower: bool| {
+        let mut seen = Vec::new();
         list.iter()
+            // Only the first entry for a name counts (header names case-insensitively).
+            .filter(|n| {
+                let key = if lower {
+                    n.name.to_ascii_lowercase()
+                } else {
+                    n.name.clone()
+                };
+                let first = !seen.contains(&key);
+                seen.push(key);
+                first
+            })
             .map(|n| {
                 let name = if lower {
                     n.name.to_ascii_lowercase()

@@ -465,3 +465,48 @@ fn weights_in_turns_are_reduced_by_their_common_divisor_and_scaled_past_the_peri
     let (counts, _) = roles(&table, &at_gateway("h", "/"), 65_535);
     assert_eq!(counts[&Role::Canary], 19_660);
 }
+
+#[test]
+fn a_listener_for_other_route_kinds_does_not_take_an_httproute() {
+    let mut api = ApiServer::new();
+    service(&mut api, NS, "reviews", json!({"app": "reviews"}));
+    gateway(
+        &mut api,
+        NS,
+        json!([{"name": "grpc", "port": 80, "protocol": "HTTP",
+                "allowedRoutes": {"kinds": [{"kind": "GRPCRoute"}]}}]),
+    );
+    route(
+        &mut api,
+        NS,
+        "r",
+        json!({"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [{"name": "reviews", "port": 80}]}]}),
+    );
+    assert_eq!(
+        notes(&translate(&api)),
+        [
+            "HTTPRoute demo/r: not accepted by Gateway demo/gw: listener \"grpc\" admits other route kinds only"
+        ]
+    );
+}
+
+#[test]
+fn a_header_named_twice_in_a_match_counts_once_the_first() {
+    let mut api = store();
+    route(
+        &mut api,
+        NS,
+        "r",
+        json!({"parentRefs": [{"name": "gw"}],
+               "rules": [{"matches": [{"headers": [{"name": "X-Canary", "value": "yes"},
+                                                   {"name": "x-canary", "value": "no"}]}],
+                          "backendRefs": [{"name": "reviews-canary", "port": 80}]}]}),
+    );
+    let table = translate(&api);
+    let headers = [("x-canary", "yes")];
+    let r = RequestMeta {
+        headers: &headers,
+        ..at_gateway("h", "/")
+    };
+    assert_eq!(source(&table, &r), "HTTPRoute demo/r rules/0");
+}

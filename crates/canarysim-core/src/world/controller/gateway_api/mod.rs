@@ -54,9 +54,10 @@ pub struct PluginConfig {
     /// `httpRouteSelector.matchLabels`: more HTTPRoutes, found by label in the namespace
     /// (without header routes).
     pub http_route_selector: Option<BTreeMap<String, String>>,
-    /// Whether any route of any kind is configured (else every call fails with
-    /// [`NO_ROUTES`]).
-    pub has_routes: bool,
+    /// Whether routes of the kinds canarysim does not route (GRPC, TCP, TLS) are named or
+    /// selected: with none of them and no HTTPRoute found, SetWeight fails with
+    /// [`NO_ROUTES`].
+    pub other_routes: bool,
     /// None: `disableInProgressLabel`.
     pub in_progress_label: Option<(String, String)>,
 }
@@ -92,15 +93,15 @@ impl PluginConfig {
                 .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
                 .collect()
         });
-        let other_kinds = ["grpc", "tcp", "tls"].iter().any(|k| {
+        // `isConfigHasRoutes` counts non-empty lists; another kind's selector counts too,
+        // since canarysim does not list what it would find.
+        let other_routes = ["grpc", "tcp", "tls"].iter().any(|k| {
             text(&format!("{k}Route")).is_some()
-                || config[format!("{k}Routes")].is_array()
+                || config[format!("{k}Routes")]
+                    .as_array()
+                    .is_some_and(|l| !l.is_empty())
                 || config[format!("{k}RouteSelector")].is_object()
         });
-        let has_routes = !http_routes.is_empty()
-            || config["httpRoutes"].is_array()
-            || http_route_selector.is_some()
-            || other_kinds;
         let in_progress_label = (!config["disableInProgressLabel"].as_bool().unwrap_or(false))
             .then(|| {
                 (
@@ -116,7 +117,7 @@ impl PluginConfig {
             namespace: text("namespace").unwrap_or(rollout_namespace).to_string(),
             http_routes,
             http_route_selector,
-            has_routes,
+            other_routes,
             in_progress_label,
         })
     }
@@ -251,7 +252,9 @@ pub fn set_header_route(
     ctx: &PluginContext,
     step: &SetHeaderRoute,
 ) -> Result<Option<Value>, String> {
-    if step.matches.is_none() {
+    // Argo hands the step to the plugin over net/rpc, whose gob encoding sends an empty
+    // list as nothing: `match: []` arrives as no match, and the rules go.
+    if step.matches.as_ref().is_none_or(Vec::is_empty) {
         return Ok(remove_managed_routes(route, ctx));
     }
     let headers = header_matches(step)?;

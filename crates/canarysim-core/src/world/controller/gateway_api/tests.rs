@@ -46,15 +46,24 @@ fn the_config_names_its_routes_and_defaults_the_namespace_to_the_rollouts() {
         .map(|r| (r.name.as_str(), r.use_header_routes))
         .collect();
     assert_eq!(names, [("a", false), ("b", true), ("c", true)]);
-    assert!(c.has_routes);
+    assert!(!c.other_routes);
     assert_eq!(c.in_progress_label, Some(label()));
 
-    let none = json!({PLUGIN: {"namespace": "edge", "disableInProgressLabel": true}});
+    let none =
+        json!({PLUGIN: {"namespace": "edge", "disableInProgressLabel": true, "grpcRoutes": []}});
     let c = PluginConfig::of(Some(&none), "shop").unwrap();
     assert_eq!(
-        (c.namespace.as_str(), c.has_routes, c.in_progress_label),
-        ("edge", false, None)
+        (
+            c.namespace.as_str(),
+            c.http_routes.len(),
+            c.other_routes,
+            c.in_progress_label
+        ),
+        ("edge", 0, false, None),
+        "an empty list names no route"
     );
+    let grpc = json!({PLUGIN: {"grpcRoute": "g"}});
+    assert!(PluginConfig::of(Some(&grpc), "shop").unwrap().other_routes);
     assert_eq!(
         PluginConfig::of(Some(&json!({"other/plugin": {}})), "shop"),
         None
@@ -194,4 +203,20 @@ fn a_header_value_without_exact_prefix_or_regex_is_the_plugins_error() {
         matches: None,
     };
     assert_eq!(set_header_route(&route(), &CTX, &removal), Ok(None));
+    // `match: []` reaches the plugin as no match at all (gob sends no empty list).
+    let mut r = route();
+    r["spec"]["rules"].as_array_mut().unwrap().push(
+        json!({"name": "h", "backendRefs": [{"name": "argo-rollouts-canary-service", "port": 80}]}),
+    );
+    let empty = SetHeaderRoute {
+        name: "h".into(),
+        matches: Some(Vec::new()),
+    };
+    let managed = ["h".to_string()];
+    let ctx = PluginContext {
+        managed: &managed,
+        ..CTX
+    };
+    let next = set_header_route(&r, &ctx, &empty).unwrap().unwrap();
+    assert_eq!(next["spec"]["rules"].as_array().unwrap().len(), 1);
 }

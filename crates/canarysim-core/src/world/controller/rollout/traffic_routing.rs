@@ -48,7 +48,9 @@ impl Reconciler<'_> {
                 .as_ref()
                 .map(|p| self.remove_http_route_rules(p, &plugin_ctx));
             if let Some(Err(e)) = removed {
-                return self.traffic_error(e);
+                // Argo returns the plugin's error without an event.
+                return self
+                    .traffic_failure(format!("failed to remove managed routes via plugin: {e}"));
             }
         }
 
@@ -80,8 +82,10 @@ impl Reconciler<'_> {
                     istio: istio_cfg.map(|i| (i, &ctx)),
                     plugin: plugin.as_ref().map(|p| (p, &plugin_ctx)),
                 };
-                if let Err(e) = self.apply_step_routes(routers, step, dr_object.as_ref())? {
-                    return self.traffic_error(e);
+                match self.apply_step_routes(routers, step, dr_object.as_ref())? {
+                    Ok(()) => {}
+                    Err(StepRouteError::Reported(e)) => return self.traffic_error(e),
+                    Err(StepRouteError::Returned(e)) => return self.traffic_failure(e),
                 }
             }
         }
@@ -102,7 +106,7 @@ impl Reconciler<'_> {
             .as_ref()
             .map(|p| self.set_http_route_weights(p, &plugin_ctx, weight));
         if let Some(Err(e)) = set {
-            return self.traffic_error(e);
+            return self.traffic_error(format!("failed to set weight via plugin: {e}"));
         }
 
         let weights = TrafficWeights {
@@ -270,6 +274,11 @@ impl Reconciler<'_> {
     /// Reports a traffic routing error the way Argo does (Warning event, reconcile stops).
     pub(super) fn traffic_error(&mut self, message: String) -> Result<bool, ApiError> {
         self.event(true, "TrafficRoutingError", message.clone());
+        self.traffic_failure(message)
+    }
+
+    /// A traffic routing error Argo returns without an event: the reconcile stops.
+    fn traffic_failure(&mut self, message: String) -> Result<bool, ApiError> {
         self.outcome.error = Some(message);
         Ok(false)
     }
@@ -281,16 +290,18 @@ impl Reconciler<'_> {
         StepRouters { istio, plugin }: StepRouters,
         step: &CanaryStep,
         dr: Option<&Value>,
-    ) -> Result<Result<(), String>, ApiError> {
+    ) -> Result<Result<(), StepRouteError>, ApiError> {
         if step.set_header_route.is_some() || step.set_mirror_route.is_some() {
             if let Some((istio_cfg, ctx)) = istio {
                 if let Err(e) = self.apply_route_step(istio_cfg, ctx, step, dr)? {
-                    return Ok(Err(e));
+                    return Ok(Err(StepRouteError::Reported(e)));
                 }
             }
         }
         if let (Some((plugin, ctx)), Some(h)) = (plugin, &step.set_header_route) {
-            return Ok(self.set_http_route_header(plugin, ctx, h));
+            return Ok(self.set_http_route_header(plugin, ctx, h).map_err(|e| {
+                StepRouteError::Returned(format!("failed to set header route via plugin: {e}"))
+            }));
         }
         Ok(Ok(()))
     }
@@ -376,14 +387,8 @@ impl Reconciler<'_> {
     }
 
     /// The HTTPRoutes the plugin manages: those it names, then those its selector finds,
-    /// each with whether header routes go into it; or the plugin's error.
-    fn plugin_routes(
-        &self,
-        plugin: &gateway_api::PluginConfig,
-    ) -> Result<Vec<gateway_api::ManagedRoute>, String> {
-        if !plugin.has_routes {
-            return Err(gateway_api::NO_ROUTES.to_string());
-        }
+    /// each with whether header routes go into it.
+    fn plugin_routes(&self, plugin: &gateway_api::PluginConfig) -> Vec<gateway_api::ManagedRoute> {
         let mut routes = plugin.http_routes.clone();
         if let Some(selector) = &plugin.http_route_selector {
             let kind = crate::model::gateway_api::kind("HTTPRoute");
@@ -394,7 +399,7 @@ impl Reconciler<'_> {
                 });
             }
         }
-        Ok(routes)
+        routes
     }
 
     /// Applies `change` to each managed HTTPRoute (header routes only where enabled) and
@@ -406,11 +411,12 @@ impl Reconciler<'_> {
         change: impl Fn(&Value) -> Result<Option<Value>, String>,
     ) -> Result<(), String> {
         let kind = crate::model::gateway_api::kind("HTTPRoute");
-        // Only SetWeight insists on a configured route.
-        if header_routes_only && !plugin.has_routes {
-            return Ok(());
+        let routes = self.plugin_routes(plugin);
+        // Only SetWeight insists on a route (`isConfigHasRoutes`, after the selector's).
+        if !header_routes_only && routes.is_empty() && !plugin.other_routes {
+            return Err(gateway_api::NO_ROUTES.to_string());
         }
-        for route in self.plugin_routes(plugin)? {
+        for route in routes {
             if header_routes_only && !route.use_header_routes {
                 continue;
             }
@@ -487,4 +493,11 @@ struct StepRouters<'a, 'c> {
         &'a gateway_api::PluginConfig,
         &'a gateway_api::PluginContext<'c>,
     )>,
+}
+
+/// A step's header or mirror route that failed: with a `TrafficRoutingError` event (Istio's
+/// path here), or only returned (Argo's plugin reconciler).
+enum StepRouteError {
+    Reported(String),
+    Returned(String),
 }
