@@ -90,3 +90,31 @@ fn the_gateway_api_plugins_example_passes_live() {
     );
     assert!(lo <= 0.30 && 0.30 <= hi, "{shares:?}");
 }
+
+#[test]
+#[ignore = "real load on loopback (the live suite: .ci/run)"]
+fn the_other_gateway_api_scenarios_pass_live() {
+    // Header rules, the pruned field's 50/50, a deleted backend's 503s, Traefik's turns:
+    // each scenario's own expectations, met by real requests through the live router.
+    std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();
+    for scenario in [
+        "gateway-api-header-route.yaml",
+        "gateway-api-pruned-field.yaml",
+        "gateway-api-missing-backend.yaml",
+        "gateway-api-traefik-round-robin.yaml",
+    ] {
+        let live = run_scenario(
+            &format!("scenarios/{scenario}"),
+            &["--live", "--time-scale", "60"],
+        );
+        assert_eq!(live["passed"], true, "{scenario}");
+        for (step, canary, lo, hi) in canary_shares(&live) {
+            println!(
+                "{scenario} step {step}: live canary {:.2} % [{:.2}, {:.2}]",
+                canary * 100.0,
+                lo * 100.0,
+                hi * 100.0
+            );
+        }
+    }
+}
