@@ -213,7 +213,7 @@ fn weights(run: &RunState, s: &Snapshot, frame: &mut Frame, area: Rect) {
         lines.push(bar("set    ", Some(w.set), width, ""));
         match w.virtual_service {
             Some(vs) => {
-                let object = if w.route.starts_with("HTTPRoute ") {
+                let object = if w.is_gateway_api() {
                     "route  "
                 } else {
                     "vs     "
@@ -246,8 +246,8 @@ fn weights(run: &RunState, s: &Snapshot, frame: &mut Frame, area: Rect) {
         Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(
             if s.rollout.as_ref().is_some_and(|v| v.blue_green) {
                 " new ReplicaSet's share: set · Service endpoints · observed "
-            } else if s.weights.iter().any(|w| w.route.starts_with("HTTPRoute ")) {
-                " canary weight: set · HTTPRoute · router · observed "
+            } else if s.weights.iter().any(|w| w.is_gateway_api()) {
+                " canary weight: set · Gateway API route · router · observed "
             } else {
                 " canary weight: set · VirtualService · router · observed "
             },

@@ -30,7 +30,8 @@ pub struct StepLine {
 /// the rollout's Services), in percent of traffic to the canary (the new version).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouteWeights {
-    /// `rollouts-demo-vsvc http/primary`, or `Service rollout-bluegreen-active`
+    /// `rollouts-demo-vsvc http/primary`, `HTTPRoute web rules/0`, or
+    /// `Service rollout-bluegreen-active`
     pub route: String,
     /// The step's set weight; blue-green: all when the rollout points the Service at the
     /// new ReplicaSet, else none.
@@ -292,7 +293,7 @@ fn router_canary_share(
     )
 }
 
-/// The HTTPRoutes the Gateway API plugin manages: for each rule forwarding to the canary
+/// The routes the Gateway API plugin names: for each rule forwarding to the canary
 /// Service, its share of the rule's weights (default 1 each) and of the table in force.
 fn http_route_weights(world: &World, ro: &crate::model::Object, set: f64) -> Vec<RouteWeights> {
     use crate::world::controller::gateway_api::PluginConfig;
@@ -302,10 +303,10 @@ fn http_route_weights(world: &World, ro: &crate::model::Object, set: f64) -> Vec
         return Vec::new();
     };
     let canary_service = canary["canaryService"].as_str().unwrap_or("");
-    let kind = crate::model::gateway_api::kind("HTTPRoute");
     let table = world.mesh.table_at(world.now());
     let mut out = Vec::new();
-    for managed in &config.http_routes {
+    for managed in &config.routes {
+        let kind = crate::model::gateway_api::kind(managed.kind.kind());
         let Ok(route) = world.api.get(kind, &config.namespace, &managed.name) else {
             continue;
         };
@@ -335,7 +336,7 @@ fn http_route_weights(world: &World, ro: &crate::model::Object, set: f64) -> Vec
             };
             let router = table.and_then(|t| router_canary_share(t, &route.key(), &label));
             out.push(RouteWeights {
-                route: format!("HTTPRoute {} {label}", managed.name),
+                route: format!("{} {} {label}", managed.kind.kind(), managed.name),
                 set,
                 virtual_service: (total > 0).then(|| to_canary as f64 * 100.0 / total as f64),
                 router,
@@ -440,4 +441,14 @@ fn pause_left(world: &World, ns: &str, rollout: &str) -> Option<String> {
     let end = started.after(std::time::Duration::from_nanos(duration.max(0) as u64));
     let left = end.as_duration().saturating_sub(world.now().as_duration());
     Some(humantime::format_duration(std::time::Duration::from_secs(left.as_secs())).to_string())
+}
+
+impl RouteWeights {
+    /// Whether the route is a Gateway API route's rule (else a VirtualService's route or a
+    /// Service).
+    pub fn is_gateway_api(&self) -> bool {
+        ["HTTPRoute ", "GRPCRoute ", "TCPRoute ", "TLSRoute "]
+            .iter()
+            .any(|k| self.route.starts_with(k))
+    }
 }

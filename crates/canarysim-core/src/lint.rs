@@ -615,14 +615,16 @@ const GATEWAY_API_ROUTES: [(&str, &str, &str, &str, &str); 4] = [
         "tcpRoute",
         "tcpRoutes",
         "tcpRouteSelector",
-        "backendRef was not found in tcpRoute",
+        // tcproute.go's rule list answers with its own error (errors.go's
+        // BackendRefListWasNotFoundInTCPRouteError); the other is never returned.
+        "backendRef list was not found in tcpRoute",
     ),
     (
         "TLSRoute",
         "tlsRoute",
         "tlsRoutes",
         "tlsRouteSelector",
-        "backendRef was not found in tlsRoute",
+        "backendRef list was not found in tlsRoute",
     ),
 ];
 
@@ -700,24 +702,22 @@ fn check_gateway_api_plugin(
     }
 }
 
-/// The route table's notes on the Gateway API's objects, at each object: an HTTPRoute whose
+/// The route table's notes on the Gateway API's objects, at each object: a route whose
 /// parent does not exist or does not accept it, a backendRef that does not resolve, a rule
 /// filter not simulated. Warnings: the API server takes the objects, and the Gateway may
 /// live in another repository.
 fn gateway_api_routes(manifests: &[Manifest]) -> Vec<Diagnostic> {
-    let is_gateway_api = |kind: Kind| {
-        ["HTTPRoute", "Gateway"]
+    const ROUTES: [&str; 4] = ["HTTPRoute", "GRPCRoute", "TCPRoute", "TLSRoute"];
+    let of = |kinds: &[&str], kind: Kind| {
+        kinds
             .iter()
             .any(|k| kind == crate::model::gateway_api::kind(k))
     };
     let objects: Vec<&Manifest> = manifests
         .iter()
-        .filter(|m| is_gateway_api(m.object.kind))
+        .filter(|m| of(&ROUTES, m.object.kind) || of(&["Gateway"], m.object.kind))
         .collect();
-    if !objects
-        .iter()
-        .any(|m| m.object.kind == crate::model::gateway_api::kind("HTTPRoute"))
-    {
+    if !objects.iter().any(|m| of(&ROUTES, m.object.kind)) {
         return Vec::new();
     }
     let set = crate::model::ObjectSet::new(manifests.iter().map(|m| m.object.clone()).collect());

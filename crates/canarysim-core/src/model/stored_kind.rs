@@ -763,7 +763,7 @@ static KNOWN: &[KindInfo] = &[
         &["sc"],
         CLUSTER,
     ),
-    // Gateway API (issue 29 simulates HTTPRoute; until then stored).
+    // Gateway API: Gateways, routes and ReferenceGrants are simulated (model::gateway_api).
     crd(kind(
         "gateway.networking.k8s.io",
         "Gateway",

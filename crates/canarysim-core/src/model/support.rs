@@ -438,20 +438,13 @@ fn duplicate_managed_routes(manifest: &Manifest, object: &str, out: &mut Review)
     }
 }
 
-/// The Gateway API plugin's configuration: canarysim routes its HTTPRoutes; its other
-/// route kinds are kept but not acted on, and a key the plugin does not define is ignored
-/// by it (its `json.Unmarshal` drops unknown keys).
+/// The Gateway API plugin's configuration: a key the plugin does not define is ignored by
+/// it (its `json.Unmarshal` drops unknown keys), and so are a selector's expressions here.
 fn gateway_api_plugin_fields(manifest: &Manifest, object: &str, out: &mut Review) {
     const SIMULATED: &[&str] = &[
         "httpRoute",
         "httpRoutes",
         "httpRouteSelector",
-        "namespace",
-        "disableInProgressLabel",
-        "inProgressLabelKey",
-        "inProgressLabelValue",
-    ];
-    const STORED: &[&str] = &[
         "grpcRoute",
         "grpcRoutes",
         "grpcRouteSelector",
@@ -461,6 +454,10 @@ fn gateway_api_plugin_fields(manifest: &Manifest, object: &str, out: &mut Review
         "tlsRoute",
         "tlsRoutes",
         "tlsRouteSelector",
+        "namespace",
+        "disableInProgressLabel",
+        "inProgressLabelKey",
+        "inProgressLabelValue",
     ];
     let plugin = super::gateway_api::PLUGIN;
     let config =
@@ -471,13 +468,10 @@ fn gateway_api_plugin_fields(manifest: &Manifest, object: &str, out: &mut Review
     let base = "spec.strategy.canary.trafficRouting.plugins.argoproj-labs/gatewayAPI";
     let pointer = "/spec/strategy/canary/trafficRouting/plugins/argoproj-labs~1gatewayAPI";
     for key in config.keys() {
-        let message = if STORED.contains(&key.as_str()) {
-            "not simulated: canarysim routes the plugin's HTTPRoutes only; this route kind is kept, and no weight is written to it"
-        } else if !SIMULATED.contains(&key.as_str()) {
-            "unknown field: the plugin does not define it, so it has no effect"
-        } else {
+        if SIMULATED.contains(&key.as_str()) {
             continue;
-        };
+        }
+        let message = "unknown field: the plugin does not define it, so it has no effect";
         out.warnings.push(Warning::new(
             manifest.locate(&format!("{pointer}/{key}")),
             object.to_string(),
@@ -485,14 +479,18 @@ fn gateway_api_plugin_fields(manifest: &Manifest, object: &str, out: &mut Review
             message.to_string(),
         ));
     }
-    let selector = config.get("httpRouteSelector");
-    if selector.and_then(|s| s.get("matchExpressions")).is_some() {
-        out.warnings.push(Warning::new(
-            manifest.locate(&format!("{pointer}/httpRouteSelector/matchExpressions")),
-            object.to_string(),
-            format!("{base}.httpRouteSelector.matchExpressions"),
-            "not simulated: routes are found by matchLabels only".to_string(),
-        ));
+    for selector in ["http", "grpc", "tcp", "tls"].map(|k| format!("{k}RouteSelector")) {
+        let expressions = config
+            .get(&selector)
+            .and_then(|s| s.get("matchExpressions"));
+        if expressions.is_some() {
+            out.warnings.push(Warning::new(
+                manifest.locate(&format!("{pointer}/{selector}/matchExpressions")),
+                object.to_string(),
+                format!("{base}.{selector}.matchExpressions"),
+                "not simulated: routes are found by matchLabels only".to_string(),
+            ));
+        }
     }
 }
 

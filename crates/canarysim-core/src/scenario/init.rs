@@ -440,7 +440,8 @@ fn http_route_target(
     use crate::model::gateway_api;
     let plugins = &canary["trafficRouting"]["plugins"];
     let config = crate::world::controller::gateway_api::PluginConfig::of(Some(plugins), namespace)?;
-    let managed = config.http_routes.first()?;
+    let http = crate::world::controller::gateway_api::RouteKind::Http;
+    let managed = config.named(http).next()?;
     let find = |kind: &str, ns: &str, name: &str| {
         manifests.iter().find(|m| {
             m.object.kind == gateway_api::kind(kind)

@@ -160,8 +160,9 @@ pub fn translate_with(api: &dyn Objects, options: TranslateOptions) -> RouteTabl
         b.virtual_service(vs);
     }
     let has_http_routes = b.http_routes(&gateway_api);
+    let has_l4_routes = b.l4_routes(&gateway_api);
     b.service_defaults();
-    b.finish(has_vs || has_http_routes)
+    b.finish(has_vs || has_http_routes || has_l4_routes)
 }
 
 struct DrInfo {

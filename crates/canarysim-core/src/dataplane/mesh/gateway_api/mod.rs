@@ -22,12 +22,14 @@ use std::cmp::Reverse;
 
 use super::matcher::{HostPattern, MatchError, StrMatcher};
 use super::table::{ClusterId, GatewayName, VirtualHost};
-use super::table::{HttpMatch, HttpRouteEntry, Listener, RouteSource, WeightedClusters};
+use super::table::{
+    HttpMatch, HttpRouteEntry, L4Match, L4RouteEntry, Listener, RouteSource, WeightedClusters,
+};
 use super::translate::{Builder, MESH};
 use crate::endpoints::CLUSTER_DOMAIN_SUFFIX;
 use crate::model::gateway_api::{
-    self, BackendRef, GatewayListener, GatewaySpec, HttpRouteMatch, HttpRouteSpec, NamedMatch,
-    ParentRef, ReferenceGrantSpec,
+    self, BackendRef, GatewayListener, GatewaySpec, GrpcRouteSpec, HttpRouteMatch, HttpRouteSpec,
+    L4RouteSpec, NamedMatch, ParentRef, ReferenceGrantSpec,
 };
 use crate::model::istio::{Destination, PortSelector};
 use crate::model::{Object, ObjectKey};
@@ -124,9 +126,11 @@ impl Builder<'_> {
         out
     }
 
-    /// Installs every HTTPRoute on the proxies it attaches to; whether there was any.
+    /// Installs every HTTPRoute and GRPCRoute on the proxies it attaches to; whether there
+    /// was any.
     pub(super) fn http_routes(&mut self, gateways: &[GatewayApiGateway]) -> bool {
-        let routes = self.api.objects(gateway_api::kind("HTTPRoute"));
+        let mut routes = self.api.objects(gateway_api::kind("HTTPRoute"));
+        routes.extend(self.api.objects(gateway_api::kind("GRPCRoute")));
         let any = !routes.is_empty();
         let mut hosts: Vec<HostRoutes> = Vec::new();
         for route in routes {
@@ -188,7 +192,16 @@ impl Builder<'_> {
     ) -> Vec<(Attachment, Precedence, HttpRouteEntry)> {
         let key = route.key();
         let ns = route.namespace().to_string();
-        let spec: HttpRouteSpec = match route.spec_as() {
+        let kind = route.kind.as_str();
+        // A GRPCRoute is routed as the HTTPRoute of its paths (`/service/method`).
+        let spec = if kind == "GRPCRoute" {
+            route
+                .spec_as::<GrpcRouteSpec>()
+                .map(GrpcRouteSpec::into_http)
+        } else {
+            route.spec_as::<HttpRouteSpec>()
+        };
+        let spec = match spec {
             Ok(s) => s,
             Err(e) => {
                 self.note(&key, format!("spec cannot be read ({e}); skipped"));
@@ -197,7 +210,7 @@ impl Builder<'_> {
         };
         let mut attachments: Vec<Attachment> = Vec::new();
         for parent in &spec.parent_refs {
-            for a in self.attach(&key, &ns, &spec.hostnames, parent, gateways) {
+            for a in self.attach(&key, kind, &spec.hostnames, parent, gateways) {
                 if !attachments.contains(&a) {
                     attachments.push(a);
                 }
@@ -264,11 +277,12 @@ impl Builder<'_> {
     fn attach(
         &mut self,
         key: &ObjectKey,
-        ns: &str,
+        kind: &str,
         hostnames: &[String],
         parent: &ParentRef,
         gateways: &[GatewayApiGateway],
     ) -> Vec<Attachment> {
+        let ns = key.namespace.as_str();
         let parent_ns = parent.namespace.as_deref().unwrap_or(ns);
         if parent.is_service() {
             // GAMMA: the mesh routes requests for the Service itself.
@@ -310,7 +324,12 @@ impl Builder<'_> {
             {
                 continue;
             }
-            if !matches!(l.protocol.as_str(), "HTTP" | "HTTPS") {
+            let protocols: &[&str] = match kind {
+                "TCPRoute" => &["TCP"],
+                "TLSRoute" => &["TLS"],
+                _ => &["HTTP", "HTTPS"],
+            };
+            if !protocols.contains(&l.protocol.as_str()) {
                 refused.push(format!("listener {:?} is {}", l.name, l.protocol));
                 continue;
             }
@@ -329,7 +348,7 @@ impl Builder<'_> {
                     ),
                 );
             }
-            if !l.allowed_routes.http_routes() {
+            if !l.allowed_routes.admits(kind) {
                 refused.push(format!(
                     "listener {:?} admits other route kinds only",
                     l.name
@@ -462,6 +481,82 @@ impl Builder<'_> {
                         && t.name.as_deref().is_none_or(|n| n == name)
                 })
             })
+    }
+}
+
+impl Builder<'_> {
+    /// Installs every TCPRoute and TLSRoute on the Gateway listeners of their protocol
+    /// that accept them; each connection takes one backend of a rule (a TLSRoute's by the
+    /// ClientHello's server name). Whether there was any.
+    pub(super) fn l4_routes(&mut self, gateways: &[GatewayApiGateway]) -> bool {
+        let mut any = false;
+        for (kind, tls) in [("TCPRoute", false), ("TLSRoute", true)] {
+            for route in self.api.objects(gateway_api::kind(kind)) {
+                any = true;
+                let key = route.key();
+                let spec: L4RouteSpec = match route.spec_as() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        self.note(&key, format!("spec cannot be read ({e}); skipped"));
+                        continue;
+                    }
+                };
+                // A TCPRoute has no hostnames: it takes what reaches its listener.
+                let hostnames = if tls { &spec.hostnames[..] } else { &[] };
+                let mut attachments: Vec<Attachment> = Vec::new();
+                for parent in &spec.parent_refs {
+                    for a in self.attach(&key, kind, hostnames, parent, gateways) {
+                        if a.proxy != MESH && !attachments.contains(&a) {
+                            attachments.push(a);
+                        }
+                    }
+                }
+                if attachments.is_empty() {
+                    continue;
+                }
+                let ns = key.namespace.clone();
+                for (i, rule) in spec.rules.iter().enumerate() {
+                    let label = match &rule.name {
+                        Some(n) if !n.is_empty() => format!("rules/{n}"),
+                        _ => format!("rules/{i}"),
+                    };
+                    let clusters = self.backends(&key, &ns, &rule.backend_refs, &label);
+                    for a in &attachments {
+                        let sni: Box<[HostPattern]> = match &a.host {
+                            HostPattern::Any => Box::new([]),
+                            host if tls => Box::new([host.clone()]),
+                            _ => Box::new([]),
+                        };
+                        let entry = L4RouteEntry {
+                            matches: Box::new([L4Match {
+                                port: a.port,
+                                sni,
+                                ..L4Match::default()
+                            }]),
+                            clusters: clusters.clone(),
+                            source: RouteSource {
+                                virtual_service: Some(key.clone()),
+                                route: label.clone(),
+                            },
+                        };
+                        let listener = &mut self.listeners[a.proxy];
+                        let vhosts = if tls {
+                            &mut listener.tls
+                        } else {
+                            &mut listener.tcp
+                        };
+                        match vhosts.iter_mut().find(|v| v.host == a.host) {
+                            Some(v) => v.routes.push(entry),
+                            None => vhosts.push(VirtualHost {
+                                host: a.host.clone(),
+                                routes: vec![entry],
+                            }),
+                        }
+                    }
+                }
+            }
+        }
+        any
     }
 }
 

@@ -510,3 +510,87 @@ fn a_header_named_twice_in_a_match_counts_once_the_first() {
     };
     assert_eq!(source(&table, &r), "HTTPRoute demo/r rules/0");
 }
+
+#[test]
+fn a_grpc_route_matches_its_service_and_method_as_paths() {
+    let mut api = store();
+    create(
+        &mut api,
+        gateway_api::kind("GRPCRoute"),
+        json!({"apiVersion": V1, "kind": "GRPCRoute", "metadata": {"name": "g", "namespace": NS},
+               "spec": {"parentRefs": [{"name": "gw"}],
+                        "rules": [{"matches": [{"method": {"service": "shop.Cart", "method": "Add"}}],
+                                   "backendRefs": [{"name": "reviews-canary", "port": 80}]},
+                                  {"matches": [{"method": {"service": "shop.Cart"}}],
+                                   "backendRefs": backends(Some(80), Some(20))}]}}),
+    );
+    let table = translate(&api);
+    assert!(table.notes().is_empty(), "{:?}", notes(&table));
+    let at = |path| source(&table, &at_gateway("h", path));
+    assert_eq!(at("/shop.Cart/Add"), "GRPCRoute demo/g rules/0");
+    assert_eq!(at("/shop.Cart/Remove"), "GRPCRoute demo/g rules/1");
+    assert_eq!(
+        table.route(&at_gateway("h", "/shop.Orders/Add")).err(),
+        Some(RouteError::NoRoute)
+    );
+    let canary = canary_percent(&table, &at_gateway("h", "/shop.Cart/Remove"), 100_000);
+    assert!((canary - 20.0).abs() < 0.5, "canary share {canary}");
+}
+
+#[test]
+fn tcp_and_tls_routes_take_their_listeners_connections() {
+    let mut api = store();
+    api.delete(gateway_api::kind("Gateway"), NS, "gw").unwrap();
+    gateway(
+        &mut api,
+        NS,
+        json!([{"name": "tcp", "port": 9000, "protocol": "TCP"},
+               {"name": "tls", "port": 443, "protocol": "TLS", "hostname": "*.example.com"}]),
+    );
+    for (kind, name, extra) in [
+        ("TCPRoute", "t", json!({})),
+        ("TLSRoute", "s", json!({"hostnames": ["shop.example.com"]})),
+    ] {
+        let mut spec = json!({"parentRefs": [{"name": "gw"}],
+                              "rules": [{"backendRefs": backends(Some(70), Some(30))}]});
+        if let Some(h) = extra.get("hostnames") {
+            spec["hostnames"] = h.clone();
+        }
+        create(
+            &mut api,
+            gateway_api::kind(kind),
+            json!({"apiVersion": "gateway.networking.k8s.io/v1alpha2", "kind": kind,
+                   "metadata": {"name": name, "namespace": NS}, "spec": spec}),
+        );
+    }
+    let table = translate(&api);
+    let notes = notes(&table);
+    // Each route is refused by the other protocol's listener, and noted only if no
+    // listener took it.
+    assert!(notes.is_empty(), "{notes:?}");
+    let tcp = RequestMeta {
+        protocol: Protocol::Tcp,
+        port: 9000,
+        ..at_gateway("anything", "/")
+    };
+    let choice = table.route(&tcp).unwrap();
+    assert_eq!(choice.scope, Scope::PerConnection);
+    assert_eq!(choice.source.to_string(), "TCPRoute demo/t rules/0");
+    let tls = RequestMeta {
+        protocol: Protocol::Tls,
+        port: 443,
+        sni: Some("shop.example.com"),
+        ..at_gateway("shop.example.com", "/")
+    };
+    assert_eq!(
+        table.route(&tls).unwrap().source.to_string(),
+        "TLSRoute demo/s rules/0"
+    );
+    let other = RequestMeta {
+        sni: Some("other.example.com"),
+        ..tls
+    };
+    assert_eq!(table.route(&other).err(), Some(RouteError::NoRoute));
+    let canary = canary_percent(&table, &tcp, 100_000);
+    assert!((canary - 30.0).abs() < 0.5, "canary share {canary}");
+}

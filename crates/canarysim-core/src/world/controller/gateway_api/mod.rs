@@ -9,7 +9,9 @@
 //!   entries only with `useHeaderRoutes`), the namespace defaulting to the Rollout's;
 //! * [`set_weight`] — `httproute.go`: `setHTTPRouteWeight` (every backendRef naming the
 //!   canary or the stable Service, in every rule but the plugin's own header rules, gets the
-//!   weight or 100 − weight; both must be found) and `labels.go`: `ensureInProgressLabel`;
+//!   weight or 100 − weight; both must be found), the same in `grpcroute.go`, and in
+//!   `tcproute.go` and `tlsroute.go` (no header rules to skip), and `labels.go`:
+//!   `ensureInProgressLabel`;
 //! * [`set_header_route`] — `setHTTPHeaderRoute`: one rule per rule that forwards to both
 //!   Services, named after the step (`name`, `name-1`, …), its matches merged with the
 //!   step's headers, forwarding to the canary only, appended after the others;
@@ -37,11 +39,66 @@ const INVALID_HEADER_MATCH_TYPE: &str = "invalid header match type";
 /// `internal/defaults`: the label marking a route while a canary runs.
 const IN_PROGRESS_LABEL: (&str, &str) = ("rollouts.argoproj.io/gatewayapi-canary", "in-progress");
 
-/// One HTTPRoute the plugin manages.
+/// The route kinds the plugin manages, in the order it visits them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RouteKind {
+    Http,
+    Grpc,
+    Tcp,
+    Tls,
+}
+
+impl RouteKind {
+    pub const ALL: [RouteKind; 4] = [
+        RouteKind::Http,
+        RouteKind::Grpc,
+        RouteKind::Tcp,
+        RouteKind::Tls,
+    ];
+
+    /// The Gateway API kind: `HTTPRoute`, `GRPCRoute`, `TCPRoute`, `TLSRoute`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            RouteKind::Http => "HTTPRoute",
+            RouteKind::Grpc => "GRPCRoute",
+            RouteKind::Tcp => "TCPRoute",
+            RouteKind::Tls => "TLSRoute",
+        }
+    }
+
+    /// The configuration's prefix: `httpRoute`, `httpRoutes`, `httpRouteSelector`.
+    fn field(self) -> &'static str {
+        match self {
+            RouteKind::Http => "http",
+            RouteKind::Grpc => "grpc",
+            RouteKind::Tcp => "tcp",
+            RouteKind::Tls => "tls",
+        }
+    }
+
+    /// Whether its rules take header routes (and so skip the plugin's own rules).
+    pub fn takes_header_routes(self) -> bool {
+        matches!(self, RouteKind::Http | RouteKind::Grpc)
+    }
+
+    /// The plugin's error when a Service is not among the backends (`errors.go`; the
+    /// TCP and TLS rule lists answer with their own).
+    pub fn not_found(self) -> &'static str {
+        match self {
+            RouteKind::Http => BACKEND_REF_NOT_FOUND,
+            RouteKind::Grpc => "backendRef was not found in grpcRoute",
+            RouteKind::Tcp => "backendRef list was not found in tcpRoute",
+            RouteKind::Tls => "backendRef list was not found in tlsRoute",
+        }
+    }
+}
+
+/// One route the plugin manages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManagedRoute {
+    pub kind: RouteKind,
     pub name: String,
-    /// Whether `setHeaderRoute` steps add their rules to it.
+    /// Whether `setHeaderRoute` steps add their rules to it (HTTP and gRPC routes).
     pub use_header_routes: bool,
 }
 
@@ -50,14 +107,12 @@ pub struct ManagedRoute {
 pub struct PluginConfig {
     /// The routes' namespace: the configured one, else the Rollout's.
     pub namespace: String,
-    pub http_routes: Vec<ManagedRoute>,
-    /// `httpRouteSelector.matchLabels`: more HTTPRoutes, found by label in the namespace
-    /// (without header routes).
-    pub http_route_selector: Option<BTreeMap<String, String>>,
-    /// Whether routes of the kinds canarysim does not route (GRPC, TCP, TLS) are named or
-    /// selected: with none of them and no HTTPRoute found, SetWeight fails with
-    /// [`NO_ROUTES`].
-    pub other_routes: bool,
+    /// The routes named, by kind in the plugin's order (each kind's list, then its single
+    /// route, as `insertGatewayAPIRouteLists` appends it).
+    pub routes: Vec<ManagedRoute>,
+    /// `<kind>RouteSelector.matchLabels`: more routes of that kind, found by label in the
+    /// namespace (without header routes).
+    pub selectors: Vec<(RouteKind, BTreeMap<String, String>)>,
     /// None: `disableInProgressLabel`.
     pub in_progress_label: Option<(String, String)>,
 }
@@ -68,40 +123,41 @@ impl PluginConfig {
     pub fn of(plugins: Option<&Value>, rollout_namespace: &str) -> Option<PluginConfig> {
         let config = plugins?.get(PLUGIN)?;
         let text = |key: &str| config[key].as_str().filter(|s| !s.is_empty());
-        let mut http_routes: Vec<ManagedRoute> = config["httpRoutes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|r| {
-                Some(ManagedRoute {
-                    name: r["name"].as_str()?.to_string(),
-                    use_header_routes: r["useHeaderRoutes"].as_bool().unwrap_or(false),
-                })
-            })
-            .collect();
-        if let Some(name) = text("httpRoute") {
-            http_routes.push(ManagedRoute {
-                name: name.to_string(),
-                use_header_routes: true,
-            });
-        }
-        let http_route_selector = config["httpRouteSelector"].as_object().map(|s| {
-            s.get("matchLabels")
-                .and_then(Value::as_object)
+        let mut routes = Vec::new();
+        let mut selectors = Vec::new();
+        for kind in RouteKind::ALL {
+            let field = kind.field();
+            for r in config[format!("{field}Routes")]
+                .as_array()
                 .into_iter()
                 .flatten()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
-                .collect()
-        });
-        // `isConfigHasRoutes` counts non-empty lists; another kind's selector counts too,
-        // since canarysim does not list what it would find.
-        let other_routes = ["grpc", "tcp", "tls"].iter().any(|k| {
-            text(&format!("{k}Route")).is_some()
-                || config[format!("{k}Routes")]
-                    .as_array()
-                    .is_some_and(|l| !l.is_empty())
-                || config[format!("{k}RouteSelector")].is_object()
-        });
+            {
+                if let Some(name) = r["name"].as_str() {
+                    routes.push(ManagedRoute {
+                        kind,
+                        name: name.to_string(),
+                        use_header_routes: r["useHeaderRoutes"].as_bool().unwrap_or(false),
+                    });
+                }
+            }
+            if let Some(name) = text(&format!("{field}Route")) {
+                routes.push(ManagedRoute {
+                    kind,
+                    name: name.to_string(),
+                    use_header_routes: true,
+                });
+            }
+            if let Some(selector) = config[format!("{field}RouteSelector")].as_object() {
+                let labels = selector
+                    .get("matchLabels")
+                    .and_then(Value::as_object)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                    .collect();
+                selectors.push((kind, labels));
+            }
+        }
         let in_progress_label = (!config["disableInProgressLabel"].as_bool().unwrap_or(false))
             .then(|| {
                 (
@@ -115,11 +171,15 @@ impl PluginConfig {
             });
         Some(PluginConfig {
             namespace: text("namespace").unwrap_or(rollout_namespace).to_string(),
-            http_routes,
-            http_route_selector,
-            other_routes,
+            routes,
+            selectors,
             in_progress_label,
         })
+    }
+
+    /// The routes of one kind named in the configuration.
+    pub fn named(&self, kind: RouteKind) -> impl Iterator<Item = &ManagedRoute> {
+        self.routes.iter().filter(move |r| r.kind == kind)
     }
 }
 
@@ -164,10 +224,12 @@ fn is_managed_rule(rule: &Value, ctx: &PluginContext) -> bool {
         || forwards_to_canary_only(rule, ctx.canary)
 }
 
-/// `setHTTPRouteWeight` on one route: the route to write (None: unchanged), or the
-/// plugin's error.
+/// `setHTTPRouteWeight` (and `setGRPCRouteWeight`, `setTCPRouteWeight`,
+/// `setTLSRouteWeight`) on one route of `kind`: the route to write (None: unchanged), or
+/// the plugin's error. TCP and TLS routes have no header rules to skip.
 pub fn set_weight(
     route: &Value,
+    kind: RouteKind,
     ctx: &PluginContext,
     weight: i32,
     label: Option<&(String, String)>,
@@ -175,7 +237,7 @@ pub fn set_weight(
     let mut next = route.clone();
     let (mut canary_found, mut stable_found) = (false, false);
     for rule in rules_mut(&mut next).into_iter().flatten() {
-        if is_managed_rule(rule, ctx) {
+        if kind.takes_header_routes() && is_managed_rule(rule, ctx) {
             continue;
         }
         let backends = rule.get_mut("backendRefs").and_then(Value::as_array_mut);
@@ -197,7 +259,7 @@ pub fn set_weight(
         }
     }
     if !canary_found || !stable_found {
-        return Err(BACKEND_REF_NOT_FOUND.to_string());
+        return Err(kind.not_found().to_string());
     }
     if let Some((key, value)) = label {
         in_progress_label(&mut next, key, value, weight);
@@ -243,6 +305,30 @@ fn header_matches(step: &SetHeaderRoute) -> Result<Vec<Value>, String> {
             Ok(json!({"name": m.header_name, "type": kind, "value": value}))
         })
         .collect()
+}
+
+/// A source rule's match with the step's headers added after its own, in the order Go
+/// writes HTTPRouteMatch (path, headers, queryParams, method) and GRPCRouteMatch (method
+/// — an object there —, headers).
+fn merged_match(m: &Value, headers: &[Value]) -> Value {
+    let mut merged: Vec<Value> = m["headers"].as_array().cloned().unwrap_or_default();
+    merged.extend(headers.iter().cloned());
+    let mut out = serde_json::Map::new();
+    let present = |key: &str| m.get(key).filter(|v| !v.is_null());
+    if let Some(v) = present("path") {
+        out.insert("path".into(), v.clone());
+    }
+    if let Some(v) = present("method").filter(|v| v.is_object()) {
+        out.insert("method".into(), v.clone());
+    }
+    out.insert("headers".into(), json!(merged));
+    if let Some(v) = present("queryParams") {
+        out.insert("queryParams".into(), v.clone());
+    }
+    if let Some(v) = present("method").filter(|v| v.is_string()) {
+        out.insert("method".into(), v.clone());
+    }
+    Value::Object(out)
 }
 
 /// `setHTTPHeaderRoute` on one route: the route to write (None: unchanged). A step
@@ -304,26 +390,7 @@ pub fn set_header_route(
             let source_matches = source["matches"].as_array().map(Vec::as_slice);
             let matches: Vec<Value> = match source_matches {
                 None | Some([]) => vec![json!({"headers": headers})],
-                Some(ms) => ms
-                    .iter()
-                    .map(|m| {
-                        let mut merged: Vec<Value> =
-                            m["headers"].as_array().cloned().unwrap_or_default();
-                        merged.extend(headers.iter().cloned());
-                        // In the order Go writes HTTPRouteMatch: path, headers, queryParams, method.
-                        let mut out = serde_json::Map::new();
-                        if let Some(v) = m.get("path").filter(|v| !v.is_null()) {
-                            out.insert("path".into(), v.clone());
-                        }
-                        out.insert("headers".into(), json!(merged));
-                        for key in ["queryParams", "method"] {
-                            if let Some(v) = m.get(key).filter(|v| !v.is_null()) {
-                                out.insert(key.into(), v.clone());
-                            }
-                        }
-                        Value::Object(out)
-                    })
-                    .collect(),
+                Some(ms) => ms.iter().map(|m| merged_match(m, &headers)).collect(),
             };
             // In the order Go writes HTTPRouteRule: name, matches, filters, backendRefs.
             let mut rule = serde_json::Map::new();

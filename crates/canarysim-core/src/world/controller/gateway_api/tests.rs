@@ -37,33 +37,36 @@ fn label() -> (String, String) {
 #[test]
 fn the_config_names_its_routes_and_defaults_the_namespace_to_the_rollouts() {
     let plugins = json!({PLUGIN: {"httpRoutes": [{"name": "a"}, {"name": "b", "useHeaderRoutes": true}],
-                                  "httpRoute": "c"}});
+                                  "httpRoute": "c", "tcpRoute": "t",
+                                  "grpcRouteSelector": {"matchLabels": {"app": "g"}}}});
     let c = PluginConfig::of(Some(&plugins), "shop").unwrap();
     assert_eq!(c.namespace, "shop");
-    let names: Vec<(&str, bool)> = c
-        .http_routes
+    let names: Vec<(RouteKind, &str, bool)> = c
+        .routes
         .iter()
-        .map(|r| (r.name.as_str(), r.use_header_routes))
+        .map(|r| (r.kind, r.name.as_str(), r.use_header_routes))
         .collect();
-    assert_eq!(names, [("a", false), ("b", true), ("c", true)]);
-    assert!(!c.other_routes);
+    assert_eq!(
+        names,
+        [
+            (RouteKind::Http, "a", false),
+            (RouteKind::Http, "b", true),
+            (RouteKind::Http, "c", true),
+            (RouteKind::Tcp, "t", true)
+        ]
+    );
+    let labels = [("app".to_string(), "g".to_string())].into_iter().collect();
+    assert_eq!(c.selectors, [(RouteKind::Grpc, labels)]);
     assert_eq!(c.in_progress_label, Some(label()));
 
     let none =
         json!({PLUGIN: {"namespace": "edge", "disableInProgressLabel": true, "grpcRoutes": []}});
     let c = PluginConfig::of(Some(&none), "shop").unwrap();
     assert_eq!(
-        (
-            c.namespace.as_str(),
-            c.http_routes.len(),
-            c.other_routes,
-            c.in_progress_label
-        ),
-        ("edge", 0, false, None),
+        (c.namespace.as_str(), c.routes.len(), c.in_progress_label),
+        ("edge", 0, None),
         "an empty list names no route"
     );
-    let grpc = json!({PLUGIN: {"grpcRoute": "g"}});
-    assert!(PluginConfig::of(Some(&grpc), "shop").unwrap().other_routes);
     assert_eq!(
         PluginConfig::of(Some(&json!({"other/plugin": {}})), "shop"),
         None
@@ -72,7 +75,7 @@ fn the_config_names_its_routes_and_defaults_the_namespace_to_the_rollouts() {
 
 #[test]
 fn set_weight_writes_both_backends_and_labels_the_route_in_progress() {
-    let next = set_weight(&route(), &CTX, 20, Some(&label()))
+    let next = set_weight(&route(), RouteKind::Http, &CTX, 20, Some(&label()))
         .unwrap()
         .unwrap();
     let backends = &next["spec"]["rules"][0]["backendRefs"];
@@ -87,11 +90,13 @@ fn set_weight_writes_both_backends_and_labels_the_route_in_progress() {
         json!({"rollouts.argoproj.io/gatewayapi-canary": "in-progress"})
     );
     assert_eq!(
-        set_weight(&next, &CTX, 20, Some(&label())).unwrap(),
+        set_weight(&next, RouteKind::Http, &CTX, 20, Some(&label())).unwrap(),
         None,
         "nothing to write twice"
     );
-    let done = set_weight(&next, &CTX, 0, Some(&label())).unwrap().unwrap();
+    let done = set_weight(&next, RouteKind::Http, &CTX, 0, Some(&label()))
+        .unwrap()
+        .unwrap();
     assert_eq!(
         done["metadata"]["labels"],
         json!({}),
@@ -105,7 +110,7 @@ fn set_weight_fails_when_either_service_is_missing_from_every_rule() {
     let mut r = route();
     r["spec"]["rules"][0]["backendRefs"][1]["name"] = json!("other");
     assert_eq!(
-        set_weight(&r, &CTX, 20, None),
+        set_weight(&r, RouteKind::Http, &CTX, 20, None),
         Err("backendRef was not found in httpRoute".to_string())
     );
 }
@@ -116,7 +121,9 @@ fn set_weight_writes_every_rule_naming_a_service_but_skips_canary_only_rules() {
     let rules = r["spec"]["rules"].as_array_mut().unwrap();
     rules.push(json!({"backendRefs": [{"name": "argo-rollouts-stable-service", "port": 80}]}));
     rules.push(json!({"name": "pinned", "backendRefs": [{"name": "argo-rollouts-canary-service", "port": 80}]}));
-    let next = set_weight(&r, &CTX, 30, None).unwrap().unwrap();
+    let next = set_weight(&r, RouteKind::Http, &CTX, 30, None)
+        .unwrap()
+        .unwrap();
     let rules = &next["spec"]["rules"];
     assert_eq!(
         rules[1]["backendRefs"][0]["weight"], 70,
@@ -181,7 +188,9 @@ fn a_header_route_is_a_canary_only_rule_per_source_rule_appended_after_them() {
     );
 
     // The weights never touch the header rules; removing them restores the route.
-    let weighted = set_weight(&next, &ctx, 40, None).unwrap().unwrap();
+    let weighted = set_weight(&next, RouteKind::Http, &ctx, 40, None)
+        .unwrap()
+        .unwrap();
     assert_eq!(
         weighted["spec"]["rules"][2]["backendRefs"][0].get("weight"),
         None
@@ -189,6 +198,55 @@ fn a_header_route_is_a_canary_only_rule_per_source_rule_appended_after_them() {
     let removed = remove_managed_routes(&weighted, &ctx).unwrap();
     assert_eq!(removed["spec"]["rules"].as_array().unwrap().len(), 2);
     assert_eq!(remove_managed_routes(&removed, &ctx), None);
+}
+
+#[test]
+fn tcp_and_tls_routes_get_both_weights_and_their_own_error() {
+    let mut r = route();
+    r["kind"] = json!("TCPRoute");
+    // A canary-only rule is no header rule in a TCPRoute: it is written too.
+    r["spec"]["rules"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"backendRefs": [{"name": "argo-rollouts-canary-service", "port": 80}]}));
+    let next = set_weight(&r, RouteKind::Tcp, &CTX, 25, None)
+        .unwrap()
+        .unwrap();
+    assert_eq!(next["spec"]["rules"][0]["backendRefs"][0]["weight"], 75);
+    assert_eq!(next["spec"]["rules"][1]["backendRefs"][0]["weight"], 25);
+    let mut gone = route();
+    gone["spec"]["rules"][0]["backendRefs"][0]["name"] = json!("other");
+    for (kind, error) in [
+        (RouteKind::Tcp, "backendRef list was not found in tcpRoute"),
+        (RouteKind::Tls, "backendRef list was not found in tlsRoute"),
+        (RouteKind::Grpc, "backendRef was not found in grpcRoute"),
+    ] {
+        assert_eq!(
+            set_weight(&gone, kind, &CTX, 25, None),
+            Err(error.to_string())
+        );
+    }
+}
+
+#[test]
+fn a_grpc_header_rule_keeps_the_method_match_first() {
+    let r = json!({"metadata": {"name": "g"}, "spec": {"rules": [{
+        "matches": [{"method": {"service": "shop.Cart", "method": "Add"}}],
+        "backendRefs": [{"name": "argo-rollouts-stable-service", "port": 80},
+                        {"name": "argo-rollouts-canary-service", "port": 80}]}]}});
+    let step = header_step(
+        "h",
+        StringMatch {
+            exact: Some("1".into()),
+            ..StringMatch::default()
+        },
+    );
+    let next = set_header_route(&r, &CTX, &step).unwrap().unwrap();
+    let m = &next["spec"]["rules"][1]["matches"][0];
+    assert_eq!(
+        serde_json::to_string(m).unwrap(),
+        r#"{"method":{"service":"shop.Cart","method":"Add"},"headers":[{"name":"X-Canary","type":"Exact","value":"1"}]}"#
+    );
 }
 
 #[test]

@@ -386,45 +386,54 @@ impl Reconciler<'_> {
         Ok(())
     }
 
-    /// The HTTPRoutes the plugin manages: those it names, then those its selector finds,
-    /// each with whether header routes go into it.
+    /// The routes the plugin manages, kind by kind in its order: those it names, then those
+    /// its selector for the kind finds (`getGatewayAPIConfigWithDiscovery`).
     fn plugin_routes(&self, plugin: &gateway_api::PluginConfig) -> Vec<gateway_api::ManagedRoute> {
-        let mut routes = plugin.http_routes.clone();
-        if let Some(selector) = &plugin.http_route_selector {
-            let kind = crate::model::gateway_api::kind("HTTPRoute");
-            for r in self.api.list(kind, Some(&plugin.namespace), Some(selector)) {
-                routes.push(gateway_api::ManagedRoute {
-                    name: r.name().to_string(),
-                    use_header_routes: false,
-                });
+        let mut routes = Vec::new();
+        for kind in gateway_api::RouteKind::ALL {
+            routes.extend(plugin.named(kind).cloned());
+            let stored = crate::model::gateway_api::kind(kind.kind());
+            for (_, selector) in plugin.selectors.iter().filter(|(k, _)| *k == kind) {
+                for r in self
+                    .api
+                    .list(stored, Some(&plugin.namespace), Some(selector))
+                {
+                    routes.push(gateway_api::ManagedRoute {
+                        kind,
+                        name: r.name().to_string(),
+                        use_header_routes: false,
+                    });
+                }
             }
         }
         routes
     }
 
-    /// Applies `change` to each managed HTTPRoute (header routes only where enabled) and
-    /// writes what changed; the first error stops, as the plugin returns it.
-    fn each_http_route(
+    /// Applies `change` to each managed route (for header routes, only the HTTP and gRPC
+    /// routes that take them) and writes what changed; the first error stops, as the plugin
+    /// returns it.
+    fn each_route(
         &mut self,
         plugin: &gateway_api::PluginConfig,
         header_routes_only: bool,
-        change: impl Fn(&Value) -> Result<Option<Value>, String>,
+        change: impl Fn(gateway_api::RouteKind, &Value) -> Result<Option<Value>, String>,
     ) -> Result<(), String> {
-        let kind = crate::model::gateway_api::kind("HTTPRoute");
         let routes = self.plugin_routes(plugin);
-        // Only SetWeight insists on a route (`isConfigHasRoutes`, after the selector's).
-        if !header_routes_only && routes.is_empty() && !plugin.other_routes {
+        // Only SetWeight insists on a route (`isConfigHasRoutes`, after the selectors').
+        if !header_routes_only && routes.is_empty() {
             return Err(gateway_api::NO_ROUTES.to_string());
         }
         for route in routes {
-            if header_routes_only && !route.use_header_routes {
+            if header_routes_only && !(route.use_header_routes && route.kind.takes_header_routes())
+            {
                 continue;
             }
+            let kind = crate::model::gateway_api::kind(route.kind.kind());
             let current = self
                 .api
                 .get(kind, &plugin.namespace, &route.name)
                 .map_err(|e| e.to_string())?;
-            if let Some(next) = change(&current.value)? {
+            if let Some(next) = change(route.kind, &current.value)? {
                 self.write(Object::new(kind, next))
                     .map_err(|e| e.to_string())?;
             }
@@ -432,7 +441,7 @@ impl Reconciler<'_> {
         Ok(())
     }
 
-    /// The plugin's SetWeight on every HTTPRoute it manages.
+    /// The plugin's SetWeight on every route it manages.
     fn set_http_route_weights(
         &mut self,
         plugin: &gateway_api::PluginConfig,
@@ -440,30 +449,30 @@ impl Reconciler<'_> {
         weight: i32,
     ) -> Result<(), String> {
         let label = plugin.in_progress_label.as_ref();
-        self.each_http_route(plugin, false, |r| {
-            gateway_api::set_weight(r, ctx, weight, label)
+        self.each_route(plugin, false, |kind, r| {
+            gateway_api::set_weight(r, kind, ctx, weight, label)
         })
     }
 
-    /// The plugin's SetHeaderRoute on the HTTPRoutes that take header routes.
+    /// The plugin's SetHeaderRoute on the HTTP and gRPC routes that take header routes.
     fn set_http_route_header(
         &mut self,
         plugin: &gateway_api::PluginConfig,
         ctx: &gateway_api::PluginContext,
         step: &crate::model::rollout::SetHeaderRoute,
     ) -> Result<(), String> {
-        self.each_http_route(plugin, true, |r| {
+        self.each_route(plugin, true, |_, r| {
             gateway_api::set_header_route(r, ctx, step)
         })
     }
 
-    /// The plugin's RemoveManagedRoutes on the HTTPRoutes that take header routes.
+    /// The plugin's RemoveManagedRoutes on the HTTP and gRPC routes that take header routes.
     fn remove_http_route_rules(
         &mut self,
         plugin: &gateway_api::PluginConfig,
         ctx: &gateway_api::PluginContext,
     ) -> Result<(), String> {
-        self.each_http_route(plugin, true, |r| {
+        self.each_route(plugin, true, |_, r| {
             Ok(gateway_api::remove_managed_routes(r, ctx))
         })
     }
