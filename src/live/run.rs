@@ -303,9 +303,15 @@ fn result(
         answered: classified,
         not_found: r.not_found,
         no_healthy_upstream: r.no_healthy_upstream,
+        unresolved_backend: r.unresolved_backend,
         // What the router did not answer: kube-proxy's refusals, the client's own failures.
         refused: t.sent.saturating_sub(
-            classified + r.not_found + r.no_healthy_upstream + r.upstream_failed + r.fault_aborted,
+            classified
+                + r.not_found
+                + r.no_healthy_upstream
+                + r.unresolved_backend
+                + r.upstream_failed
+                + r.fault_aborted,
         ),
         upstream_failed: r.upstream_failed,
         fault_aborted: r.fault_aborted,

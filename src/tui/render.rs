@@ -12,7 +12,7 @@ use ratatui::widgets::{
     Sparkline,
 };
 
-use super::snapshot::{Snapshot, StepState};
+use super::snapshot::{Snapshot, StepState, WeightedBy};
 use super::state::{App, RunState, Screen};
 
 pub fn render(app: &App, frame: &mut Frame) {
@@ -213,7 +213,7 @@ fn weights(run: &RunState, s: &Snapshot, frame: &mut Frame, area: Rect) {
         lines.push(bar("set    ", Some(w.set), width, ""));
         match w.virtual_service {
             Some(vs) => {
-                let object = if w.is_gateway_api() {
+                let object = if w.object == WeightedBy::GatewayApiRoute {
                     "route  "
                 } else {
                     "vs     "
@@ -243,15 +243,21 @@ fn weights(run: &RunState, s: &Snapshot, frame: &mut Frame, area: Rect) {
         lines.push(bar("no mesh", s.no_mesh, width, " (ready pods)"));
     }
     frame.render_widget(
-        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(
-            if s.rollout.as_ref().is_some_and(|v| v.blue_green) {
-                " new ReplicaSet's share: set · Service endpoints · observed "
-            } else if s.weights.iter().any(|w| w.is_gateway_api()) {
-                " canary weight: set · Gateway API route · router · observed "
-            } else {
-                " canary weight: set · VirtualService · router · observed "
-            },
-        )),
+        Paragraph::new(lines).block(
+            Block::default().borders(Borders::ALL).title(
+                if s.rollout.as_ref().is_some_and(|v| v.blue_green) {
+                    " new ReplicaSet's share: set · Service endpoints · observed "
+                } else if s
+                    .weights
+                    .iter()
+                    .any(|w| w.object == WeightedBy::GatewayApiRoute)
+                {
+                    " canary weight: set · Gateway API route · router · observed "
+                } else {
+                    " canary weight: set · VirtualService · router · observed "
+                },
+            ),
+        ),
         area,
     );
 }

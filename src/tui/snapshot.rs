@@ -33,6 +33,8 @@ pub struct RouteWeights {
     /// `rollouts-demo-vsvc http/primary`, `HTTPRoute web rules/0`, or
     /// `Service rollout-bluegreen-active`
     pub route: String,
+    /// The object whose weights these are.
+    pub object: WeightedBy,
     /// The step's set weight; blue-green: all when the rollout points the Service at the
     /// new ReplicaSet, else none.
     pub set: f64,
@@ -263,6 +265,7 @@ fn route_weights(world: &World, ns: &str, rollout: &str) -> Vec<RouteWeights> {
             let router = table.and_then(|t| router_canary_share(t, &key, &route));
             out.push(RouteWeights {
                 route: format!("{name} {route}"),
+                object: WeightedBy::VirtualService,
                 set,
                 virtual_service: Some(to_canary as f64),
                 router,
@@ -337,6 +340,7 @@ fn http_route_weights(world: &World, ro: &crate::model::Object, set: f64) -> Vec
             let router = table.and_then(|t| router_canary_share(t, &route.key(), &label));
             out.push(RouteWeights {
                 route: format!("{} {} {label}", managed.kind.kind(), managed.name),
+                object: WeightedBy::GatewayApiRoute,
                 set,
                 virtual_service: (total > 0).then(|| to_canary as f64 * 100.0 / total as f64),
                 router,
@@ -377,6 +381,7 @@ fn blue_green_service_weights(
                 .map(|share| share * 100.0);
         out.push(RouteWeights {
             route: format!("Service {service}"),
+            object: WeightedBy::Service,
             set: if new(pointed.as_str().unwrap_or_default()) {
                 100.0
             } else {
@@ -443,12 +448,11 @@ fn pause_left(world: &World, ns: &str, rollout: &str) -> Option<String> {
     Some(humantime::format_duration(std::time::Duration::from_secs(left.as_secs())).to_string())
 }
 
-impl RouteWeights {
-    /// Whether the route is a Gateway API route's rule (else a VirtualService's route or a
-    /// Service).
-    pub fn is_gateway_api(&self) -> bool {
-        ["HTTPRoute ", "GRPCRoute ", "TCPRoute ", "TLSRoute "]
-            .iter()
-            .any(|k| self.route.starts_with(k))
-    }
+/// What sets a route's weights: a VirtualService, a Gateway API route, or (blue-green) a
+/// Service's selector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightedBy {
+    VirtualService,
+    GatewayApiRoute,
+    Service,
 }

@@ -274,6 +274,7 @@ mod tests {
             rollout: None,
             weights: vec![super::super::snapshot::RouteWeights {
                 route: "vs http/0".into(),
+                object: super::super::snapshot::WeightedBy::VirtualService,
                 set,
                 virtual_service: Some(set),
                 router: Some(set),

@@ -246,6 +246,16 @@ fn gateway_api_routes_weights_and_header_rules() {
         each_gateway_load("gateway-api-header-route.yaml", |_| {}, agree_on_the_split),
         3
     );
+    // A Gateway whose TLS port (443) sorts before its HTTP one (8080): the gRPC route is
+    // served on the HTTP listener in both routers, not on the first port.
+    assert_eq!(
+        each_gateway_load(
+            "gateway-api-grpc-tcp-tls-routes.yaml",
+            |_| {},
+            agree_on_the_split
+        ),
+        1
+    );
 }
 
 #[test]

@@ -33,15 +33,17 @@ fn the_held_out_envoy_gateway_rollout_routes_as_the_plugin_writes() {
 }
 
 /// A route that does not forward to the canary Service: the plugin's error stops the
-/// rollout, the route keeps its default weights, and half the requests find no upstream.
+/// rollout, the route keeps its default weights, and half the requests are answered 500
+/// (their backendRef does not resolve), not the 503 of a Service without endpoints.
 #[test]
 fn a_route_without_the_canary_service_stops_the_rollout_and_loses_half_the_requests() {
     let report = run_scenario(&fixture("backend-not-in-route.yaml"), None).unwrap();
     assert!(report.steps.iter().all(|s| s.passed), "{:#?}", report.steps);
     let load = report.steps.iter().find_map(|s| s.load.as_ref()).unwrap();
-    let lost = load.no_healthy_upstream as f64 / load.sent as f64;
-    assert!((lost - 0.5).abs() < 0.02, "share without upstream: {lost}");
-    assert_eq!(load.sent, load.answered + load.no_healthy_upstream);
+    let lost = load.unresolved_backend as f64 / load.sent as f64;
+    assert!((lost - 0.5).abs() < 0.02, "share answered 500: {lost}");
+    assert_eq!(load.no_healthy_upstream, 0);
+    assert_eq!(load.sent, load.answered + load.unresolved_backend);
 }
 
 /// A route write the CRDs refuse is refused whoever writes it: the plugin's negative stable
@@ -66,4 +68,90 @@ fn a_route_write_the_crds_refuse_is_refused_for_controllers_too() {
         err.to_string(),
         "httproutes.gateway.networking.k8s.io \"argo-rollouts-http-route\" is invalid: spec.rules[0].backendRefs[0].weight: Invalid value: -20: spec.rules[0].backendRefs[0].weight in body should be greater than or equal to 0"
     );
+}
+
+/// The implementation's status on the objects it programs: the class and the Gateway
+/// accepted and programmed, the listener counting the route, the route accepted by its
+/// parent with every backendRef resolved; a backendRef renamed to a Service that does not
+/// exist turns `ResolvedRefs` to `BackendNotFound` with a new transition time and the new
+/// generation, the unchanged `Accepted` keeps its own.
+#[test]
+fn the_implementation_writes_status_on_the_class_the_gateway_and_the_route() {
+    use canarysim::model::gateway_api::kind;
+    use std::time::Duration;
+    let text = std::fs::read_to_string(fixture("envoy-gateway.yaml")).unwrap();
+    let manifests =
+        canarysim::model::yaml::load_str("envoy-gateway.yaml", &text, "default").unwrap();
+    let mut world = canarysim::sim::World::new(canarysim::sim::ClusterConfig::default(), 1);
+    world.apply(&manifests).unwrap();
+    world.advance(Duration::from_secs(30)).unwrap();
+    let status = |world: &canarysim::sim::World, k: &str, ns: &str, name: &str| {
+        world.api.get(kind(k), ns, name).unwrap().status().clone()
+    };
+    let condition = |status: &serde_json::Value, t: &str| {
+        let c = status["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == t).cloned())
+            .unwrap_or_else(|| panic!("no {t} condition in {status}"));
+        (
+            c["status"].as_str().unwrap().to_string(),
+            c["reason"].as_str().unwrap().to_string(),
+        )
+    };
+    let class = status(&world, "GatewayClass", "", "eg");
+    assert_eq!(
+        condition(&class, "Accepted"),
+        ("True".into(), "Accepted".into())
+    );
+    let gateway = status(&world, "Gateway", "default", "eg");
+    assert_eq!(
+        condition(&gateway, "Programmed"),
+        ("True".into(), "Programmed".into())
+    );
+    let listener = &gateway["listeners"][0];
+    assert_eq!(listener["attachedRoutes"], 1, "{listener}");
+    assert_eq!(listener["supportedKinds"][0]["kind"], "HTTPRoute");
+    let route = status(&world, "HTTPRoute", "default", "argo-rollouts-http-route");
+    let parent = &route["parents"][0];
+    assert_eq!(
+        parent["controllerName"],
+        "gateway.envoyproxy.io/gatewayclass-controller"
+    );
+    assert_eq!(parent["parentRef"]["name"], "eg");
+    assert_eq!(parent["parentRef"]["kind"], "Gateway");
+    assert_eq!(
+        condition(parent, "Accepted"),
+        ("True".into(), "Accepted".into())
+    );
+    assert_eq!(
+        condition(parent, "ResolvedRefs"),
+        ("True".into(), "ResolvedRefs".into())
+    );
+    let accepted_at = parent["conditions"][0]["lastTransitionTime"].clone();
+    assert!(accepted_at.is_string(), "{parent}");
+
+    world.advance(Duration::from_secs(60)).unwrap();
+    let route_doc = text
+        .split("\n---")
+        .find(|d| d.contains("kind: HTTPRoute"))
+        .unwrap()
+        .replace("argo-rollouts-canary-service", "no-such-service");
+    let edited = canarysim::model::yaml::load_str("route.yaml", &route_doc, "default").unwrap();
+    world.apply(&edited).unwrap();
+    world.advance(Duration::from_secs(5)).unwrap();
+    let generation = world
+        .api
+        .get(kind("HTTPRoute"), "default", "argo-rollouts-http-route")
+        .unwrap()
+        .generation();
+    assert!(generation > 1);
+    let route = status(&world, "HTTPRoute", "default", "argo-rollouts-http-route");
+    let parent = &route["parents"][0];
+    assert_eq!(
+        condition(parent, "ResolvedRefs"),
+        ("False".into(), "BackendNotFound".into())
+    );
+    assert_eq!(parent["conditions"][1]["observedGeneration"], generation);
+    assert_eq!(parent["conditions"][0]["lastTransitionTime"], accepted_at);
+    assert_ne!(parent["conditions"][1]["lastTransitionTime"], accepted_at);
 }

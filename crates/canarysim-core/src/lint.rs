@@ -591,42 +591,8 @@ fn check_rollout<'a>(
     check_istio_references(m, all, canary, out, managed_vs);
 }
 
+use crate::controller::gateway_api::{PluginContext, RouteKind, set_weight};
 use crate::model::gateway_api::PLUGIN as GATEWAY_API_PLUGIN;
-
-/// The plugin's route kinds: the kind, its single and list fields, its label selector, and
-/// the plugin's error when no rule forwards to both Services (`pkg/plugin/errors.go`).
-const GATEWAY_API_ROUTES: [(&str, &str, &str, &str, &str); 4] = [
-    (
-        "HTTPRoute",
-        "httpRoute",
-        "httpRoutes",
-        "httpRouteSelector",
-        "backendRef was not found in httpRoute",
-    ),
-    (
-        "GRPCRoute",
-        "grpcRoute",
-        "grpcRoutes",
-        "grpcRouteSelector",
-        "backendRef was not found in grpcRoute",
-    ),
-    (
-        "TCPRoute",
-        "tcpRoute",
-        "tcpRoutes",
-        "tcpRouteSelector",
-        // tcproute.go's rule list answers with its own error (errors.go's
-        // BackendRefListWasNotFoundInTCPRouteError); the other is never returned.
-        "backendRef list was not found in tcpRoute",
-    ),
-    (
-        "TLSRoute",
-        "tlsRoute",
-        "tlsRoutes",
-        "tlsRouteSelector",
-        "backendRef list was not found in tlsRoute",
-    ),
-];
 
 /// A Rollout routed by the Gateway API plugin: the routes its configuration names must exist
 /// (in its `namespace`, else the Rollout's) and forward to both the stable and the canary
@@ -650,8 +616,26 @@ fn check_gateway_api_plugin(
         .as_str()
         .filter(|n| !n.is_empty())
         .unwrap_or(m.object.namespace());
+    let managed: Vec<String> = canary["trafficRouting"]["managedRoutes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["name"].as_str().map(str::to_string))
+        .collect();
+    let ctx = PluginContext {
+        stable: services[0],
+        canary: services[1],
+        managed: &managed,
+    };
     let mut configured = false;
-    for (kind, one, many, selector, not_found) in GATEWAY_API_ROUTES {
+    for route_kind in RouteKind::ALL {
+        let (kind, field) = (route_kind.kind(), route_kind.field());
+        let (one, many, selector) = (
+            format!("{field}Route"),
+            format!("{field}Routes"),
+            format!("{field}RouteSelector"),
+        );
+        let (one, many, selector) = (one.as_str(), many.as_str(), selector.as_str());
         let mut named: Vec<(String, &str)> = Vec::new();
         if let Some(name) = config[one].as_str().filter(|n| !n.is_empty()) {
             named.push((format!("{base}/{one}"), name));
@@ -666,19 +650,21 @@ fn check_gateway_api_plugin(
         else {
             continue;
         };
-        let route_kind = Kind::Stored(stored);
         for (pointer, name) in named {
-            let message = match find(all, route_kind, namespace, name) {
+            let message = match find(all, Kind::Stored(stored), namespace, name) {
                 None => format!(
                     "{GATEWAY_API_PLUGIN}: {}.{} {name:?} not found in namespace {namespace:?}: the plugin fails every weight change",
                     stored.info().plural,
                     crate::model::gateway_api::GROUP
                 ),
-                Some(route) if !forwards_to_all(&route.object.value, &services) => format!(
-                    "{GATEWAY_API_PLUGIN}: {not_found}: no rule of {kind} {name:?} forwards to {:?} and {:?} both; the plugin fails every weight change",
-                    services[0], services[1]
-                ),
-                Some(_) => continue,
+                // The plugin's own SetWeight, on the route as written.
+                Some(route) => match set_weight(&route.object.value, route_kind, &ctx, 0, None) {
+                    Err(not_found) => format!(
+                        "{GATEWAY_API_PLUGIN}: {not_found}: no rule of {kind} {name:?} forwards to {:?} and {:?} both; the plugin fails every weight change",
+                        services[0], services[1]
+                    ),
+                    Ok(_) => continue,
+                },
             };
             out.push(diag(
                 m,
@@ -736,19 +722,6 @@ fn gateway_api_routes(manifests: &[Manifest]) -> Vec<Diagnostic> {
             ))
         })
         .collect()
-}
-
-/// Whether some backendRef of the route names each Service (in any rule: the plugin looks
-/// for both across the rules).
-fn forwards_to_all(route: &Value, services: &[&str]) -> bool {
-    let names: BTreeSet<&str> = route["spec"]["rules"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|r| r["backendRefs"].as_array().into_iter().flatten())
-        .filter_map(|b| b["name"].as_str())
-        .collect();
-    services.iter().all(|s| names.contains(s))
 }
 
 /// A spec value of the wrong type, where it is written, as the API server refuses it.

@@ -159,6 +159,13 @@ impl State {
                 }
             };
             let Some(e) = picked else {
+                if cluster.is_some_and(|c| c.is_unresolved()) {
+                    // As Envoy Gateway and Istio program a backendRef that does not resolve.
+                    self.stats
+                        .unresolved_backend
+                        .fetch_add(1, Ordering::Relaxed);
+                    return reply(500, "backend not resolved");
+                }
                 self.stats
                     .no_healthy_upstream
                     .fetch_add(1, Ordering::Relaxed);

@@ -89,6 +89,8 @@ struct RouterStats {
     /// Requests whose last attempt could not connect.
     upstream_failed: AtomicU64,
     no_healthy_upstream: AtomicU64,
+    /// 500s for a Gateway API backendRef that does not resolve.
+    unresolved_backend: AtomicU64,
     not_found: AtomicU64,
     /// Shadow requests sent, by pod.
     mirrored: Mutex<BTreeMap<String, u64>>,
@@ -102,6 +104,7 @@ pub struct RouterCounts {
     pub fault_aborted: u64,
     pub upstream_failed: u64,
     pub no_healthy_upstream: u64,
+    pub unresolved_backend: u64,
     pub not_found: u64,
     pub mirrored: BTreeMap<String, u64>,
 }
@@ -115,6 +118,7 @@ impl RouterCounts {
             fault_aborted: self.fault_aborted - earlier.fault_aborted,
             upstream_failed: self.upstream_failed - earlier.upstream_failed,
             no_healthy_upstream: self.no_healthy_upstream - earlier.no_healthy_upstream,
+            unresolved_backend: self.unresolved_backend - earlier.unresolved_backend,
             not_found: self.not_found - earlier.not_found,
             mirrored: self
                 .mirrored
@@ -302,6 +306,7 @@ impl Router {
             fault_aborted: read(&s.fault_aborted),
             upstream_failed: read(&s.upstream_failed),
             no_healthy_upstream: read(&s.no_healthy_upstream),
+            unresolved_backend: read(&s.unresolved_backend),
             not_found: read(&s.not_found),
             mirrored: s.mirrored.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         }
@@ -465,7 +470,7 @@ impl State {
             .and_then(|p| p.parse().ok())
             .or_else(|| {
                 let g = gateway.as_deref()?;
-                table.gateway_ports(g, namespace).first().copied()
+                table.gateway_http_port(g, namespace)
             })
             .unwrap_or(80);
         let meta = RequestMeta {

@@ -520,9 +520,11 @@ pub struct LoadResult {
     pub sent: u64,
     /// Answered by a pod (any status).
     pub answered: u64,
-    /// No pod answered: 404 no route, 503 no healthy upstream, or the connection was refused.
+    /// No pod answered: 404 no route, 503 no healthy upstream, 500 for a backendRef that
+    /// does not resolve, or the connection was refused.
     pub not_found: u64,
     pub no_healthy_upstream: u64,
+    pub unresolved_backend: u64,
     pub refused: u64,
     /// 503 from the proxy whose connection to a pod failed: the pod went away before the
     /// route table that drops it took effect (push delay).
@@ -560,6 +562,7 @@ impl LoadResult {
     pub fn failed(&self) -> u64 {
         self.not_found
             + self.no_healthy_upstream
+            + self.unresolved_backend
             + self.refused
             + self.upstream_failed
             + self.fault_aborted

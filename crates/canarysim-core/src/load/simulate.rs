@@ -491,6 +491,7 @@ impl<'w> LoadRun<'w> {
             answered: state.answered,
             not_found: state.not_found,
             no_healthy_upstream: state.no_healthy_upstream,
+            unresolved_backend: state.unresolved_backend,
             refused: state.refused,
             upstream_failed: state.upstream_failed,
             fault_aborted: state.fault_aborted,
@@ -582,6 +583,7 @@ struct Driver {
     answered: u64,
     not_found: u64,
     no_healthy_upstream: u64,
+    unresolved_backend: u64,
     refused: u64,
     upstream_failed: u64,
     fault_aborted: u64,
@@ -767,8 +769,9 @@ fn fast_mesh_epoch(
     }
     for (cluster, _) in choice.clusters.iter() {
         if table.cluster(cluster).is_some_and(|c| {
-            // Ejections and hash keys depend on each request: the general path keeps them.
-            c.outlier_detection().is_some() || c.consistent_hash().is_some()
+            // Ejections and hash keys depend on each request, and an unresolved backend
+            // answers 500, not 503: the general path keeps them.
+            c.outlier_detection().is_some() || c.consistent_hash().is_some() || c.is_unresolved()
         }) {
             return false;
         }
@@ -1187,6 +1190,10 @@ fn http_request(
         ClientOutcome::FaultAborted { latency_us, .. } => {
             d.fault_aborted += 1;
             return latency_us.max(FAILURE_US);
+        }
+        ClientOutcome::NoEndpoint if cluster.is_some_and(|c| c.is_unresolved()) => {
+            d.unresolved_backend += 1;
+            return FAILURE_US;
         }
         ClientOutcome::NoEndpoint => {
             d.no_healthy_upstream += 1;

@@ -157,16 +157,25 @@ pub(crate) fn load_summary(r: &crate::outcome::LoadReport) -> String {
             r.connections
         ),
     );
-    let failed =
-        r.not_found + r.no_healthy_upstream + r.upstream_failed + r.refused + r.fault_aborted;
+    let failed = r.not_found
+        + r.no_healthy_upstream
+        + r.unresolved_backend
+        + r.upstream_failed
+        + r.refused
+        + r.fault_aborted;
     // The failures' classes only when there are failures: a row of zeros says nothing.
     let failures = if failed == 0 {
         String::new()
     } else {
         format!(
-            " (404 {}, 503 no healthy upstream {}, 503 upstream gone {}, refused {}{})",
+            " (404 {}, 503 no healthy upstream {}, {}503 upstream gone {}, refused {}{})",
             r.not_found,
             r.no_healthy_upstream,
+            if r.unresolved_backend > 0 {
+                format!("500 backend not resolved {}, ", r.unresolved_backend)
+            } else {
+                String::new()
+            },
             r.upstream_failed,
             r.refused,
             if r.fault_aborted > 0 {

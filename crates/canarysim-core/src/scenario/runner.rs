@@ -719,6 +719,12 @@ impl<'p> Runner<'p> {
                 result.no_healthy_upstream
             ));
         }
+        if result.unresolved_backend > 0 {
+            found.push(format!(
+                "{} request(s) answered 500 by the gateway: their backendRef does not resolve",
+                result.unresolved_backend
+            ));
+        }
         if result.upstream_failed > 0 {
             found.push(format!(
                 "{} request(s) answered 503 by the proxy: their pod had gone before the route table dropping it took effect",

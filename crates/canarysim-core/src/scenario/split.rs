@@ -63,6 +63,7 @@ pub fn load_report(r: &LoadResult) -> LoadReport {
         answered: r.answered,
         not_found: r.not_found,
         no_healthy_upstream: r.no_healthy_upstream,
+        unresolved_backend: r.unresolved_backend,
         refused: r.refused,
         upstream_failed: r.upstream_failed,
         fault_aborted: r.fault_aborted,

@@ -74,6 +74,8 @@ pub struct LoadReport {
     pub answered: u64,
     pub not_found: u64,
     pub no_healthy_upstream: u64,
+    /// 500s for a Gateway API backendRef that does not resolve.
+    pub unresolved_backend: u64,
     pub refused: u64,
     /// 503s from a proxy whose pod had gone (its table had not caught up yet).
     pub upstream_failed: u64,

@@ -453,14 +453,40 @@ impl World {
             return;
         }
         self.pushed = Some(fingerprint);
-        let table = mesh::translate_with(&self.api, self.config.routes);
+        let mut table = mesh::translate_with(&self.api, self.config.routes);
         for note in table.notes() {
             if !self.route_notes.contains(note) {
                 self.route_notes.push(note.clone());
             }
         }
+        let status = table.take_gateway_api_status();
+        if self.write_gateway_api_status(status) {
+            // Status is not what the proxies see: its writes must not cause another push.
+            self.pushed = Some(self.mesh_inputs());
+        }
         self.mesh.push(table, self.now, self.config.push_delay);
         self.mesh.prune(self.now);
+    }
+
+    /// The Gateway API implementation writes its objects' status (when it differs from the
+    /// stored one), as the table it programs says. Whether anything was written.
+    fn write_gateway_api_status(&mut self, writes: Vec<mesh::StatusWrite>) -> bool {
+        let now = self.now.rfc3339();
+        let mut wrote = false;
+        for mut w in writes {
+            let Ok(current) = self.api.get(w.key.kind, &w.key.namespace, &w.key.name) else {
+                continue;
+            };
+            mesh::stamp_transitions(&mut w.status, current.status(), &now);
+            if *current.status() == w.status {
+                continue;
+            }
+            let mut next = current.clone();
+            crate::model::object::ensure_object(&mut next.value).insert("status".into(), w.status);
+            // A conflict cannot happen: nothing wrote between the read and this write.
+            wrote |= self.api.update_status(next).is_ok();
+        }
+        wrote
     }
 
     /// A fingerprint of what istiod reacts to: VirtualServices, DestinationRules, Gateways
@@ -488,11 +514,14 @@ impl World {
         serving_pods.hash(&mut h);
         let gateway_api =
             crate::model::gateway_api::SIMULATED_KINDS.map(crate::model::gateway_api::kind);
+        // GatewayClasses: their status and the controller named in their routes' status.
+        let classes = crate::model::gateway_api::kind("GatewayClass");
         for kind in [
             Kind::VirtualService,
             Kind::DestinationRule,
             Kind::Gateway,
             Kind::Service,
+            classes,
         ]
         .into_iter()
         .chain(gateway_api)

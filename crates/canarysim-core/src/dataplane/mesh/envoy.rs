@@ -86,7 +86,7 @@ fn listener(
         .get(gateway)
         .copied()
         .unwrap_or(options.default_port);
-    let listener_port = l.ports.first().copied();
+    let listener_port = l.http_port();
     let virtual_hosts: Vec<Value> = l
         .http
         .iter()
@@ -534,6 +534,12 @@ fn cluster(
     if c.hash.is_some() {
         omitted.push(format!(
             "{}: consistentHash (exported as the cluster's plain load balancer)",
+            c.name
+        ));
+    }
+    if c.unresolved {
+        omitted.push(format!(
+            "{}: a backendRef that does not resolve (exported as a cluster without endpoints: Envoy answers its share 503; implementations and canarysim answer 500)",
             c.name
         ));
     }

@@ -14,6 +14,7 @@
 
 pub mod envoy;
 mod gateway_api;
+pub(crate) use gateway_api::{StatusWrite, stamp_transitions};
 mod matcher;
 pub mod policy;
 mod table;

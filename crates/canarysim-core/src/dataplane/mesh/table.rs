@@ -126,6 +126,10 @@ pub enum RouteError {
     /// Envoy's `UH`: the chosen cluster has no ready endpoint (503, body "no healthy upstream").
     #[error("no healthy upstream")]
     NoHealthyUpstream { cluster: ClusterId },
+    /// The chosen backendRef does not resolve (a Gateway API route): implementations answer
+    /// 500 without calling anything.
+    #[error("backend not resolved")]
+    UnresolvedBackend { cluster: ClusterId },
     /// The origin names a gateway that does not exist in the table.
     #[error("no such gateway")]
     UnknownGateway,
@@ -143,6 +147,7 @@ impl RouteError {
         match self {
             RouteError::NoRoute | RouteError::UnknownGateway => 404,
             RouteError::NoHealthyUpstream { .. } => 503,
+            RouteError::UnresolvedBackend { .. } => 500,
             RouteError::NoListener | RouteError::NotInMesh => 0,
         }
     }
@@ -408,11 +413,19 @@ pub struct Cluster {
     pub(crate) outlier: Option<super::policy::OutlierDetection>,
     /// The DestinationRule's `loadBalancer.consistentHash` for this cluster.
     pub(crate) hash: Option<super::policy::HashOn>,
+    /// A Gateway API backendRef that does not resolve: implementations answer its share
+    /// 500, not the 503 of a Service without ready endpoints.
+    pub(crate) unresolved: bool,
 }
 
 impl Cluster {
     pub fn id(&self) -> ClusterId {
         self.id
+    }
+
+    /// Whether this cluster stands for a backendRef that does not resolve (answered 500).
+    pub fn is_unresolved(&self) -> bool {
+        self.unresolved
     }
 
     pub fn outlier_detection(&self) -> Option<&super::policy::OutlierDetection> {
@@ -816,6 +829,8 @@ pub(crate) struct Listener {
     pub gateway: Option<GatewayName>,
     /// Ports the gateway's servers listen on (empty: any).
     pub ports: Box<[u32]>,
+    /// The lowest port of a server that takes HTTP (None: no HTTP server, or no gateway).
+    pub http_port: Option<u32>,
     /// The gateway's servers: port (None: unspecified) and the hosts they accept; a request
     /// for a host no server on its port accepts finds no virtual host (404), as in Envoy.
     pub servers: Box<[GatewayServer]>,
@@ -828,6 +843,12 @@ pub(crate) struct Listener {
 }
 
 impl Listener {
+    /// The port HTTP routes are served on: the HTTP server's, else the first port; a Gateway
+    /// that lists a TLS port before its HTTP one must not take HTTP on the TLS port.
+    pub(crate) fn http_port(&self) -> Option<u32> {
+        self.http_port.or_else(|| self.ports.first().copied())
+    }
+
     /// The port of a gateway's TLS/TCP route that names none: the gateway's first, else 443.
     pub(crate) fn l4_default_port(&self) -> u32 {
         self.ports.first().copied().unwrap_or(443)
@@ -1029,6 +1050,8 @@ pub struct RouteTable {
     pub(crate) notes: Vec<Note>,
     /// Whether any VirtualService was seen (without one, nothing mesh-specific happens).
     pub(crate) has_virtual_services: bool,
+    /// The Gateway API objects' status as the implementation writes it, until taken.
+    pub(crate) gateway_api_status: Vec<super::gateway_api::StatusWrite>,
 }
 
 impl RouteTable {
@@ -1147,6 +1170,9 @@ impl RouteTable {
     ) -> Result<Served, RouteError> {
         let choice = self.route(req)?;
         let (cluster, c) = choice.pick_cluster(self, rng);
+        if c.is_some_and(Cluster::is_unresolved) {
+            return Err(RouteError::UnresolvedBackend { cluster });
+        }
         let endpoint = c
             .and_then(|c| c.pick_endpoint(lb, rng, state))
             .ok_or(RouteError::NoHealthyUpstream { cluster })?;
@@ -1429,11 +1455,18 @@ impl RouteTable {
             .ok_or(RouteError::NoRoute)
     }
 
-    /// The ports a gateway (`namespace/name`, or `name` in `caller_ns`) listens on, in
-    /// order (empty: an Istio Gateway without servers, or no such gateway).
-    pub fn gateway_ports(&self, name: &str, caller_ns: &str) -> &[u32] {
+    /// The status the implementation writes on the Gateway API objects this table was
+    /// translated from (taken once: the world writes it; a pushed table holds none).
+    pub(crate) fn take_gateway_api_status(&mut self) -> Vec<super::gateway_api::StatusWrite> {
+        std::mem::take(&mut self.gateway_api_status)
+    }
+
+    /// The port an HTTP request to a gateway (`namespace/name`, or `name` in `caller_ns`)
+    /// stands for when it names none: its HTTP server's, else its first port (None: an
+    /// Istio Gateway without servers, or no such gateway).
+    pub fn gateway_http_port(&self, name: &str, caller_ns: &str) -> Option<u32> {
         self.gateway_listener(name, caller_ns)
-            .map_or(&[], |l| &l.ports)
+            .and_then(Listener::http_port)
     }
 
     fn gateway_listener(&self, name: &str, caller_ns: &str) -> Option<&Listener> {
@@ -1539,6 +1572,7 @@ mod tests {
             lb: None,
             outlier: None,
             hash: None,
+            unresolved: false,
         };
         let mut state = LbState::default();
         let mut rng = stream(1, "router");
@@ -1564,6 +1598,7 @@ mod tests {
             lb: None,
             outlier: None,
             hash: None,
+            unresolved: false,
         };
         let mut state = LbState::default();
         for _ in 0..5 {

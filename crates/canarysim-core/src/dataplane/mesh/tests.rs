@@ -1266,3 +1266,40 @@ fn delegated_routes_join_the_root_match_with_the_child_match() {
     };
     assert_eq!(table.route(&outside).unwrap_err(), RouteError::NoRoute);
 }
+
+#[test]
+fn an_istio_gateways_http_port_is_its_first_server_that_terminates_http() {
+    let mut api = store();
+    let gateway = |api: &mut ApiServer, name: &str, servers: Value| {
+        create(
+            api,
+            Kind::Gateway,
+            json!({"metadata": {"name": name, "namespace": NS}, "spec": {"servers": servers}}),
+        )
+    };
+    gateway(
+        &mut api,
+        "passthrough",
+        json!([{"port": {"number": 443, "protocol": "HTTPS"}, "hosts": ["*"],
+                "tls": {"mode": "PASSTHROUGH"}},
+               {"port": {"number": 8080, "protocol": "HTTP"}, "hosts": ["*"]}]),
+    );
+    gateway(
+        &mut api,
+        "terminating",
+        json!([{"port": {"number": 443, "protocol": "HTTPS"}, "hosts": ["*"],
+                "tls": {"mode": "SIMPLE"}},
+               {"port": {"number": 8080, "protocol": "HTTP"}, "hosts": ["*"]}]),
+    );
+    gateway(
+        &mut api,
+        "tcp-only",
+        json!([{"port": {"number": 5432, "protocol": "TCP"}, "hosts": ["*"]}]),
+    );
+    let table = translate(&api);
+    assert_eq!(table.gateway_http_port("passthrough", NS), Some(8080));
+    assert_eq!(table.gateway_http_port("terminating", NS), Some(443));
+    // No HTTP server: a request that names no port stands for the first one, as before.
+    assert_eq!(table.gateway_http_port("tcp-only", NS), Some(5432));
+    assert_eq!(table.gateway_http_port("absent", NS), None);
+}

@@ -210,6 +210,8 @@ pub(super) struct Builder<'a> {
     drs: Vec<DrInfo>,
     notes: Vec<Note>,
     pub(super) options: TranslateOptions,
+    /// What the Gateway API objects' status will say.
+    pub(super) status: super::gateway_api::StatusBook,
 }
 
 impl<'a> Builder<'a> {
@@ -225,6 +227,7 @@ impl<'a> Builder<'a> {
             drs: Vec::new(),
             notes,
             options: TranslateOptions::default(),
+            status: Default::default(),
         }
     }
 
@@ -252,6 +255,13 @@ impl<'a> Builder<'a> {
                 .collect();
             ports.sort_unstable();
             ports.dedup();
+            let http_port = spec
+                .servers
+                .iter()
+                .filter(|s| serves_http(s))
+                .filter_map(|s| s["port"]["number"].as_u64())
+                .filter_map(|p| u32::try_from(p).ok())
+                .min();
             let mut servers = Vec::new();
             for server in &spec.servers {
                 let port = server["port"]["number"]
@@ -284,6 +294,7 @@ impl<'a> Builder<'a> {
             self.listeners.push(Listener {
                 gateway: Some(GatewayName::new(gw.namespace(), gw.name())),
                 ports: ports.into(),
+                http_port,
                 servers: servers.into(),
                 ..Listener::default()
             });
@@ -961,8 +972,14 @@ impl<'a> Builder<'a> {
             lb,
             outlier: None,
             hash: None,
+            unresolved: false,
         });
         id
+    }
+
+    /// Marks cluster `id` as a backendRef that does not resolve.
+    pub(super) fn mark_unresolved(&mut self, id: ClusterId) {
+        self.clusters[id.0 as usize].unresolved = true;
     }
 
     /// The Service's endpoints, narrowed by the subset's labels, and the policy that applies.
@@ -1106,6 +1123,7 @@ impl<'a> Builder<'a> {
             endpoints,
             notes: self.notes,
             has_virtual_services,
+            gateway_api_status: self.status.into_writes(self.api),
         }
     }
 }
@@ -1152,6 +1170,21 @@ fn install<R: Clone>(
 }
 
 /// The port every match entry names, if they all name the same one.
+/// Whether an Istio Gateway server takes HTTP: its protocol is HTTP, HTTP2 or GRPC, or HTTPS
+/// terminated at the gateway (a passthrough server hands the bytes on as TLS).
+fn serves_http(server: &Value) -> bool {
+    let protocol = server["port"]["protocol"].as_str().unwrap_or("");
+    let passthrough = matches!(
+        server["tls"]["mode"].as_str(),
+        Some("PASSTHROUGH" | "AUTO_PASSTHROUGH")
+    );
+    match protocol.to_ascii_uppercase().as_str() {
+        "HTTP" | "HTTP2" | "GRPC" => true,
+        "HTTPS" => !passthrough,
+        _ => false,
+    }
+}
+
 fn single_port(ports: impl Iterator<Item = Option<u32>>) -> Option<u32> {
     let mut found = None;
     for p in ports {

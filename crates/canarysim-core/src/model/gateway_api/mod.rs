@@ -64,6 +64,8 @@ pub(crate) fn is_simulated(kind: StoredKind) -> bool {
 #[serde(rename_all = "camelCase")]
 pub(crate) struct GatewaySpec {
     #[serde(default)]
+    pub gateway_class_name: String,
+    #[serde(default)]
     pub listeners: Vec<GatewayListener>,
 }
 

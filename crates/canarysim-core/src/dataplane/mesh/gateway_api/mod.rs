@@ -10,15 +10,20 @@
 //! * a rule's backendRefs split by weight, each its proportion of the rule's sum (default 1;
 //!   0 sends nothing); a backendRef that does not resolve (no such Service, another
 //!   namespace without a ReferenceGrant, a kind other than Service) keeps its share and
-//!   answers it as an upstream without endpoints — implementations answer 500 there, canarysim
-//!   503 (noted);
+//!   answers it 500, as implementations do (a Service without ready endpoints: 503);
 //! * across every route on a listener and host, matches are tried in the spec's precedence:
 //!   an exact path, then the longest prefix, a method, more header matches, more query
 //!   matches, then the oldest route, then `namespace/name`, then rule and match order.
 //!
 //! Odd objects never fail the translation: they are skipped and a note says why.
 
+mod status;
+
 use std::cmp::Reverse;
+
+pub(crate) use status::StatusBook;
+use status::{Acceptance, controller_of};
+pub(crate) use status::{StatusWrite, stamp_transitions};
 
 use super::matcher::{HostPattern, MatchError, StrMatcher};
 use super::table::{ClusterId, GatewayName, VirtualHost};
@@ -36,8 +41,11 @@ use crate::model::{Object, ObjectKey};
 
 /// A Gateway API Gateway as the route table has it: its proxy and its listeners.
 pub(super) struct GatewayApiGateway {
+    key: ObjectKey,
     namespace: String,
     name: String,
+    /// The implementation its class names (`controllerName` in its routes' status).
+    controller: String,
     /// Index of its proxy in the table.
     proxy: usize,
     listeners: Vec<GatewayListener>,
@@ -99,6 +107,12 @@ impl Builder<'_> {
             let mut ports: Vec<u32> = spec.listeners.iter().map(|l| l.port).collect();
             ports.sort_unstable();
             ports.dedup();
+            let http_port = spec
+                .listeners
+                .iter()
+                .filter(|l| matches!(l.protocol.as_str(), "HTTP" | "HTTPS"))
+                .map(|l| l.port)
+                .min();
             let servers = spec
                 .listeners
                 .iter()
@@ -110,15 +124,20 @@ impl Builder<'_> {
                     (Some(l.port), Box::from([host]))
                 })
                 .collect();
+            self.status
+                .gateway(gw, &spec.gateway_class_name, &spec.listeners);
             out.push(GatewayApiGateway {
+                key: gw.key(),
                 namespace: gw.namespace().to_string(),
                 name: gw.name().to_string(),
+                controller: controller_of(self.api, &spec.gateway_class_name),
                 proxy: self.listeners.len(),
                 listeners: spec.listeners,
             });
             self.listeners.push(Listener {
                 gateway: Some(GatewayName::new(gw.namespace(), gw.name())),
                 ports: ports.into(),
+                http_port,
                 servers,
                 ..Listener::default()
             });
@@ -209,8 +228,8 @@ impl Builder<'_> {
             }
         };
         let mut attachments: Vec<Attachment> = Vec::new();
-        for parent in &spec.parent_refs {
-            for a in self.attach(&key, kind, &spec.hostnames, parent, gateways) {
+        for (index, parent) in spec.parent_refs.iter().enumerate() {
+            for a in self.attach(route, index, &spec.hostnames, parent, gateways) {
                 if !attachments.contains(&a) {
                     attachments.push(a);
                 }
@@ -273,19 +292,23 @@ impl Builder<'_> {
         out
     }
 
-    /// The proxies and hosts one parentRef attaches a route to (none: noted why).
+    /// The proxies and hosts parentRef `index` of `route` attaches it to (none: noted
+    /// why), recorded for the route's and the Gateway's status.
     fn attach(
         &mut self,
-        key: &ObjectKey,
-        kind: &str,
+        route: &Object,
+        index: usize,
         hostnames: &[String],
         parent: &ParentRef,
         gateways: &[GatewayApiGateway],
     ) -> Vec<Attachment> {
+        let key = &route.key();
+        let kind = route.kind.as_str();
         let ns = key.namespace.as_str();
         let parent_ns = parent.namespace.as_deref().unwrap_or(ns);
         if parent.is_service() {
             // GAMMA: the mesh routes requests for the Service itself.
+            self.status.parent(route, index, None, Ok(()));
             let fqdn = format!("{}.{parent_ns}{CLUSTER_DOMAIN_SUFFIX}", parent.name);
             return vec![Attachment {
                 proxy: MESH,
@@ -307,6 +330,7 @@ impl Builder<'_> {
             .iter()
             .find(|g| g.name == parent.name && g.namespace == parent_ns)
         else {
+            // No implementation owns a Gateway that does not exist: no status for it.
             self.note(
                 key,
                 format!(
@@ -317,67 +341,46 @@ impl Builder<'_> {
             return Vec::new();
         };
         let mut out = Vec::new();
-        let mut refused = Vec::new();
+        let mut refused: Vec<(&'static str, String)> = Vec::new();
         for l in &gw.listeners {
             if parent.section_name.as_ref().is_some_and(|s| *s != l.name)
                 || parent.port.is_some_and(|p| p != l.port)
             {
                 continue;
             }
-            let protocols: &[&str] = match kind {
-                "TCPRoute" => &["TCP"],
-                "TLSRoute" => &["TLS"],
-                _ => &["HTTP", "HTTPS"],
-            };
-            if !protocols.contains(&l.protocol.as_str()) {
-                refused.push(format!("listener {:?} is {}", l.name, l.protocol));
-                continue;
+            match self.listener_admits(key, kind, hostnames, gw, l) {
+                Ok(hosts) => {
+                    self.status.attached(&gw.key, &l.name);
+                    out.extend(hosts.into_iter().map(|host| Attachment {
+                        proxy: gw.proxy,
+                        host,
+                        port: Some(l.port),
+                    }));
+                }
+                Err(why) => refused.push(why),
             }
-            let from = l
-                .allowed_routes
-                .namespaces
-                .from
-                .as_deref()
-                .unwrap_or("Same");
-            if from == "Selector" {
-                self.note(
-                    key,
-                    format!(
-                        "listener {:?} of Gateway {}/{} admits namespaces by label: not simulated, every namespace is admitted",
-                        l.name, gw.namespace, gw.name
-                    ),
-                );
-            }
-            if !l.allowed_routes.admits(kind) {
-                refused.push(format!(
-                    "listener {:?} admits other route kinds only",
-                    l.name
-                ));
-                continue;
-            }
-            if from == "Same" && gw.namespace != ns {
-                refused.push(format!(
-                    "listener {:?} admits routes of namespace {} only",
-                    l.name, gw.namespace
-                ));
-                continue;
-            }
-            let hosts = intersect(hostnames, l.hostname.as_deref());
-            if hosts.is_empty() {
-                refused.push(format!("listener {:?} has no hostname in common", l.name));
-            }
-            out.extend(hosts.into_iter().map(|host| Attachment {
-                proxy: gw.proxy,
-                host,
-                port: Some(l.port),
-            }));
         }
-        if out.is_empty() {
-            let why = if refused.is_empty() {
-                "no listener matches its sectionName and port".to_string()
+        let acceptance: Acceptance = if !out.is_empty() {
+            Ok(())
+        } else if refused.is_empty() {
+            Err((
+                "NoMatchingParent",
+                "no listener matches its sectionName and port".to_string(),
+            ))
+        } else {
+            // Hostnames only when that is every listener's reason, as the spec orders them.
+            let reason = if refused
+                .iter()
+                .all(|(r, _)| *r == "NoMatchingListenerHostname")
+            {
+                "NoMatchingListenerHostname"
             } else {
-                refused.join("; ")
+                "NotAllowedByListeners"
             };
+            let words: Vec<&str> = refused.iter().map(|(_, w)| w.as_str()).collect();
+            Err((reason, words.join("; ")))
+        };
+        if let Err((_, why)) = &acceptance {
             self.note(
                 key,
                 format!(
@@ -386,7 +389,71 @@ impl Builder<'_> {
                 ),
             );
         }
+        let controller = gw.controller.clone();
+        self.status
+            .parent(route, index, Some(&controller), acceptance);
         out
+    }
+
+    /// The hosts listener `l` of `gw` takes a route of `kind` for, or the spec's reason
+    /// (and words) why it takes none.
+    fn listener_admits(
+        &mut self,
+        key: &ObjectKey,
+        kind: &str,
+        hostnames: &[String],
+        gw: &GatewayApiGateway,
+        l: &GatewayListener,
+    ) -> Result<Vec<HostPattern>, (&'static str, String)> {
+        let protocols: &[&str] = match kind {
+            "TCPRoute" => &["TCP"],
+            "TLSRoute" => &["TLS"],
+            _ => &["HTTP", "HTTPS"],
+        };
+        if !protocols.contains(&l.protocol.as_str()) {
+            return Err((
+                "NotAllowedByListeners",
+                format!("listener {:?} is {}", l.name, l.protocol),
+            ));
+        }
+        let from = l
+            .allowed_routes
+            .namespaces
+            .from
+            .as_deref()
+            .unwrap_or("Same");
+        if from == "Selector" {
+            self.note(
+                key,
+                format!(
+                    "listener {:?} of Gateway {}/{} admits namespaces by label: not simulated, every namespace is admitted",
+                    l.name, gw.namespace, gw.name
+                ),
+            );
+        }
+        if !l.allowed_routes.admits(kind) {
+            return Err((
+                "NotAllowedByListeners",
+                format!("listener {:?} admits other route kinds only", l.name),
+            ));
+        }
+        if from == "Same" && gw.namespace != key.namespace {
+            return Err((
+                "NotAllowedByListeners",
+                format!(
+                    "listener {:?} admits routes of namespace {} only",
+                    l.name, gw.namespace
+                ),
+            ));
+        }
+        let hosts = intersect(hostnames, l.hostname.as_deref());
+        if hosts.is_empty() {
+            return Err((
+                "NoMatchingListenerHostname",
+                format!("listener {:?} has no hostname in common", l.name),
+            ));
+        }
+        Ok(hosts)
     }
 
     /// A rule's weighted split. Backends that do not resolve keep their share with a
@@ -412,7 +479,7 @@ impl Builder<'_> {
         split.unwrap_or_else(|| {
             self.note(
                 key,
-                format!("{label}: no backendRef has a weight above 0; implementations answer 500 to every request (canarysim: 503, no upstream)"),
+                format!("{label}: no backendRef has a weight above 0; every request is answered 500, as implementations do"),
             );
             WeightedClusters::single(self.unresolved(format!("{label} of {key}")))
         })
@@ -422,29 +489,37 @@ impl Builder<'_> {
     fn backend(&mut self, key: &ObjectKey, ns: &str, b: &BackendRef, label: &str) -> ClusterId {
         let target_ns = b.namespace.as_deref().unwrap_or(ns);
         let unresolved = if !b.is_service() {
-            Some(format!(
-                "{} {:?} is not a Service (InvalidKind)",
-                b.kind.as_deref().unwrap_or("Service"),
-                b.name
+            Some((
+                "InvalidKind",
+                format!(
+                    "{} {:?} is not a Service",
+                    b.kind.as_deref().unwrap_or("Service"),
+                    b.name
+                ),
             ))
         } else if target_ns != ns && !self.granted(ns, target_ns, &b.name) {
-            Some(format!(
-                "Service {target_ns}/{} is in another namespace and no ReferenceGrant there admits HTTPRoutes of {ns} (RefNotPermitted)",
-                b.name
+            Some((
+                "RefNotPermitted",
+                format!(
+                    "Service {target_ns}/{} is in another namespace and no ReferenceGrant there admits HTTPRoutes of {ns}",
+                    b.name
+                ),
             ))
         } else if self.catalog.find(target_ns, &b.name).is_none() {
-            Some(format!(
-                "Service {target_ns}/{} does not exist (BackendNotFound)",
-                b.name
+            Some((
+                "BackendNotFound",
+                format!("Service {target_ns}/{} does not exist", b.name),
             ))
         } else {
             None
         };
-        if let Some(why) = unresolved {
+        if let Some((reason, why)) = unresolved {
             self.note(
                 key,
-                format!("{label}: backendRef {why}; implementations answer 500 for its share (canarysim: 503, no upstream)"),
+                format!("{label}: backendRef {why} ({reason}); its share is answered 500, as implementations do"),
             );
+            self.status
+                .unresolved(key, reason, format!("{label}: backendRef {why}"));
             return self.unresolved(format!("{target_ns}/{}", b.name));
         }
         let destination = Destination {
@@ -461,7 +536,9 @@ impl Builder<'_> {
         if let Some(id) = self.cluster_ids.get(&name) {
             return *id;
         }
-        self.add_cluster(name, what, 0, String::new(), Vec::new(), None)
+        let id = self.add_cluster(name, what, 0, String::new(), Vec::new(), None);
+        self.mark_unresolved(id);
+        id
     }
 
     /// Whether a ReferenceGrant in `target_ns` admits HTTPRoutes of `from_ns` to Service
@@ -504,8 +581,8 @@ impl Builder<'_> {
                 // A TCPRoute has no hostnames: it takes what reaches its listener.
                 let hostnames = if tls { &spec.hostnames[..] } else { &[] };
                 let mut attachments: Vec<Attachment> = Vec::new();
-                for parent in &spec.parent_refs {
-                    for a in self.attach(&key, kind, hostnames, parent, gateways) {
+                for (index, parent) in spec.parent_refs.iter().enumerate() {
+                    for a in self.attach(route, index, hostnames, parent, gateways) {
                         if a.proxy != MESH && !attachments.contains(&a) {
                             attachments.push(a);
                         }

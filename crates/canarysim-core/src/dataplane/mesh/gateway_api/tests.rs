@@ -83,23 +83,27 @@ fn at_gateway(host: &'static str, path: &'static str) -> RequestMeta<'static> {
     }
 }
 
-/// Serves `n` requests: the roles that answered, and how many found no upstream.
+/// Serves `n` requests: the roles that answered, and how many were answered 500 for a
+/// backendRef that does not resolve.
 fn roles(table: &RouteTable, r: &RequestMeta, n: usize) -> (BTreeMap<Role, usize>, usize) {
     let mut rng = stream(7, "router");
     let mut state = LbState::new(table);
     let mut out = BTreeMap::new();
-    let mut no_upstream = 0;
+    let mut unresolved = 0;
     for _ in 0..n {
         match table.serve(r, LbPolicy::RoundRobin, &mut rng, &mut state) {
             Ok(s) => {
                 *out.entry(table.endpoint(s.endpoint).unwrap().role)
                     .or_default() += 1
             }
-            Err(RouteError::NoHealthyUpstream { .. }) => no_upstream += 1,
+            Err(e @ RouteError::UnresolvedBackend { .. }) => {
+                assert_eq!(e.status(), 500);
+                unresolved += 1
+            }
             Err(e) => panic!("{e}"),
         }
     }
-    (out, no_upstream)
+    (out, unresolved)
 }
 
 fn canary_percent(table: &RouteTable, r: &RequestMeta, n: usize) -> f64 {
@@ -251,7 +255,7 @@ fn a_header_match_sends_its_requests_to_the_canary_and_the_rest_by_weight() {
 }
 
 #[test]
-fn a_backend_that_does_not_resolve_keeps_its_share_without_an_upstream() {
+fn a_backend_that_does_not_resolve_keeps_its_share_answered_500() {
     let mut api = store();
     route(
         &mut api,
@@ -262,16 +266,16 @@ fn a_backend_that_does_not_resolve_keeps_its_share_without_an_upstream() {
                                           {"name": "missing", "port": 80, "weight": 30}]}]}),
     );
     let table = translate(&api);
-    let (counts, no_upstream) = roles(&table, &at_gateway("h", "/"), 100_000);
+    let (counts, unresolved) = roles(&table, &at_gateway("h", "/"), 100_000);
     assert!(
-        (no_upstream as f64 / 1_000.0 - 30.0).abs() < 0.5,
-        "{no_upstream}"
+        (unresolved as f64 / 1_000.0 - 30.0).abs() < 0.5,
+        "{unresolved}"
     );
     assert_eq!(counts.get(&Role::Canary), None);
     assert_eq!(
         notes(&table),
         [
-            "HTTPRoute demo/r: rules/0: backendRef Service demo/missing does not exist (BackendNotFound); implementations answer 500 for its share (canarysim: 503, no upstream)"
+            "HTTPRoute demo/r: rules/0: backendRef Service demo/missing does not exist (BackendNotFound); its share is answered 500, as implementations do"
         ]
     );
 }
@@ -284,8 +288,8 @@ fn a_service_in_another_namespace_needs_a_reference_grant() {
     let spec = json!({"parentRefs": [{"name": "gw"}],
                       "rules": [{"backendRefs": [{"name": "shared", "namespace": "other", "port": 80}]}]});
     route(&mut api, NS, "r", spec);
-    let (_, no_upstream) = roles(&translate(&api), &at_gateway("h", "/"), 100);
-    assert_eq!(no_upstream, 100);
+    let (_, unresolved) = roles(&translate(&api), &at_gateway("h", "/"), 100);
+    assert_eq!(unresolved, 100);
     create(
         &mut api,
         gateway_api::kind("ReferenceGrant"),
@@ -294,8 +298,8 @@ fn a_service_in_another_namespace_needs_a_reference_grant() {
                "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "namespace": NS}],
                         "to": [{"group": "", "kind": "Service"}]}}),
     );
-    let (counts, no_upstream) = roles(&translate(&api), &at_gateway("h", "/"), 100);
-    assert_eq!((counts.values().sum::<usize>(), no_upstream), (100, 0));
+    let (counts, unresolved) = roles(&translate(&api), &at_gateway("h", "/"), 100);
+    assert_eq!((counts.values().sum::<usize>(), unresolved), (100, 0));
 }
 
 #[test]
@@ -372,6 +376,45 @@ fn a_route_on_a_service_splits_the_meshs_requests_for_it() {
     assert_eq!(source(&table, &r), "HTTPRoute demo/east-west rules/0");
 }
 
+fn options() -> envoy::EnvoyOptions<'static> {
+    envoy::EnvoyOptions {
+        listen_address: "127.0.0.1".into(),
+        ports: BTreeMap::new(),
+        default_port: 8080,
+        admin_port: 0,
+        l4_port: &|_, _| 0,
+        pod_address: &|_| None,
+        lb: LbPolicy::RoundRobin,
+    }
+}
+
+#[test]
+fn a_gateway_listing_a_tls_port_first_serves_http_on_its_http_listeners_port() {
+    let mut api = store();
+    api.delete(gateway_api::kind("Gateway"), NS, "gw").unwrap();
+    gateway(
+        &mut api,
+        NS,
+        json!([{"name": "tls", "port": 443, "protocol": "TLS"},
+               {"name": "http", "port": 8080, "protocol": "HTTP"}]),
+    );
+    route(
+        &mut api,
+        NS,
+        "r",
+        json!({"parentRefs": [{"name": "gw", "sectionName": "http"}],
+               "rules": [{"backendRefs": backends(Some(80), Some(20))}]}),
+    );
+    let table = translate(&api);
+    assert_eq!(table.gateway_http_port("gw", NS), Some(8080));
+    let (config, _) = envoy::bootstrap(&table, &options());
+    let listener = &config["static_resources"]["listeners"][0];
+    assert_eq!(listener["name"], "demo/gw 8080");
+    let routes = &listener["filter_chains"][0]["filters"][0]["typed_config"]["route_config"]["virtual_hosts"]
+        [0]["routes"];
+    assert_eq!(routes.as_array().map(Vec::len), Some(1), "{routes}");
+}
+
 #[test]
 fn envoy_is_given_segment_prefixes_as_separated_prefixes() {
     let mut api = store();
@@ -385,16 +428,7 @@ fn envoy_is_given_segment_prefixes_as_separated_prefixes() {
                          {"backendRefs": backends(Some(80), Some(20))}]}),
     );
     let table = translate(&api);
-    let options = envoy::EnvoyOptions {
-        listen_address: "127.0.0.1".into(),
-        ports: BTreeMap::new(),
-        default_port: 8080,
-        admin_port: 0,
-        l4_port: &|_, _| 0,
-        pod_address: &|_| None,
-        lb: LbPolicy::RoundRobin,
-    };
-    let (config, omitted) = envoy::bootstrap(&table, &options);
+    let (config, omitted) = envoy::bootstrap(&table, &options());
     assert_eq!(omitted, Vec::<String>::new());
     let routes = &config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
         ["route_config"]["virtual_hosts"][0]["routes"];
@@ -593,4 +627,101 @@ fn tcp_and_tls_routes_take_their_listeners_connections() {
     assert_eq!(table.route(&other).err(), Some(RouteError::NoRoute));
     let canary = canary_percent(&table, &tcp, 100_000);
     assert!((canary - 30.0).abs() < 0.5, "canary share {canary}");
+}
+
+/// Each parentRef's `Accepted` and the route's `ResolvedRefs`, with the spec's reasons.
+#[test]
+fn a_routes_status_says_per_parent_whether_it_was_accepted_and_why_not() {
+    let mut api = store();
+    api.delete(gateway_api::kind("Gateway"), NS, "gw").unwrap();
+    gateway(
+        &mut api,
+        NS,
+        json!([{"name": "web", "port": 80, "protocol": "HTTP", "hostname": "*.example.com"},
+               {"name": "tcp", "port": 9000, "protocol": "TCP"}]),
+    );
+    route(
+        &mut api,
+        NS,
+        "r",
+        json!({"parentRefs": [{"name": "gw", "sectionName": "web"},
+                              {"name": "gw", "sectionName": "tcp"},
+                              {"name": "gw", "sectionName": "absent"},
+                              {"name": "reviews", "group": "", "kind": "Service", "port": 80},
+                              {"name": "no-such-gateway"}],
+               "hostnames": ["shop.example.com"],
+               "rules": [{"backendRefs": [{"name": "reviews-stable", "port": 80},
+                                          {"name": "shared", "namespace": "other", "port": 80}]}]}),
+    );
+    route(
+        &mut api,
+        NS,
+        "elsewhere",
+        json!({"parentRefs": [{"name": "gw", "sectionName": "web"}],
+               "hostnames": ["example.org"],
+               "rules": [{"backendRefs": backends(None, None)}]}),
+    );
+    let mut table = translate(&api);
+    let writes = table.take_gateway_api_status();
+    assert!(table.take_gateway_api_status().is_empty(), "taken once");
+    let status_of = |name: &str| {
+        let w = writes
+            .iter()
+            .find(|w| w.key.name == name && w.key.kind != gateway_api::kind("Gateway"));
+        w.unwrap_or_else(|| panic!("no status for {name}"))
+            .status
+            .clone()
+    };
+    let condition = |parent: &Value, t: &str| {
+        let c = parent["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == t)
+            .unwrap();
+        format!(
+            "{} {}",
+            c["status"].as_str().unwrap(),
+            c["reason"].as_str().unwrap()
+        )
+    };
+    let r = status_of("r");
+    let parents = r["parents"].as_array().unwrap();
+    // The Gateway that does not exist is nobody's to report on.
+    assert_eq!(parents.len(), 4, "{r}");
+    assert_eq!(condition(&parents[0], "Accepted"), "True Accepted");
+    assert_eq!(
+        condition(&parents[1], "Accepted"),
+        "False NotAllowedByListeners"
+    );
+    assert_eq!(condition(&parents[2], "Accepted"), "False NoMatchingParent");
+    assert_eq!(parents[3]["controllerName"], "istio.io/mesh-controller");
+    assert_eq!(
+        parents[3]["parentRef"],
+        json!({"group": "", "kind": "Service", "name": "reviews", "port": 80})
+    );
+    assert_eq!(parents[0]["controllerName"], "istio.io/gateway-controller");
+    for p in parents {
+        assert_eq!(condition(p, "ResolvedRefs"), "False RefNotPermitted");
+    }
+    let elsewhere = status_of("elsewhere");
+    assert_eq!(
+        condition(&elsewhere["parents"][0], "Accepted"),
+        "False NoMatchingListenerHostname"
+    );
+    assert_eq!(
+        condition(&elsewhere["parents"][0], "ResolvedRefs"),
+        "True ResolvedRefs"
+    );
+    let gw = writes
+        .iter()
+        .find(|w| w.key.kind == gateway_api::kind("Gateway"))
+        .unwrap();
+    let listeners = &gw.status["listeners"];
+    assert_eq!(listeners[0]["attachedRoutes"], 1, "{listeners}");
+    assert_eq!(listeners[1]["attachedRoutes"], 0);
+    assert_eq!(
+        listeners[1]["supportedKinds"],
+        json!([{"group": gateway_api::GROUP, "kind": "TCPRoute"}])
+    );
 }

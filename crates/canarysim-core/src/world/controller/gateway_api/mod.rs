@@ -67,7 +67,7 @@ impl RouteKind {
     }
 
     /// The configuration's prefix: `httpRoute`, `httpRoutes`, `httpRouteSelector`.
-    fn field(self) -> &'static str {
+    pub fn field(self) -> &'static str {
         match self {
             RouteKind::Http => "http",
             RouteKind::Grpc => "grpc",
