@@ -611,3 +611,35 @@ fn kubectl_scale_sets_the_rollouts_replicas_and_the_controller_follows() {
     ]);
     assert_eq!(spec, "2");
 }
+
+/// The Gateway API objects' status as an implementation writes it, read back by kubectl:
+/// the route accepted by its Gateway but with a backendRef that does not resolve, the
+/// Gateway programmed with the route counted on its listener.
+#[test]
+#[ignore = "needs kubectl; run by .ci/run"]
+fn the_gateway_api_status_is_served_as_an_implementation_writes_it() {
+    let cluster = Cluster::serving(Some(&repo_file(
+        "scenarios/gateway-api-missing-backend.yaml",
+    )));
+    let conditions =
+        "jsonpath={range .status.parents[0].conditions[*]}{.type}={.status}/{.reason} {end}";
+    let route = cluster.ok(&[
+        "get",
+        "httproute",
+        "argo-rollouts-http-route",
+        "-o",
+        conditions,
+    ]);
+    assert_eq!(
+        route.trim(),
+        "Accepted=True/Accepted ResolvedRefs=False/BackendNotFound"
+    );
+    let gateway = cluster.ok(&[
+        "get",
+        "gateways.gateway.networking.k8s.io",
+        "istio-gateway",
+        "-o",
+        "jsonpath={.status.conditions[1].type}={.status.conditions[1].status} {.status.listeners[0].attachedRoutes}",
+    ]);
+    assert_eq!(gateway.trim(), "Programmed=True 1");
+}

@@ -180,3 +180,45 @@ fn a_scrape_windows_success_rate_varies_as_a_binomial_count() {
         "SD {sd:.4} against the binomial {binomial:.4}"
     );
 }
+
+/// Through a Gateway API Gateway the source is the deployment Istio makes for it,
+/// `<gateway>-<class>` in the Gateway's namespace, not the shared `istio-ingressgateway`.
+#[test]
+fn through_a_gateway_api_gateway_the_source_is_its_own_deployment() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests");
+    let mut manifests: Vec<Manifest> = Vec::new();
+    for f in ["gateway-api-routes.yaml", "gateway-api-rollout.yaml"] {
+        let text = std::fs::read_to_string(dir.join(f)).expect("manifest");
+        manifests.extend(canarysim::model::yaml::load_str(f, &text, "default").expect("parses"));
+    }
+    let mut w = World::new(ClusterConfig::default(), 1);
+    w.apply(&manifests).expect("applies");
+    w.advance(Duration::from_secs(30)).expect("settles");
+    let workload = Workload {
+        amount: Amount::Requests(2_000),
+        namespace: "default".into(),
+        port: 8080,
+        traffic: Traffic {
+            host: "demo.example.com".into(),
+            ..Traffic::default()
+        },
+        ..Workload::default()
+    };
+    let mut streams = Streams::new(7, "metrics-test");
+    let result = w
+        .run_load(
+            &workload,
+            &Backends::default(),
+            LbPolicy::RoundRobin,
+            ProxyMode::Iptables,
+            &mut streams,
+        )
+        .expect("load runs");
+    assert_eq!(result.path, "gateway default/istio-gateway");
+    let sources = vector(
+        &w,
+        r#"count by (source_workload, source_workload_namespace) (istio_requests_total{reporter="source"})"#,
+    );
+    let names: Vec<&str> = sources.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(names, ["istio-gateway-istio,default"]);
+}

@@ -429,9 +429,10 @@ fn load_target(rollout: &Manifest, manifests: &[Manifest]) -> Option<LoadTarget>
         })
 }
 
-/// The first HTTPRoute the Gateway API plugin manages: its first hostname (else its
-/// Gateway listener's, else any name: such a listener takes every host), and that
-/// listener's port.
+/// The first HTTPRoute the Gateway API plugin manages, where the route table installs it
+/// on a Gateway (the translation's attachment: parentRefs, listeners, hostnames): the host
+/// (a wildcard's name in its place; any name for a listener that takes every host) and
+/// that listener's port. None when it attaches to no Gateway among the manifests.
 fn http_route_target(
     canary: &serde_json::Value,
     manifests: &[Manifest],
@@ -442,42 +443,22 @@ fn http_route_target(
     let config = crate::world::controller::gateway_api::PluginConfig::of(Some(plugins), namespace)?;
     let http = crate::world::controller::gateway_api::RouteKind::Http;
     let managed = config.named(http).next()?;
-    let find = |kind: &str, ns: &str, name: &str| {
-        manifests.iter().find(|m| {
-            m.object.kind == gateway_api::kind(kind)
-                && m.object.namespace() == ns
-                && m.object.name() == name
-        })
+    let route = crate::model::ObjectKey::new(
+        gateway_api::kind("HTTPRoute"),
+        &config.namespace,
+        &managed.name,
+    );
+    let set = crate::model::ObjectSet::new(manifests.iter().map(|m| m.object.clone()).collect());
+    let table = crate::mesh::translate(&set);
+    let (host, port) = table.gateway_attachments(&route).into_iter().next()?;
+    let host = match host.strip_prefix('*') {
+        None => host,
+        Some("") => format!("{}.example", managed.name),
+        Some(rest) => format!("www{rest}"),
     };
-    let route = find("HTTPRoute", &config.namespace, &managed.name)?;
-    let spec: gateway_api::HttpRouteSpec = route.object.spec_as().ok()?;
-    let listener = spec
-        .parent_refs
-        .iter()
-        .find(|p| p.is_gateway())
-        .and_then(|p| {
-            let ns = p.namespace.as_deref().unwrap_or(&config.namespace);
-            let gateway: gateway_api::GatewaySpec =
-                find("Gateway", ns, &p.name)?.object.spec_as().ok()?;
-            gateway.listeners.into_iter().find(|l| {
-                matches!(l.protocol.as_str(), "HTTP" | "HTTPS")
-                    && p.section_name.as_ref().is_none_or(|s| *s == l.name)
-            })
-        });
-    let host = spec
-        .hostnames
-        .first()
-        .cloned()
-        .or_else(|| listener.as_ref()?.hostname.clone())
-        // A wildcard serves any name in its place.
-        .map(|h| match h.strip_prefix('*') {
-            Some(rest) => format!("www{rest}"),
-            None => h,
-        })
-        .unwrap_or_else(|| format!("{}.example", managed.name));
     Some(LoadTarget {
         host,
-        port: listener.map(|l| l.port).filter(|p| *p != 80),
+        port: port.filter(|p| *p != 80),
         through_service: false,
     })
 }
@@ -526,5 +507,37 @@ mod tests {
         );
         assert_eq!(next_image("registry:5000/app"), "registry:5000/app:next");
         assert_eq!(next_image("nginx"), "nginx:next");
+    }
+
+    /// The plugin's route on a Gateway that lists a TLS port first and takes every name on
+    /// its HTTP listener under a wildcard: the load goes to that listener's port, with a
+    /// name the wildcard takes.
+    #[test]
+    fn a_gateway_api_rollouts_load_goes_where_the_route_table_installs_its_route() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let routes = std::fs::read_to_string(root.join("scenarios/manifests/gateway-api-routes.yaml"))
+            .unwrap()
+            .replace(
+                "    - protocol: HTTP\n      name: http\n      port: 8080\n",
+                "    - {protocol: TLS, name: tls, port: 443, tls: {mode: Passthrough}}\n    - {protocol: HTTP, name: http, port: 8080, hostname: \"*.example.com\"}\n",
+            );
+        assert!(routes.contains("*.example.com"), "the fixture changed");
+        let rollout =
+            std::fs::read_to_string(root.join("scenarios/manifests/gateway-api-rollout.yaml"))
+                .unwrap();
+        let sources: Vec<(ManifestSource, Vec<Manifest>)> = [routes, rollout]
+            .into_iter()
+            .map(|text| {
+                let manifests = crate::model::yaml::load_str("m.yaml", &text, "default").unwrap();
+                (ManifestSource::Inline(text), manifests)
+            })
+            .collect();
+        let written = scenario(&sources).unwrap();
+        assert!(
+            written.text.contains("host: www.example.com"),
+            "{}",
+            written.text
+        );
+        assert!(written.text.contains("port: 8080"), "{}", written.text);
     }
 }

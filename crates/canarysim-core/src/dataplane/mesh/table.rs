@@ -1455,6 +1455,28 @@ impl RouteTable {
             .ok_or(RouteError::NoRoute)
     }
 
+    /// Where a Gateway API route's rules are installed at gateways, in table order (gateways
+    /// by namespace and name, hosts most specific first): each host as written (`*` for
+    /// every host) and the listener's port. Empty: it attaches to no Gateway.
+    pub fn gateway_attachments(&self, route: &ObjectKey) -> Vec<(String, Option<u32>)> {
+        let mut out: Vec<(String, Option<u32>)> = Vec::new();
+        for l in self.listeners.iter().filter(|l| l.gateway.is_some()) {
+            for vh in &l.http {
+                let installed = vh
+                    .routes
+                    .iter()
+                    .filter(|r| r.source.virtual_service.as_ref() == Some(route));
+                for r in installed {
+                    let at = (vh.host.text(), r.matches.first().and_then(|m| m.port));
+                    if !out.contains(&at) {
+                        out.push(at);
+                    }
+                }
+            }
+        }
+        out
+    }
+
     /// The status the implementation writes on the Gateway API objects this table was
     /// translated from (taken once: the world writes it; a pushed table holds none).
     pub(crate) fn take_gateway_api_status(&mut self) -> Vec<super::gateway_api::StatusWrite> {

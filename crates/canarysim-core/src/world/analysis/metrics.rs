@@ -186,7 +186,7 @@ impl Prometheus {
     /// Counts an epoch of traffic. `api` gives the pods' labels and owners at that time.
     pub fn record(&mut self, api: &ApiServer, traffic: &EpochTraffic) {
         let pieces = pieces(ms(traffic.start), ms(traffic.end));
-        let source = source_labels(traffic);
+        let source = source_labels(api, traffic);
         for (e, pod) in traffic.pods.iter().enumerate() {
             if pod.answers == 0 {
                 continue;
@@ -389,15 +389,30 @@ fn share_at_or_below(latency_us: u64, jitter_us: u64, bound_ms: f64) -> f64 {
 }
 
 /// `reporter`-independent labels of the caller: the ingress gateway's workload, or the
-/// calling pod's app.
-fn source_labels(traffic: &EpochTraffic) -> Labels {
+/// calling pod's app. An Istio Gateway is served by the shared `istio-ingressgateway`; a
+/// Gateway API Gateway by the deployment Istio makes for it, `<name>-<class>` in its own
+/// namespace.
+fn source_labels(api: &ApiServer, traffic: &EpochTraffic) -> Labels {
     let mut l = Labels::new();
-    let (workload, namespace) = match &traffic.gateway {
-        Some(_) => (
+    let gateway_api = traffic.gateway.as_deref().and_then(|g| {
+        let (ns, name) = g.split_once('/')?;
+        // An Istio Gateway of the same name is the one routed (the route table's rule).
+        if api.contains(crate::model::Kind::Gateway, ns, name) {
+            return None;
+        }
+        let gw = api
+            .get(crate::model::gateway_api::kind("Gateway"), ns, name)
+            .ok()?;
+        let class = gw.spec()["gatewayClassName"].as_str().unwrap_or("istio");
+        Some((format!("{name}-{class}"), ns.to_string()))
+    });
+    let (workload, namespace) = match (&traffic.gateway, gateway_api) {
+        (_, Some(deployment)) => deployment,
+        (Some(_), None) => (
             "istio-ingressgateway".to_string(),
             "istio-system".to_string(),
         ),
-        None => (
+        (None, None) => (
             traffic
                 .source_labels
                 .iter()
