@@ -94,7 +94,7 @@ fn the_gateway_api_plugins_example_passes_live() {
 #[test]
 #[ignore = "real load on loopback (the live suite: .ci/run)"]
 fn the_other_gateway_api_scenarios_pass_live() {
-    // Header rules, the pruned field's 50/50, a deleted backend's 503s, Traefik's turns,
+    // Header rules, the pruned field's 50/50, a deleted backend's 500s, Traefik's turns,
     // gRPC, TCP and TLS routes (the last two at the gateway's own ports):
     // each scenario's own expectations, met by real requests through the live router.
     std::env::set_current_dir(env!("CARGO_MANIFEST_DIR")).unwrap();

@@ -155,3 +155,87 @@ fn the_implementation_writes_status_on_the_class_the_gateway_and_the_route() {
     assert_eq!(parent["conditions"][0]["lastTransitionTime"], accepted_at);
     assert_ne!(parent["conditions"][1]["lastTransitionTime"], accepted_at);
 }
+
+/// A route that loses its last programmed parent (its parentRef renamed to a Gateway that
+/// does not exist) has the entries written before cleared, not left saying `Accepted`.
+#[test]
+fn a_routes_status_is_cleared_when_it_loses_its_last_parent() {
+    use canarysim::model::gateway_api::kind;
+    use std::time::Duration;
+    let text = std::fs::read_to_string(fixture("envoy-gateway.yaml")).unwrap();
+    let manifests =
+        canarysim::model::yaml::load_str("envoy-gateway.yaml", &text, "default").unwrap();
+    let mut world = canarysim::sim::World::new(canarysim::sim::ClusterConfig::default(), 1);
+    world.apply(&manifests).unwrap();
+    world.advance(Duration::from_secs(30)).unwrap();
+    let parents = |world: &canarysim::sim::World| {
+        let route = world
+            .api
+            .get(kind("HTTPRoute"), "default", "argo-rollouts-http-route")
+            .unwrap();
+        route.status()["parents"].as_array().map_or(0, Vec::len)
+    };
+    assert_eq!(parents(&world), 1);
+    let route_doc = text
+        .split("\n---")
+        .find(|d| d.contains("kind: HTTPRoute"))
+        .unwrap()
+        .replace("    - name: eg\n", "    - name: no-such-gateway\n");
+    assert!(route_doc.contains("no-such-gateway"), "the fixture changed");
+    let edited = canarysim::model::yaml::load_str("route.yaml", &route_doc, "default").unwrap();
+    world.apply(&edited).unwrap();
+    world.advance(Duration::from_secs(5)).unwrap();
+    assert_eq!(parents(&world), 0);
+}
+
+/// A TCPRoute's backendRef that does not resolve: its share of connections is rejected and
+/// counted as such (the class of the HTTP 500), not as "no healthy upstream".
+#[test]
+fn a_tcp_routes_unresolved_backend_rejects_its_share_of_connections() {
+    use canarysim::load::{Amount, Streams, Workload};
+    use canarysim::mesh::{LbPolicy, Protocol};
+    use std::time::Duration;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios/gateway-api-grpc-tcp-tls-routes.yaml");
+    let plan = canarysim::scenario::load(&path, &canarysim::scenario::Disk).unwrap();
+    let mut manifests = plan.manifests.clone();
+    let tcp = manifests
+        .iter_mut()
+        .find(|m| m.object.kind == canarysim::model::gateway_api::kind("TCPRoute"))
+        .unwrap();
+    let backends = tcp.object.value["spec"]["rules"][0]["backendRefs"]
+        .as_array_mut()
+        .unwrap();
+    // The plugin writes the stable Service 100 (the canary 0) once deployed; this one keeps
+    // its own 100: half the connections.
+    backends.push(serde_json::json!({"name": "gone", "port": 80, "weight": 100}));
+    let mut world = canarysim::sim::World::new(canarysim::sim::ClusterConfig::default(), 1);
+    world.apply(&manifests).unwrap();
+    world.advance(Duration::from_secs(60)).unwrap();
+    let workload = Workload {
+        amount: Amount::Requests(4_000),
+        namespace: plan.namespace.clone(),
+        protocol: Protocol::Tcp,
+        port: 9000,
+        traffic: canarysim::load::Traffic {
+            host: "cart.shop.example".into(),
+            keepalive: false,
+            ..canarysim::load::Traffic::default()
+        },
+        ..Workload::default()
+    };
+    let mut streams = Streams::new(3, "tcp-unresolved");
+    let r = world
+        .run_load(
+            &workload,
+            &plan.backends,
+            LbPolicy::RoundRobin,
+            canarysim::kubeproxy::ProxyMode::Iptables,
+            &mut streams,
+        )
+        .unwrap();
+    assert_eq!(r.no_healthy_upstream, 0, "{r:?}");
+    let rejected = r.unresolved_backend as f64 / r.sent as f64;
+    assert!((rejected - 0.5).abs() < 0.05, "rejected share {rejected}");
+    assert_eq!(r.sent, r.answered + r.unresolved_backend);
+}

@@ -12,6 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::{Picking, State};
+use crate::mesh::NoUpstream;
 
 /// How long a TLS port waits for a client's first bytes (Envoy's listener filter timeout).
 const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(15);
@@ -90,7 +91,19 @@ impl State {
             } = &mut *p;
             choice.pick_upstream(table, lb, router, balancer, state)
         };
-        let Some(pod) = endpoint.and_then(|e| table.endpoint(e)) else {
+        let pod = match endpoint {
+            Ok(e) => table.endpoint(e),
+            Err(NoUpstream::Unresolved) => {
+                // The Gateway API's rule for a backendRef that does not resolve: the
+                // connection is rejected.
+                self.stats
+                    .unresolved_backend
+                    .fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            Err(NoUpstream::NoHealthy) => None,
+        };
+        let Some(pod) = pod else {
             self.stats
                 .no_healthy_upstream
                 .fetch_add(1, Ordering::Relaxed);

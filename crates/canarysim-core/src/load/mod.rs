@@ -64,7 +64,8 @@ pub trait Cluster {
 pub struct EpochTraffic {
     pub start: crate::clock::SimTime,
     pub end: crate::clock::SimTime,
-    /// `namespace/name` of the gateway the requests entered through; None: a sidecar's.
+    /// `namespace/name` of the gateway the requests entered through (always with its
+    /// namespace); None: a sidecar's.
     pub gateway: Option<String>,
     /// The calling pod's labels (a sidecar's caller).
     pub source_labels: Vec<(String, String)>,

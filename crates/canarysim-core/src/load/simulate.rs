@@ -24,7 +24,7 @@ use super::{Cluster, LoadError};
 use crate::clock::SimTime;
 use crate::endpoints::{Endpoint, Role};
 use crate::kubeproxy::{ProxyMode, ProxyState, ServiceProxy};
-use crate::mesh::{LbPolicy, Origin, Protocol, RequestMeta, RouteError};
+use crate::mesh::{LbPolicy, NoUpstream, Origin, Protocol, RequestMeta, RouteError};
 use crate::model::Kind;
 
 /// A load given as a request count stops after this much virtual time at the latest.
@@ -442,6 +442,10 @@ impl<'w> LoadRun<'w> {
             start: now,
             end,
             gateway: match &self.path {
+                // Named by the load step, maybe without its namespace: the load's.
+                Path::Gateway(g) if !g.contains('/') => {
+                    Some(format!("{}/{g}", self.workload.namespace))
+                }
                 Path::Gateway(g) => Some(g.clone()),
                 _ => None,
             },
@@ -993,6 +997,7 @@ fn one_request_timed(
         }
         if c.pinned.is_none() {
             d.connections_opened += 1;
+            let mut no_upstream = None;
             let picked = match mesh {
                 None => ctx
                     .service
@@ -1006,9 +1011,21 @@ fn one_request_timed(
                     })
                     .map(|e| e.0),
                 Some((table, lb_state)) => match route {
-                    Some(Ok(choice)) => choice
-                        .pick_upstream(table, ctx.lb, &mut rng.router, &mut rng.balancer, lb_state)
-                        .map(|e| e.0),
+                    Some(Ok(choice)) => {
+                        match choice.pick_upstream(
+                            table,
+                            ctx.lb,
+                            &mut rng.router,
+                            &mut rng.balancer,
+                            lb_state,
+                        ) {
+                            Ok(e) => Some(e.0),
+                            Err(why) => {
+                                no_upstream = Some(why);
+                                None
+                            }
+                        }
+                    }
                     _ => None,
                 },
             };
@@ -1022,6 +1039,9 @@ fn one_request_timed(
                     match (mesh.is_some(), route) {
                         (true, Some(Err(RouteError::NoRoute | RouteError::UnknownGateway))) => {
                             d.not_found += 1
+                        }
+                        (true, Some(Ok(_))) if no_upstream == Some(NoUpstream::Unresolved) => {
+                            d.unresolved_backend += 1
                         }
                         (true, Some(Ok(_))) => d.no_healthy_upstream += 1,
                         _ => d.refused += 1,

@@ -721,7 +721,7 @@ impl<'p> Runner<'p> {
         }
         if result.unresolved_backend > 0 {
             found.push(format!(
-                "{} request(s) answered 500 by the gateway: their backendRef does not resolve",
+                "{} request(s) answered 500 by the router: their backendRef does not resolve (or, per connection, rejected)",
                 result.unresolved_backend
             ));
         }

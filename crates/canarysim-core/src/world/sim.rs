@@ -478,7 +478,13 @@ impl World {
                 continue;
             };
             mesh::stamp_transitions(&mut w.status, current.status(), &now);
-            if *current.status() == w.status {
+            // A route no programmed parent names: written only to clear entries of before.
+            let no_parents =
+                |s: &serde_json::Value| s["parents"].as_array().is_none_or(Vec::is_empty);
+            let is_route = crate::model::gateway_api::route_kind(w.key.kind).is_some();
+            let nothing_to_clear =
+                is_route && no_parents(&w.status) && no_parents(current.status());
+            if *current.status() == w.status || nothing_to_clear {
                 continue;
             }
             let mut next = current.clone();

@@ -22,8 +22,8 @@ mod translate;
 
 pub use matcher::{HostPattern, StrMatcher};
 pub use table::{
-    Cluster, ClusterId, HostPick, LbPolicy, LbState, Mirror, Origin, Protocol, RequestMeta,
-    RoundRobinCursor, RouteChoice, RouteError, RouteSource, RouteTable, Scope, Served,
+    Cluster, ClusterId, HostPick, LbPolicy, LbState, Mirror, NoUpstream, Origin, Protocol,
+    RequestMeta, RoundRobinCursor, RouteChoice, RouteError, RouteSource, RouteTable, Scope, Served,
     WeightedClusters,
 };
 pub use translate::{GatewayApiSplit, TranslateOptions, translate, translate_with};

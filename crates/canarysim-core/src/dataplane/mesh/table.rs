@@ -117,6 +117,15 @@ impl Default for RequestMeta<'_> {
     }
 }
 
+/// Why a route's pick found no upstream to send to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoUpstream {
+    /// The cluster has no ready endpoint (503 "no healthy upstream"; a connection reset).
+    NoHealthy,
+    /// A Gateway API backendRef that does not resolve (500; a connection rejected).
+    Unresolved,
+}
+
 /// Why a request was not routed. Carries no strings: the error path must not allocate either.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum RouteError {
@@ -982,7 +991,7 @@ impl<'t> RouteChoice<'t> {
     }
 
     /// The upstream of a request or connection: the weighted pick of a cluster (from
-    /// `router`), then its load balancer's pick (from `balancer`). None: no healthy upstream.
+    /// `router`), then its load balancer's pick (from `balancer`); or why there is none.
     pub fn pick_upstream<R: RngCore + ?Sized, B: RngCore + ?Sized>(
         &self,
         table: &'t RouteTable,
@@ -990,9 +999,15 @@ impl<'t> RouteChoice<'t> {
         router: &mut R,
         balancer: &mut B,
         state: &mut LbState,
-    ) -> Option<EndpointId> {
+    ) -> Result<EndpointId, NoUpstream> {
         let (_, cluster) = self.pick_cluster(table, router);
-        cluster.and_then(|c| c.pick_endpoint(lb, balancer, state))
+        match cluster {
+            Some(c) if c.is_unresolved() => Err(NoUpstream::Unresolved),
+            Some(c) => c
+                .pick_endpoint(lb, balancer, state)
+                .ok_or(NoUpstream::NoHealthy),
+            None => Err(NoUpstream::NoHealthy),
+        }
     }
 
     /// The shadow copies of a request that has an upstream (Envoy sends none otherwise):

@@ -1268,7 +1268,7 @@ fn delegated_routes_join_the_root_match_with_the_child_match() {
 }
 
 #[test]
-fn an_istio_gateways_http_port_is_its_first_server_that_terminates_http() {
+fn an_istio_gateways_http_port_is_its_first_plain_http_server_else_its_https_one() {
     let mut api = store();
     let gateway = |api: &mut ApiServer, name: &str, servers: Value| {
         create(
@@ -1293,12 +1293,20 @@ fn an_istio_gateways_http_port_is_its_first_server_that_terminates_http() {
     );
     gateway(
         &mut api,
+        "https-only",
+        json!([{"port": {"number": 8443, "protocol": "HTTPS"}, "hosts": ["*"],
+                "tls": {"mode": "SIMPLE"}},
+               {"port": {"number": 5432, "protocol": "TCP"}, "hosts": ["*"]}]),
+    );
+    gateway(
+        &mut api,
         "tcp-only",
         json!([{"port": {"number": 5432, "protocol": "TCP"}, "hosts": ["*"]}]),
     );
     let table = translate(&api);
     assert_eq!(table.gateway_http_port("passthrough", NS), Some(8080));
-    assert_eq!(table.gateway_http_port("terminating", NS), Some(443));
+    assert_eq!(table.gateway_http_port("terminating", NS), Some(8080));
+    assert_eq!(table.gateway_http_port("https-only", NS), Some(8443));
     // No HTTP server: a request that names no port stands for the first one, as before.
     assert_eq!(table.gateway_http_port("tcp-only", NS), Some(5432));
     assert_eq!(table.gateway_http_port("absent", NS), None);

@@ -255,13 +255,16 @@ impl<'a> Builder<'a> {
                 .collect();
             ports.sort_unstable();
             ports.dedup();
+            // Plain HTTP first, then HTTPS: a request that names no port is a plain one.
             let http_port = spec
                 .servers
                 .iter()
-                .filter(|s| serves_http(s))
-                .filter_map(|s| s["port"]["number"].as_u64())
-                .filter_map(|p| u32::try_from(p).ok())
-                .min();
+                .filter_map(|s| {
+                    let port = u32::try_from(s["port"]["number"].as_u64()?).ok()?;
+                    Some((http_rank(s)?, port))
+                })
+                .min()
+                .map(|(_, port)| port);
             let mut servers = Vec::new();
             for server in &spec.servers {
                 let port = server["port"]["number"]
@@ -1169,22 +1172,23 @@ fn install<R: Clone>(
     }
 }
 
-/// The port every match entry names, if they all name the same one.
-/// Whether an Istio Gateway server takes HTTP: its protocol is HTTP, HTTP2 or GRPC, or HTTPS
-/// terminated at the gateway (a passthrough server hands the bytes on as TLS).
-fn serves_http(server: &Value) -> bool {
+/// Whether an Istio Gateway server takes HTTP, plain (0: HTTP, HTTP2, GRPC) or HTTPS
+/// terminated at the gateway (1); None for the rest (a passthrough server hands the bytes
+/// on as TLS).
+fn http_rank(server: &Value) -> Option<u8> {
     let protocol = server["port"]["protocol"].as_str().unwrap_or("");
     let passthrough = matches!(
         server["tls"]["mode"].as_str(),
         Some("PASSTHROUGH" | "AUTO_PASSTHROUGH")
     );
     match protocol.to_ascii_uppercase().as_str() {
-        "HTTP" | "HTTP2" | "GRPC" => true,
-        "HTTPS" => !passthrough,
-        _ => false,
+        "HTTP" | "HTTP2" | "GRPC" => Some(0),
+        "HTTPS" if !passthrough => Some(1),
+        _ => None,
     }
 }
 
+/// The port every match entry names, if they all name the same one.
 fn single_port(ports: impl Iterator<Item = Option<u32>>) -> Option<u32> {
     let mut found = None;
     for p in ports {

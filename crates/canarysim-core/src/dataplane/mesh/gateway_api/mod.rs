@@ -107,12 +107,12 @@ impl Builder<'_> {
             let mut ports: Vec<u32> = spec.listeners.iter().map(|l| l.port).collect();
             ports.sort_unstable();
             ports.dedup();
-            let http_port = spec
-                .listeners
-                .iter()
-                .filter(|l| matches!(l.protocol.as_str(), "HTTP" | "HTTPS"))
-                .map(|l| l.port)
-                .min();
+            // Plain HTTP first: a request that names no port is a plain one.
+            let lowest = |protocol: &str| {
+                let listeners = spec.listeners.iter().filter(|l| l.protocol == protocol);
+                listeners.map(|l| l.port).min()
+            };
+            let http_port = lowest("HTTP").or_else(|| lowest("HTTPS"));
             let servers = spec
                 .listeners
                 .iter()
@@ -227,6 +227,7 @@ impl Builder<'_> {
                 return Vec::new();
             }
         };
+        self.status.route(route);
         let mut attachments: Vec<Attachment> = Vec::new();
         for (index, parent) in spec.parent_refs.iter().enumerate() {
             for a in self.attach(route, index, &spec.hostnames, parent, gateways) {
@@ -306,6 +307,16 @@ impl Builder<'_> {
         let kind = route.kind.as_str();
         let ns = key.namespace.as_str();
         let parent_ns = parent.namespace.as_deref().unwrap_or(ns);
+        if parent.is_service() && matches!(kind, "TCPRoute" | "TLSRoute") {
+            self.note(
+                key,
+                format!(
+                    "parentRef Service {}: a {kind} on a Service (GAMMA) is not simulated; not attached there",
+                    parent.name
+                ),
+            );
+            return Vec::new();
+        }
         if parent.is_service() {
             // GAMMA: the mesh routes requests for the Service itself.
             self.status.parent(route, index, None, Ok(()));
@@ -350,7 +361,7 @@ impl Builder<'_> {
             }
             match self.listener_admits(key, kind, hostnames, gw, l) {
                 Ok(hosts) => {
-                    self.status.attached(&gw.key, &l.name);
+                    self.status.attached(key, &gw.key, &l.name);
                     out.extend(hosts.into_iter().map(|host| Attachment {
                         proxy: gw.proxy,
                         host,
@@ -497,12 +508,13 @@ impl Builder<'_> {
                     b.name
                 ),
             ))
-        } else if target_ns != ns && !self.granted(ns, target_ns, &b.name) {
+        } else if target_ns != ns && !self.granted(key.kind.as_str(), ns, target_ns, &b.name) {
             Some((
                 "RefNotPermitted",
                 format!(
-                    "Service {target_ns}/{} is in another namespace and no ReferenceGrant there admits HTTPRoutes of {ns}",
-                    b.name
+                    "Service {target_ns}/{} is in another namespace and no ReferenceGrant there admits {}s of {ns}",
+                    b.name,
+                    key.kind.as_str()
                 ),
             ))
         } else if self.catalog.find(target_ns, &b.name).is_none() {
@@ -541,9 +553,9 @@ impl Builder<'_> {
         id
     }
 
-    /// Whether a ReferenceGrant in `target_ns` admits HTTPRoutes of `from_ns` to Service
-    /// `name`.
-    fn granted(&self, from_ns: &str, target_ns: &str, name: &str) -> bool {
+    /// Whether a ReferenceGrant in `target_ns` admits routes of `kind` in `from_ns` to
+    /// Service `name`.
+    fn granted(&self, kind: &str, from_ns: &str, target_ns: &str, name: &str) -> bool {
         self.api
             .objects(gateway_api::kind("ReferenceGrant"))
             .into_iter()
@@ -551,7 +563,7 @@ impl Builder<'_> {
             .filter_map(|g| g.spec_as::<ReferenceGrantSpec>().ok())
             .any(|g| {
                 g.from.iter().any(|f| {
-                    f.group == gateway_api::GROUP && f.kind == "HTTPRoute" && f.namespace == from_ns
+                    f.group == gateway_api::GROUP && f.kind == kind && f.namespace == from_ns
                 }) && g.to.iter().any(|t| {
                     t.group.is_empty()
                         && t.kind == "Service"
@@ -580,6 +592,7 @@ impl Builder<'_> {
                 };
                 // A TCPRoute has no hostnames: it takes what reaches its listener.
                 let hostnames = if tls { &spec.hostnames[..] } else { &[] };
+                self.status.route(route);
                 let mut attachments: Vec<Attachment> = Vec::new();
                 for (index, parent) in spec.parent_refs.iter().enumerate() {
                     for a in self.attach(route, index, hostnames, parent, gateways) {

@@ -37,6 +37,8 @@ pub(super) type Acceptance = Result<(), (&'static str, String)>;
 pub(crate) struct StatusBook {
     gateways: Vec<GatewayRecord>,
     routes: Vec<RouteRecord>,
+    /// (route, Gateway, listener) already counted in `attachedRoutes`.
+    counted: std::collections::BTreeSet<(ObjectKey, ObjectKey, String)>,
 }
 
 #[derive(Debug)]
@@ -50,6 +52,9 @@ struct GatewayRecord {
 #[derive(Debug)]
 struct ListenerRecord {
     name: String,
+    /// Whether some simulated route kind is served by its protocol.
+    protocol_supported: bool,
+    /// The kinds it takes: its protocol's, narrowed by `allowedRoutes.kinds`.
     kinds: Vec<&'static str>,
     attached: u32,
 }
@@ -81,6 +86,7 @@ impl StatusBook {
             .iter()
             .map(|l| ListenerRecord {
                 name: l.name.clone(),
+                protocol_supported: !kinds_for(&l.protocol).is_empty(),
                 kinds: kinds_for(&l.protocol)
                     .iter()
                     .copied()
@@ -97,8 +103,13 @@ impl StatusBook {
         });
     }
 
-    /// A route of `gateway` took listener `listener` (once per route and listener).
-    pub(super) fn attached(&mut self, gateway: &ObjectKey, listener: &str) {
+    /// Route `route` was taken by listener `listener` of `gateway`; counted once per route
+    /// and listener however many parentRefs select it.
+    pub(super) fn attached(&mut self, route: &ObjectKey, gateway: &ObjectKey, listener: &str) {
+        let pair = (route.clone(), gateway.clone(), listener.to_string());
+        if !self.counted.insert(pair) {
+            return;
+        }
         let gw = self.gateways.iter_mut().find(|g| g.key == *gateway);
         if let Some(l) = gw.and_then(|g| g.listeners.iter_mut().find(|l| l.name == listener)) {
             l.attached += 1;
@@ -137,6 +148,12 @@ impl StatusBook {
             .push((parent_ref, controller, acceptance));
     }
 
+    /// A route seen by the translation, whatever its parents (so that a route that lost
+    /// its last programmed parent has its stale entries cleared).
+    pub(super) fn route(&mut self, route: &Object) {
+        self.route_mut(route);
+    }
+
     /// A backendRef of route `key` does not resolve; the first one found is reported.
     pub(super) fn unresolved(&mut self, key: &ObjectKey, reason: &'static str, message: String) {
         let r = self.routes.iter_mut().find(|r| r.key == *key);
@@ -147,7 +164,8 @@ impl StatusBook {
 
     /// The status of every GatewayClass, Gateway and route, as the implementation writes it
     /// (without `lastTransitionTime`: [`stamp_transitions`] adds it). A route none of whose
-    /// parents canarysim programs gets no write, as a status is only its parents' to write.
+    /// parents canarysim programs gets `parents: []`, which the writer skips unless it
+    /// clears entries written before (a Gateway deleted, a parentRef renamed).
     pub(crate) fn into_writes(self, api: &dyn Objects) -> Vec<StatusWrite> {
         let mut out = Vec::new();
         for class in api.objects(gateway_api::kind("GatewayClass")) {
@@ -167,9 +185,6 @@ impl StatusBook {
             out.push(gateway_status(g));
         }
         for r in self.routes {
-            if r.parents.is_empty() {
-                continue;
-            }
             out.push(route_status(r));
         }
         out
@@ -239,8 +254,7 @@ fn gateway_status(g: GatewayRecord) -> StatusWrite {
         .listeners
         .iter()
         .map(|l| {
-            let supported = !l.kinds.is_empty();
-            let (accepted, reason, message) = if supported {
+            let (accepted, reason, message) = if l.protocol_supported {
                 (Ok(()), "Accepted", "the listener is programmed")
             } else {
                 (
@@ -249,7 +263,29 @@ fn gateway_status(g: GatewayRecord) -> StatusWrite {
                     "no route kind canarysim simulates is served by this protocol",
                 )
             };
-            let programmed_reason = if supported { "Programmed" } else { "Invalid" };
+            let programmed_reason = if l.protocol_supported {
+                "Programmed"
+            } else {
+                "Invalid"
+            };
+            // Kinds named in allowedRoutes that the protocol does not serve: none is left.
+            let resolved = if l.protocol_supported && l.kinds.is_empty() {
+                condition(
+                    "ResolvedRefs",
+                    Err(()),
+                    "InvalidRouteKinds",
+                    "allowedRoutes.kinds names no kind this protocol serves",
+                    generation,
+                )
+            } else {
+                condition(
+                    "ResolvedRefs",
+                    Ok(()),
+                    "ResolvedRefs",
+                    "references are resolved",
+                    generation,
+                )
+            };
             json!({
                 "name": l.name,
                 "supportedKinds": l.kinds.iter()
@@ -258,7 +294,7 @@ fn gateway_status(g: GatewayRecord) -> StatusWrite {
                 "attachedRoutes": l.attached,
                 "conditions": [
                     condition("Accepted", accepted, reason, message, generation),
-                    condition("ResolvedRefs", Ok(()), "ResolvedRefs", "references are resolved", generation),
+                    resolved,
                     condition("Programmed", accepted, programmed_reason, message, generation),
                 ],
             })

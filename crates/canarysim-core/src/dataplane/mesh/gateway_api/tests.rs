@@ -725,3 +725,89 @@ fn a_routes_status_says_per_parent_whether_it_was_accepted_and_why_not() {
         json!([{"group": gateway_api::GROUP, "kind": "TCPRoute"}])
     );
 }
+
+/// A route whose two parentRefs select the same listener is one attached route; a listener
+/// whose allowedRoutes.kinds leave its protocol nothing says `InvalidRouteKinds`.
+#[test]
+fn a_listener_counts_each_route_once_and_says_when_its_kinds_leave_nothing() {
+    let mut api = store();
+    api.delete(gateway_api::kind("Gateway"), NS, "gw").unwrap();
+    gateway(
+        &mut api,
+        NS,
+        json!([{"name": "http", "port": 80, "protocol": "HTTP"},
+               {"name": "odd", "port": 81, "protocol": "HTTP",
+                "allowedRoutes": {"kinds": [{"kind": "TCPRoute"}]}},
+               {"name": "udp", "port": 53, "protocol": "UDP"}]),
+    );
+    route(
+        &mut api,
+        NS,
+        "r",
+        json!({"parentRefs": [{"name": "gw"}, {"name": "gw", "sectionName": "http"}],
+               "rules": [{"backendRefs": backends(Some(80), Some(20))}]}),
+    );
+    let mut table = translate(&api);
+    let writes = table.take_gateway_api_status();
+    let gw = writes
+        .iter()
+        .find(|w| w.key.kind == gateway_api::kind("Gateway"))
+        .unwrap();
+    let listeners = &gw.status["listeners"];
+    assert_eq!(listeners[0]["attachedRoutes"], 1, "{listeners}");
+    let reason = |l: &Value, t: &str| {
+        let c = l["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == t)
+            .unwrap();
+        format!(
+            "{} {}",
+            c["status"].as_str().unwrap(),
+            c["reason"].as_str().unwrap()
+        )
+    };
+    assert_eq!(
+        reason(&listeners[1], "ResolvedRefs"),
+        "False InvalidRouteKinds"
+    );
+    assert_eq!(reason(&listeners[1], "Accepted"), "True Accepted");
+    assert_eq!(
+        reason(&listeners[2], "Accepted"),
+        "False UnsupportedProtocol"
+    );
+    assert_eq!(reason(&listeners[2], "Programmed"), "False Invalid");
+}
+
+/// A ReferenceGrant from GRPCRoutes admits a GRPCRoute's backend in its namespace; one
+/// from HTTPRoutes does not.
+#[test]
+fn a_reference_grant_admits_the_route_kind_it_names() {
+    let mut api = store();
+    service(&mut api, "other", "shared", json!({"app": "shared"}));
+    pods(&mut api, "other", "shared", "x1", "shared:1", 1);
+    create(
+        &mut api,
+        gateway_api::kind("GRPCRoute"),
+        json!({"apiVersion": V1, "kind": "GRPCRoute", "metadata": {"name": "g", "namespace": NS},
+               "spec": {"parentRefs": [{"name": "gw"}],
+                        "rules": [{"backendRefs": [{"name": "shared", "namespace": "other", "port": 80}]}]}}),
+    );
+    let grant = |api: &mut ApiServer, kind: &str| {
+        create(
+            api,
+            gateway_api::kind("ReferenceGrant"),
+            json!({"apiVersion": "gateway.networking.k8s.io/v1beta1", "kind": "ReferenceGrant",
+                   "metadata": {"name": kind.to_lowercase(), "namespace": "other"},
+                   "spec": {"from": [{"group": "gateway.networking.k8s.io", "kind": kind, "namespace": NS}],
+                            "to": [{"group": "", "kind": "Service"}]}}),
+        )
+    };
+    grant(&mut api, "HTTPRoute");
+    let (_, unresolved) = roles(&translate(&api), &at_gateway("h", "/"), 100);
+    assert_eq!(unresolved, 100);
+    grant(&mut api, "GRPCRoute");
+    let (counts, unresolved) = roles(&translate(&api), &at_gateway("h", "/"), 100);
+    assert_eq!((counts.values().sum::<usize>(), unresolved), (100, 0));
+}
