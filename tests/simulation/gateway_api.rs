@@ -70,6 +70,17 @@ fn a_route_write_the_crds_refuse_is_refused_for_controllers_too() {
     );
 }
 
+/// The plugin's Envoy Gateway example (its text, and the world 30 s after applying it).
+fn envoy_gateway_world() -> (String, canarysim::sim::World) {
+    let text = std::fs::read_to_string(fixture("envoy-gateway.yaml")).unwrap();
+    let manifests =
+        canarysim::model::yaml::load_str("envoy-gateway.yaml", &text, "default").unwrap();
+    let mut world = canarysim::sim::World::new(canarysim::sim::ClusterConfig::default(), 1);
+    world.apply(&manifests).unwrap();
+    world.advance(std::time::Duration::from_secs(30)).unwrap();
+    (text, world)
+}
+
 /// The implementation's status on the objects it programs: the class and the Gateway
 /// accepted and programmed, the listener counting the route, the route accepted by its
 /// parent with every backendRef resolved; a backendRef renamed to a Service that does not
@@ -79,12 +90,7 @@ fn a_route_write_the_crds_refuse_is_refused_for_controllers_too() {
 fn the_implementation_writes_status_on_the_class_the_gateway_and_the_route() {
     use canarysim::model::gateway_api::kind;
     use std::time::Duration;
-    let text = std::fs::read_to_string(fixture("envoy-gateway.yaml")).unwrap();
-    let manifests =
-        canarysim::model::yaml::load_str("envoy-gateway.yaml", &text, "default").unwrap();
-    let mut world = canarysim::sim::World::new(canarysim::sim::ClusterConfig::default(), 1);
-    world.apply(&manifests).unwrap();
-    world.advance(Duration::from_secs(30)).unwrap();
+    let (text, mut world) = envoy_gateway_world();
     let status = |world: &canarysim::sim::World, k: &str, ns: &str, name: &str| {
         world.api.get(kind(k), ns, name).unwrap().status().clone()
     };
@@ -162,12 +168,7 @@ fn the_implementation_writes_status_on_the_class_the_gateway_and_the_route() {
 fn a_routes_status_is_cleared_when_it_loses_its_last_parent() {
     use canarysim::model::gateway_api::kind;
     use std::time::Duration;
-    let text = std::fs::read_to_string(fixture("envoy-gateway.yaml")).unwrap();
-    let manifests =
-        canarysim::model::yaml::load_str("envoy-gateway.yaml", &text, "default").unwrap();
-    let mut world = canarysim::sim::World::new(canarysim::sim::ClusterConfig::default(), 1);
-    world.apply(&manifests).unwrap();
-    world.advance(Duration::from_secs(30)).unwrap();
+    let (text, mut world) = envoy_gateway_world();
     let parents = |world: &canarysim::sim::World| {
         let route = world
             .api

@@ -629,6 +629,19 @@ fn tcp_and_tls_routes_take_their_listeners_connections() {
     assert!((canary - 30.0).abs() < 0.5, "canary share {canary}");
 }
 
+/// Condition `t` of a status entry (a route's parent, a listener): `status reason`.
+fn condition(entry: &Value, t: &str) -> String {
+    let c = entry["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == t))
+        .unwrap_or_else(|| panic!("no {t} condition in {entry}"));
+    format!(
+        "{} {}",
+        c["status"].as_str().unwrap(),
+        c["reason"].as_str().unwrap()
+    )
+}
+
 /// Each parentRef's `Accepted` and the route's `ResolvedRefs`, with the spec's reasons.
 #[test]
 fn a_routes_status_says_per_parent_whether_it_was_accepted_and_why_not() {
@@ -671,19 +684,6 @@ fn a_routes_status_says_per_parent_whether_it_was_accepted_and_why_not() {
         w.unwrap_or_else(|| panic!("no status for {name}"))
             .status
             .clone()
-    };
-    let condition = |parent: &Value, t: &str| {
-        let c = parent["conditions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["type"] == t)
-            .unwrap();
-        format!(
-            "{} {}",
-            c["status"].as_str().unwrap(),
-            c["reason"].as_str().unwrap()
-        )
     };
     let r = status_of("r");
     let parents = r["parents"].as_array().unwrap();
@@ -755,29 +755,16 @@ fn a_listener_counts_each_route_once_and_says_when_its_kinds_leave_nothing() {
         .unwrap();
     let listeners = &gw.status["listeners"];
     assert_eq!(listeners[0]["attachedRoutes"], 1, "{listeners}");
-    let reason = |l: &Value, t: &str| {
-        let c = l["conditions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["type"] == t)
-            .unwrap();
-        format!(
-            "{} {}",
-            c["status"].as_str().unwrap(),
-            c["reason"].as_str().unwrap()
-        )
-    };
     assert_eq!(
-        reason(&listeners[1], "ResolvedRefs"),
+        condition(&listeners[1], "ResolvedRefs"),
         "False InvalidRouteKinds"
     );
-    assert_eq!(reason(&listeners[1], "Accepted"), "True Accepted");
+    assert_eq!(condition(&listeners[1], "Accepted"), "True Accepted");
     assert_eq!(
-        reason(&listeners[2], "Accepted"),
+        condition(&listeners[2], "Accepted"),
         "False UnsupportedProtocol"
     );
-    assert_eq!(reason(&listeners[2], "Programmed"), "False Invalid");
+    assert_eq!(condition(&listeners[2], "Programmed"), "False Invalid");
 }
 
 /// A ReferenceGrant from GRPCRoutes admits a GRPCRoute's backend in its namespace; one
