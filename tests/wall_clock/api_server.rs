@@ -22,7 +22,7 @@ const SERVICES: &str = "/api/v1/namespaces/demo/services";
 /// An API server answered by this thread until `done` is set.
 /// Sets its flag when dropped: a client thread's panic still ends the server's loop, so a
 /// failure is reported instead of hanging the suite.
-struct SetOnDrop(Arc<AtomicBool>);
+pub(crate) struct SetOnDrop(pub(crate) Arc<AtomicBool>);
 
 impl Drop for SetOnDrop {
     fn drop(&mut self) {
@@ -30,7 +30,7 @@ impl Drop for SetOnDrop {
     }
 }
 
-fn answer_until(endpoint: &mut Endpoint, api: &mut ApiServer, done: &AtomicBool) {
+pub(crate) fn answer_until(endpoint: &mut Endpoint, api: &mut ApiServer, done: &AtomicBool) {
     while !done.load(Ordering::Relaxed) {
         endpoint.answer_pending(api, Duration::from_millis(5));
         endpoint.forward(api);

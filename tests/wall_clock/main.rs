@@ -7,6 +7,7 @@
 mod support;
 
 mod api_server;
+mod kube_client;
 mod live;
 mod socket_faults;
 mod tui;
