@@ -17,6 +17,11 @@ const V1: &str = "gateway.networking.k8s.io/v1";
 /// Two stable and two canary pods behind `reviews-stable` and `reviews-canary` (port 80),
 /// and Gateway `demo/gw` with an HTTP listener on port 80 for every host.
 fn store() -> ApiServer {
+    store_with(json!([{"name": "http", "port": 80, "protocol": "HTTP"}]))
+}
+
+/// [`store`] with Gateway `demo/gw`'s listeners given.
+fn store_with(listeners: Value) -> ApiServer {
     let mut api = ApiServer::new();
     rollout(&mut api, NS, "reviews", "reviews", "s1", "c1");
     pods(&mut api, NS, "reviews", "s1", "reviews:blue", 2);
@@ -34,11 +39,7 @@ fn store() -> ApiServer {
         "reviews-canary",
         json!({"app": "reviews", "rollouts-pod-template-hash": "c1"}),
     );
-    gateway(
-        &mut api,
-        NS,
-        json!([{"name": "http", "port": 80, "protocol": "HTTP"}]),
-    );
+    gateway(&mut api, NS, listeners);
     api
 }
 
@@ -390,14 +391,8 @@ fn options() -> envoy::EnvoyOptions<'static> {
 
 #[test]
 fn a_gateway_listing_a_tls_port_first_serves_http_on_its_http_listeners_port() {
-    let mut api = store();
-    api.delete(gateway_api::kind("Gateway"), NS, "gw").unwrap();
-    gateway(
-        &mut api,
-        NS,
-        json!([{"name": "tls", "port": 443, "protocol": "TLS"},
-               {"name": "http", "port": 8080, "protocol": "HTTP"}]),
-    );
+    let mut api = store_with(json!([{"name": "tls", "port": 443, "protocol": "TLS"},
+               {"name": "http", "port": 8080, "protocol": "HTTP"}]));
     route(
         &mut api,
         NS,
@@ -573,14 +568,8 @@ fn a_grpc_route_matches_its_service_and_method_as_paths() {
 
 #[test]
 fn tcp_and_tls_routes_take_their_listeners_connections() {
-    let mut api = store();
-    api.delete(gateway_api::kind("Gateway"), NS, "gw").unwrap();
-    gateway(
-        &mut api,
-        NS,
-        json!([{"name": "tcp", "port": 9000, "protocol": "TCP"},
-               {"name": "tls", "port": 443, "protocol": "TLS", "hostname": "*.example.com"}]),
-    );
+    let mut api = store_with(json!([{"name": "tcp", "port": 9000, "protocol": "TCP"},
+               {"name": "tls", "port": 443, "protocol": "TLS", "hostname": "*.example.com"}]));
     for (kind, name, extra) in [
         ("TCPRoute", "t", json!({})),
         ("TLSRoute", "s", json!({"hostnames": ["shop.example.com"]})),
@@ -645,11 +634,7 @@ fn condition(entry: &Value, t: &str) -> String {
 /// Each parentRef's `Accepted` and the route's `ResolvedRefs`, with the spec's reasons.
 #[test]
 fn a_routes_status_says_per_parent_whether_it_was_accepted_and_why_not() {
-    let mut api = store();
-    api.delete(gateway_api::kind("Gateway"), NS, "gw").unwrap();
-    gateway(
-        &mut api,
-        NS,
+    let mut api = store_with(
         json!([{"name": "web", "port": 80, "protocol": "HTTP", "hostname": "*.example.com"},
                {"name": "tcp", "port": 9000, "protocol": "TCP"}]),
     );
@@ -730,16 +715,10 @@ fn a_routes_status_says_per_parent_whether_it_was_accepted_and_why_not() {
 /// whose allowedRoutes.kinds leave its protocol nothing says `InvalidRouteKinds`.
 #[test]
 fn a_listener_counts_each_route_once_and_says_when_its_kinds_leave_nothing() {
-    let mut api = store();
-    api.delete(gateway_api::kind("Gateway"), NS, "gw").unwrap();
-    gateway(
-        &mut api,
-        NS,
-        json!([{"name": "http", "port": 80, "protocol": "HTTP"},
+    let mut api = store_with(json!([{"name": "http", "port": 80, "protocol": "HTTP"},
                {"name": "odd", "port": 81, "protocol": "HTTP",
                 "allowedRoutes": {"kinds": [{"kind": "TCPRoute"}]}},
-               {"name": "udp", "port": 53, "protocol": "UDP"}]),
-    );
+               {"name": "udp", "port": 53, "protocol": "UDP"}]));
     route(
         &mut api,
         NS,
