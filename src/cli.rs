@@ -212,6 +212,13 @@ pub enum Command {
     /// Send real HTTP load to a URL (a gateway, an nginx, an Envoy) and judge the split
     /// between the versions that answer. Flags as in oha where they mean the same.
     Load(Box<LoadArgs>),
+    /// Follow a real rollout (kubectl's kubeconfig, context and namespace) and verify, at
+    /// each step that holds its weight, that the share reaching the canary at the gateway
+    /// is the weight its router object (VirtualService, HTTPRoute) sets: one row per step,
+    /// ending when the rollout completes, aborts or degrades. Read-only: nothing is written
+    /// but, with --abort-on-fail, the abort `kubectl argo rollouts abort` sends. Exits as
+    /// `load`: 0 every step passed and the rollout completed, 1 a step failed, 3 otherwise.
+    Watch(Box<WatchArgs>),
     /// How many requests (or connections) a verdict needs to decide: for an expected share,
     /// a tolerance and a confidence, the size at which a right split passes and one off by
     /// twice the tolerance fails with the chance asked for, and each outcome's chance there.
@@ -347,6 +354,79 @@ pub struct LoadArgs {
     pub quiet: bool,
 }
 
+/// `canarysim watch`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct WatchArgs {
+    /// The Rollout's name.
+    pub rollout: String,
+    /// The gateway URL the load goes to (http:// or https://).
+    #[arg(long)]
+    pub url: String,
+    /// The Host header (default: the URL's host).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// The Rollout's namespace (default: the context's).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// The kubeconfig context (default: the current one).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// The kubeconfig (default: KUBECONFIG, ~/.kube/config, then in-cluster).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The most requests sent at each step (each load stops as soon as its sequential
+    /// test decides).
+    #[arg(long, default_value_t = 100_000)]
+    pub requests: u64,
+    /// Concurrent connections.
+    #[arg(short = 'c', long, default_value_t = 16)]
+    pub connections: u32,
+    /// Points either side of the router's weight.
+    #[arg(long, default_value = "1")]
+    pub within: String,
+    /// Confidence of each verdict.
+    #[arg(long, default_value = "99%")]
+    pub confidence: String,
+    /// The longest wait for a new weight to reach the data plane, e.g. `30s`.
+    #[arg(long, default_value = "30s")]
+    pub settle: String,
+    /// The version value the canary answers with (default: its image tag).
+    #[arg(long)]
+    pub canary_version: Option<String>,
+    /// How a response names its version (as `load --classify`).
+    #[arg(long)]
+    pub classify: Option<String>,
+    /// A request header `Name: value` (repeatable).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// Accept any TLS certificate of the gateway.
+    #[arg(long)]
+    pub insecure: bool,
+    /// Trust the CA certificates of this PEM file for the gateway.
+    #[arg(long)]
+    pub cacert: Option<PathBuf>,
+    /// `HOST:PORT:ADDR:PORT`, as `load --connect-to` (repeatable).
+    #[arg(long)]
+    pub connect_to: Vec<String>,
+    /// A new connection for every request (a gateway that picks per connection then gives
+    /// a draw per request).
+    #[arg(long)]
+    pub disable_keepalive: bool,
+    /// Abort the rollout (as `kubectl argo rollouts abort`) when a step fails.
+    #[arg(long)]
+    pub abort_on_fail: bool,
+    /// Stop following after this long, e.g. `30m` (default: until the rollout ends).
+    #[arg(long)]
+    pub timeout: Option<String>,
+    /// Output format: `text` rows as they are measured, or `json` at the end
+    /// (`schemas/watch.schema.json`).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum UnitArg {
     Request,
@@ -417,6 +497,7 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
             check(&paths, &settings, format)
         }
         Command::Load(args) => load_command(&args),
+        Command::Watch(args) => watch_command(&args),
         Command::Plan {
             share,
             within,
@@ -793,6 +874,129 @@ fn load_command(a: &LoadArgs) -> (u8, String, String) {
     (code, out, String::new())
 }
 
+/// `canarysim watch ROLLOUT --url URL …`: rows on stdout as they are measured.
+fn watch_command(a: &WatchArgs) -> (u8, String, String) {
+    let bad = |e: String| (2, String::new(), format!("{e}\n"));
+    let load_args = LoadArgs {
+        url: a.url.clone(),
+        requests: Some(a.requests),
+        duration: None,
+        connections: a.connections,
+        rate: None,
+        http2: false,
+        disable_keepalive: a.disable_keepalive,
+        method: "GET".into(),
+        headers: a.headers.clone(),
+        host: a.host.clone(),
+        timeout: "20s".into(),
+        insecure: a.insecure,
+        cacert: a.cacert.clone(),
+        sni: None,
+        connect_to: a.connect_to.clone(),
+        classify: a.classify.clone(),
+        expect: Vec::new(),
+        within: a.within.clone(),
+        confidence: a.confidence.clone(),
+        until_decided: false,
+        unit: None,
+        format: a.format,
+        quiet: true,
+    };
+    let planned = match plan_load(&load_args) {
+        Ok(p) => p,
+        Err(e) => return bad(e),
+    };
+    let within = match a.within.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(w) if w > 0.0 && w < 100.0 => w,
+        _ => return bad(format!("--within {:?}: expected points, e.g. 1", a.within)),
+    };
+    let confidence = match fraction("--confidence", &a.confidence) {
+        Ok(c) => c,
+        Err(e) => return bad(e),
+    };
+    let duration = |flag: &str, text: &str| {
+        humantime::parse_duration(text)
+            .map_err(|_| format!("{flag} {text:?}: expected a duration, e.g. 30s"))
+    };
+    let settle = match duration("--settle", &a.settle) {
+        Ok(d) => d,
+        Err(e) => return bad(e),
+    };
+    let timeout = match a
+        .timeout
+        .as_deref()
+        .map(|t| duration("--timeout", t))
+        .transpose()
+    {
+        Ok(t) => t,
+        Err(e) => return bad(e),
+    };
+    let cluster = match crate::cluster::Cluster::connect(&crate::cluster::ClusterOptions {
+        kubeconfig: a.kubeconfig.clone(),
+        context: a.context.clone(),
+        namespace: a.namespace.clone(),
+    }) {
+        Ok(c) => c,
+        Err(e) => return bad(format!("canarysim watch: {e}")),
+    };
+    let options = crate::cluster::follow::FollowOptions {
+        rollout: a.rollout.clone(),
+        load: planned.load,
+        url: a.url.clone(),
+        requests: a.requests,
+        within,
+        confidence,
+        settle,
+        canary_version: a.canary_version.clone(),
+        abort_on_fail: a.abort_on_fail,
+        timeout,
+        quiet: a.quiet || a.format == Format::Json,
+    };
+    follow_and_print(&cluster, &options, a.format)
+}
+
+/// Runs `watch`, printing text rows as they come (JSON: the report at the end).
+fn follow_and_print(
+    cluster: &crate::cluster::Cluster,
+    options: &crate::cluster::follow::FollowOptions,
+    format: Format,
+) -> (u8, String, String) {
+    use crate::cluster::follow;
+    let print = |text: &str| {
+        use std::io::Write;
+        let mut out = std::io::stdout();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+    };
+    if format == Format::Text {
+        print(&follow::text_header(
+            &options.rollout,
+            cluster.namespace(),
+            &options.url,
+        ));
+    }
+    let mut row = |r: &follow::StepRow| {
+        if format == Format::Text {
+            print(&follow::text_row(r));
+        }
+    };
+    let say = |line: &str| eprintln!("{line}");
+    let hooks = follow::Hooks {
+        row: &mut row,
+        say: &say,
+    };
+    match follow::follow(cluster, options, hooks) {
+        Ok(report) => {
+            let out = match format {
+                Format::Text => String::new(),
+                Format::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
+            };
+            (report.exit_code(), out, String::new())
+        }
+        Err(e) => (2, String::new(), format!("canarysim watch: {e}\n")),
+    }
+}
+
 /// `canarysim plan SHARE …`.
 fn plan_command(
     share: &str,
@@ -830,8 +1034,7 @@ fn plan_command(
     (0, out, String::new())
 }
 
-/// `canarysim load`'s exit code when the data cannot decide (0 pass, 1 fail, 2 bad input).
-pub const INCONCLUSIVE_EXIT: u8 = 3;
+pub use crate::real_load::INCONCLUSIVE_EXIT;
 
 /// The longest `canarysim load` (beyond it the clock's arithmetic could overflow, and no
 /// canary step lasts longer).

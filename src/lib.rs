@@ -13,7 +13,7 @@
 //!
 //! The core (re-exported): [`model`]; [`world`] ([`apiserver`], [`controller`],
 //! [`event_recorder`], [`analysis`], [`sim`], [`clock`]); [`dataplane`] ([`endpoints`], [`mesh`], [`kubeproxy`]); [`load`];
-//! [`verdict`] ([`verify`], [`outcome`]); [`scenario`], [`rollout_info`], [`lint`],
+//! [`verdict`] ([`verify`], [`outcome`]); [`scenario`], [`rollout_info`], [`managed_routes`], [`lint`],
 //! [`report`], [`demo`], [`random`], [`go`]; see
 //! `canarysim_core` for what each holds. The edge:
 //!
@@ -23,6 +23,8 @@
 //! * [`apiserver::http`] — the API server on a socket (`canarysim serve --api`), for kubectl.
 //! * [`real_load`] — `canarysim load`'s verdict on a real gateway: the unit of randomisation
 //!   measured from the connections, the split judged by `verify`.
+//! * [`cluster`] — a real cluster through kube-rs: `canarysim watch` follows a rollout and
+//!   verifies each step at its gateway; `canarysim snapshot` copies it into a scenario.
 //! * [`pod_server`] — a real pod on loopback (`canarysim backend`).
 //! * [`live`] — the world on real loopback sockets: a pod server per ready pod and a hyper
 //!   router serving the route table in force, paced on the wall clock (`canarysim serve`).
@@ -34,7 +36,8 @@
 
 pub use canarysim_core::{
     analysis, clock, controller, dataplane, demo, endpoints, event_recorder, go, kubeproxy, lint,
-    mesh, model, outcome, random, report, rollout_info, scenario, sim, verdict, verify, world,
+    managed_routes, mesh, model, outcome, random, report, rollout_info, scenario, sim, verdict,
+    verify, world,
 };
 
 /// The core's workloads and accounting, and the real HTTP client on top of them.
@@ -51,6 +54,7 @@ pub mod apiserver {
 }
 
 pub mod cli;
+pub mod cluster;
 pub mod live;
 pub mod pod_server;
 pub mod progress;

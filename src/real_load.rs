@@ -7,6 +7,10 @@ use crate::load::tally::UnitFinding;
 use crate::outcome::{ExpectedShare, HttpLoadReport, HttpVerdict, UnitReport, VersionReport};
 use crate::verify::{self, Outcome, SplitUnit};
 
+/// `canarysim load`'s exit code when the data cannot decide (0 pass, 1 fail, 2 bad input);
+/// `watch` exits with it too.
+pub const INCONCLUSIVE_EXIT: u8 = 3;
+
 /// `--expect VALUE=SHARE` (repeatable), `--within` and `--confidence`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Expectations {

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::endpoints::Role;
+use crate::managed_routes::RouterObject;
 use crate::model::{Kind, ObjectKey};
 use crate::outcome::LoadReport;
 use crate::rollout_info::{self, RolloutView};
@@ -206,74 +207,26 @@ fn route_weights(world: &World, ns: &str, rollout: &str) -> Vec<RouteWeights> {
     if let Some(services) = blue_green_service_weights(world, ro) {
         return services;
     }
-    let canary = &ro.spec()["strategy"]["canary"];
-    let istio = &canary["trafficRouting"]["istio"];
-    let canary_service = canary["canaryService"].as_str().unwrap_or("");
-    let canary_subset = istio["destinationRule"]["canarySubsetName"]
-        .as_str()
-        .unwrap_or("");
     let set = f64::from(
         rollout_info::view(&world.api, ns, rollout, world.now())
             .map(|v| v.set_weight)
             .unwrap_or(0),
     );
-    let mut refs: Vec<(String, Vec<String>)> = Vec::new();
-    let mut add = |vs: &serde_json::Value| {
-        if let Some(name) = vs["name"].as_str() {
-            let routes = vs["routes"]
-                .as_array()
-                .map(|r| {
-                    r.iter()
-                        .filter_map(|x| x.as_str().map(|n| format!("http/{n}")))
-                        .collect()
-                })
-                .unwrap_or_default();
-            refs.push((name.to_string(), routes));
-        }
-    };
-    add(&istio["virtualService"]);
-    for vs in istio["virtualServices"].as_array().into_iter().flatten() {
-        add(vs);
-    }
     let table = world.mesh.table_at(world.now());
-    let mut out = Vec::new();
-    for (name, mut routes) in refs {
-        let Ok(vs) = world.api.get(Kind::VirtualService, ns, &name) else {
-            continue;
-        };
-        if routes.is_empty() {
-            routes.push("http/0".to_string());
-        }
-        for route in routes {
-            let Some(weights) = crate::scenario::expect::route_weights(vs.spec(), &route) else {
-                continue;
-            };
-            let to_canary: i64 = weights
-                .iter()
-                .filter(|(dest, _)| {
-                    let (host, subset) = dest.split_once('/').unwrap_or((dest.as_str(), ""));
-                    (!canary_subset.is_empty() && subset == canary_subset)
-                        || (!canary_service.is_empty() && host == canary_service)
-                })
-                .map(|(_, w)| *w)
-                .sum();
-            let key = ObjectKey {
-                kind: Kind::VirtualService,
-                namespace: ns.to_string(),
-                name: name.clone(),
-            };
-            let router = table.and_then(|t| router_canary_share(t, &key, &route));
-            out.push(RouteWeights {
-                route: format!("{name} {route}"),
-                object: WeightedBy::VirtualService,
-                set,
-                virtual_service: Some(to_canary as f64),
-                router,
-            });
-        }
-    }
-    out.extend(http_route_weights(world, ro, set));
-    out
+    let get = |key: &ObjectKey| world.api.get(key.kind, &key.namespace, &key.name).ok();
+    crate::managed_routes::canary_weights(ro, get)
+        .into_iter()
+        .map(|w| RouteWeights {
+            route: w.label,
+            object: match w.by {
+                RouterObject::VirtualService => WeightedBy::VirtualService,
+                RouterObject::GatewayApiRoute => WeightedBy::GatewayApiRoute,
+            },
+            set,
+            virtual_service: w.canary_percent,
+            router: table.and_then(|t| router_canary_share(t, &w.object, &w.route)),
+        })
+        .collect()
 }
 
 /// The canary pods' share, in percent, of the split the table in force has for a route of
@@ -294,60 +247,6 @@ fn router_canary_share(
             .sum::<f64>()
             + 0.0,
     )
-}
-
-/// The routes the Gateway API plugin names: for each rule forwarding to the canary
-/// Service, its share of the rule's weights (default 1 each) and of the table in force.
-fn http_route_weights(world: &World, ro: &crate::model::Object, set: f64) -> Vec<RouteWeights> {
-    use crate::world::controller::gateway_api::PluginConfig;
-    let canary = &ro.spec()["strategy"]["canary"];
-    let plugins = &canary["trafficRouting"]["plugins"];
-    let Some(config) = PluginConfig::of(Some(plugins), ro.namespace()) else {
-        return Vec::new();
-    };
-    let canary_service = canary["canaryService"].as_str().unwrap_or("");
-    let table = world.mesh.table_at(world.now());
-    let mut out = Vec::new();
-    for managed in &config.routes {
-        let kind = crate::model::gateway_api::kind(managed.kind.kind());
-        let Ok(route) = world.api.get(kind, &config.namespace, &managed.name) else {
-            continue;
-        };
-        let rules = route.spec()["rules"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        for (i, rule) in rules.iter().enumerate() {
-            let backends = rule["backendRefs"].as_array().cloned().unwrap_or_default();
-            let weight = |b: &serde_json::Value| b["weight"].as_i64().unwrap_or(1).max(0);
-            let total: i64 = backends.iter().map(weight).sum();
-            let to_canary: i64 = backends
-                .iter()
-                .filter(|b| b["name"].as_str() == Some(canary_service))
-                .map(weight)
-                .sum();
-            // Only the rules the plugin weighs: both Services, or more than the canary.
-            if to_canary == 0 && !backends.iter().any(|b| b["name"] == canary_service) {
-                continue;
-            }
-            if backends.len() < 2 {
-                continue;
-            }
-            let label = match rule["name"].as_str() {
-                Some(n) if !n.is_empty() => format!("rules/{n}"),
-                _ => format!("rules/{i}"),
-            };
-            let router = table.and_then(|t| router_canary_share(t, &route.key(), &label));
-            out.push(RouteWeights {
-                route: format!("{} {} {label}", managed.kind.kind(), managed.name),
-                object: WeightedBy::GatewayApiRoute,
-                set,
-                virtual_service: (total > 0).then(|| to_canary as f64 * 100.0 / total as f64),
-                router,
-            });
-        }
-    }
-    out
 }
 
 /// A blue-green rollout's active and preview Services: whether the rollout points each at

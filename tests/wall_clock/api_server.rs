@@ -204,11 +204,11 @@ fn malformed_requests_get_status_errors_and_the_server_keeps_serving() {
 }
 
 /// `serve` with the API on a thread, the seed walkthrough; stopped when dropped.
-struct Served {
+pub(crate) struct Served {
     stop: Arc<AtomicBool>,
     server: Option<std::thread::JoinHandle<()>>,
     out: Shared,
-    address: SocketAddr,
+    pub(crate) address: SocketAddr,
 }
 
 impl Served {
@@ -221,7 +221,7 @@ impl Served {
         Served::start_plan(plan, hold, time_scale, kubeconfig)
     }
 
-    fn start_plan(
+    pub(crate) fn start_plan(
         plan: canarysim::scenario::Plan,
         hold: bool,
         time_scale: f64,
@@ -261,8 +261,18 @@ impl Served {
         }
     }
 
+    /// The live router's address, as `serve` printed it.
+    pub(crate) fn router(&self) -> String {
+        self.out
+            .text()
+            .lines()
+            .find_map(|l| l.strip_prefix("router listening on "))
+            .expect("serve printed its router's address")
+            .to_string()
+    }
+
     /// Stops serving; what it printed.
-    fn stop(mut self) -> String {
+    pub(crate) fn stop(mut self) -> String {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(s) = self.server.take() {
             s.join().unwrap();

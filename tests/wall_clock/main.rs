@@ -11,3 +11,4 @@ mod kube_client;
 mod live;
 mod socket_faults;
 mod tui;
+mod watch;

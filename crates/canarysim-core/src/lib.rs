@@ -41,6 +41,8 @@
 //!   * [`outcome`] — what a run, a comparison or a load produced: the data reports render.
 //! * [`scenario`] — the scenario file format, its checked plan, and the runner.
 //! * [`rollout_info`] — the `kubectl argo rollouts get rollout` view of a Rollout.
+//! * [`managed_routes`] — the routes a Rollout's traffic router manages and the canary's
+//!   share each sets.
 //! * [`lint`] — static checks of manifests (Argo's validation, references, routes).
 //! * [`report`] — renderings (text, JSON).
 //! * [`demo`] — the bundled seed 004 cluster (embedded), for the default run, tests and
@@ -56,6 +58,7 @@ pub mod demo;
 pub mod go;
 pub mod lint;
 pub mod load;
+pub mod managed_routes;
 pub mod model;
 pub mod random;
 pub mod report;

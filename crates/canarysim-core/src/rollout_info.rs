@@ -266,6 +266,59 @@ pub fn set_weight(spec: &RolloutSpec, status: &RolloutStatus) -> i32 {
     }
 }
 
+/// Where a canary rollout stands, read from the Rollout alone: what `canarysim watch`
+/// follows between its loads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Standing {
+    /// `status.phase` and `status.message`.
+    pub phase: String,
+    pub message: String,
+    /// `status.currentStepIndex`, and how many steps there are.
+    pub step: Option<usize>,
+    pub steps: usize,
+    /// The weight the current step sets (Argo's `GetCurrentSetWeight`).
+    pub set_weight: i32,
+    pub aborted: bool,
+    /// An update in progress: the current template's pods are not the stable ones.
+    pub updating: bool,
+    /// The current step holds the weight for a while: a pause or an inline analysis.
+    pub holding: bool,
+    /// `status.currentPodHash`: which update this is.
+    pub current_hash: String,
+    /// What the current template's pods answer with as their version: its first
+    /// container's image tag (None: no inline template, e.g. a `workloadRef`).
+    pub version: Option<String>,
+}
+
+impl Standing {
+    pub fn of(rollout: &Object) -> Standing {
+        let spec: RolloutSpec = rollout.spec_as().unwrap_or_default();
+        let status: RolloutStatus = rollout.status_as().unwrap_or_default();
+        let steps = spec.canary().map(|c| c.steps.as_slice()).unwrap_or(&[]);
+        let step = status.current_step_index.map(|i| i.max(0) as usize);
+        let holding = step
+            .and_then(|i| steps.get(i))
+            .is_some_and(|s| s.pause.is_some() || s.analysis.is_some());
+        let version = rollout.spec()["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .map(|image| crate::model::vocabulary::image_version(image).to_string());
+        Standing {
+            phase: status.phase.clone(),
+            message: status.message.clone(),
+            step,
+            steps: steps.len(),
+            set_weight: set_weight(&spec, &status),
+            aborted: status.abort,
+            updating: !status.stable_r_s.is_empty()
+                && !status.current_pod_hash.is_empty()
+                && status.stable_r_s != status.current_pod_hash,
+            holding,
+            current_hash: status.current_pod_hash.clone(),
+            version,
+        }
+    }
+}
+
 fn revision(rs: &Object) -> i64 {
     rs.annotation(REVISION)
         .and_then(|r| r.parse().ok())

@@ -97,6 +97,7 @@ pub fn check(
             requests: Some(settings.requests),
             connections: Some(settings.connections),
             only: Some((namespace.clone(), name.clone())),
+            resume: None,
         };
         let written = match scenario_with(sources, &options) {
             Ok(w) => w,

@@ -25,6 +25,22 @@ pub struct Options {
     /// Roll out only this Rollout, by namespace and name (the others are deployed and left
     /// alone).
     pub only: Option<(String, String)>,
+    /// Replay an update in progress (`canarysim snapshot`) instead of rolling out a new
+    /// image.
+    pub resume: Option<Resume>,
+}
+
+/// An update in progress, as `canarysim snapshot` found it: the manifests hold the Rollout
+/// as it was before (its stable template); the scenario applies `update` (the Rollout as it
+/// stands), promotes the pauses before `step` without a load, checks that it stands at
+/// `step` with `set_weight`, and from there judges every pause as `init` does.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resume {
+    /// The Rollout's manifest file as it stands, relative to the scenario.
+    pub update: String,
+    /// `status.currentStepIndex` when it was read.
+    pub step: usize,
+    pub set_weight: i32,
 }
 
 /// Where the scenario reads one manifest file from.
@@ -94,7 +110,7 @@ pub fn scenario_with(
             ));
             continue;
         }
-        match rollout_steps(rollout, &manifests, requests, options.connections) {
+        match rollout_steps(rollout, &manifests, requests, options) {
             Ok(s) => {
                 steps.extend(s);
                 walked.push(name.to_string());
@@ -237,8 +253,9 @@ fn rollout_steps(
     rollout: &Manifest,
     manifests: &[Manifest],
     requests: u64,
-    connections: Option<u32>,
+    options: &Options,
 ) -> Result<Vec<Value>, String> {
+    let connections = options.connections;
     let name = rollout.object.name().to_string();
     let spec = rollout.object.spec();
     let canary = &spec["strategy"]["canary"];
@@ -263,9 +280,9 @@ fn rollout_steps(
             ]),
         )
     };
-    let mut out = vec![
-        until("healthy", "10m"),
-        step(
+    let update = match &options.resume {
+        Some(resume) => step("apply", resume.update.clone().into()),
+        None => step(
             "set_image",
             map(vec![
                 ("rollout", name.clone().into()),
@@ -273,7 +290,8 @@ fn rollout_steps(
                 ("image", next_image(image).into()),
             ]),
         ),
-    ];
+    };
+    let mut out = vec![until("healthy", "10m"), update];
     if canary.is_null() {
         let versions = (image, next_image(image));
         out.extend(blue_green_steps(
@@ -287,7 +305,7 @@ fn rollout_steps(
         return Ok(out);
     }
     let mut weight = 0.0;
-    for s in canary["steps"].as_array().into_iter().flatten() {
+    for (index, s) in canary["steps"].as_array().into_iter().flatten().enumerate() {
         if let Some(w) = s["setWeight"].as_f64() {
             weight = w;
         }
@@ -295,6 +313,22 @@ fn rollout_steps(
             continue;
         }
         out.push(until("paused", "30m"));
+        match &options.resume {
+            // Where the rollout stood: passed through as it was, promoted without a load.
+            Some(resume) if index < resume.step => {
+                out.push(step("promote", name.clone().into()));
+                continue;
+            }
+            Some(resume) if index == resume.step => out.push(step(
+                "expect",
+                map(vec![
+                    ("rollout", name.clone().into()),
+                    ("step", (index as u64).into()),
+                    ("set_weight", resume.set_weight.into()),
+                ]),
+            )),
+            _ => {}
+        }
         if let Some(LoadTarget {
             host,
             port,
