@@ -219,6 +219,27 @@ pub enum Command {
     /// but, with --abort-on-fail, the abort `kubectl argo rollouts abort` sends. Exits as
     /// `load`: 0 every step passed and the rollout completed, 1 a step failed, 3 otherwise.
     Watch(Box<WatchArgs>),
+    /// Copy a namespace's rollout from a cluster (kubectl's kubeconfig and context) into
+    /// OUT_DIR: its Rollouts, Services, VirtualServices, DestinationRules, Gateways, routes
+    /// and AnalysisTemplates as manifests (what the server and Argo wrote taken out), and a
+    /// scenario that replays the rollout from where it stands, for `run` or `tui` to
+    /// predict the remaining steps' split offline. Reads nothing else (no Secrets).
+    Snapshot {
+        /// The folder to write `manifests.yaml`, `rollout-update.yaml` and `scenario.yaml`.
+        out_dir: PathBuf,
+        /// The Rollout to replay (default: the first with an update in progress).
+        #[arg(long)]
+        rollout: Option<String>,
+        /// The namespace (default: the context's).
+        #[arg(short = 'n', long)]
+        namespace: Option<String>,
+        /// The kubeconfig context (default: the current one).
+        #[arg(long)]
+        context: Option<String>,
+        /// The kubeconfig (default: KUBECONFIG, ~/.kube/config, then in-cluster).
+        #[arg(long)]
+        kubeconfig: Option<PathBuf>,
+    },
     /// How many requests (or connections) a verdict needs to decide: for an expected share,
     /// a tolerance and a confidence, the size at which a right split passes and one off by
     /// twice the tolerance fails with the chance asked for, and each outcome's chance there.
@@ -498,6 +519,20 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
         }
         Command::Load(args) => load_command(&args),
         Command::Watch(args) => watch_command(&args),
+        Command::Snapshot {
+            out_dir,
+            rollout,
+            namespace,
+            context,
+            kubeconfig,
+        } => {
+            let cluster = crate::cluster::ClusterOptions {
+                kubeconfig,
+                context,
+                namespace,
+            };
+            snapshot_command(&cluster, out_dir, rollout)
+        }
         Command::Plan {
             share,
             within,
@@ -953,6 +988,43 @@ fn watch_command(a: &WatchArgs) -> (u8, String, String) {
         quiet: a.quiet || a.format == Format::Json,
     };
     follow_and_print(&cluster, &options, a.format)
+}
+
+/// `canarysim snapshot OUT_DIR`.
+fn snapshot_command(
+    cluster: &crate::cluster::ClusterOptions,
+    out_dir: PathBuf,
+    rollout: Option<String>,
+) -> (u8, String, String) {
+    let failed = |e: String| (2, String::new(), format!("canarysim snapshot: {e}\n"));
+    let cluster = match crate::cluster::Cluster::connect(cluster) {
+        Ok(c) => c,
+        Err(e) => return failed(e.to_string()),
+    };
+    let options = crate::cluster::snapshot::SnapshotOptions { out_dir, rollout };
+    let written = match crate::cluster::snapshot::snapshot(&cluster, &options) {
+        Ok(w) => w,
+        Err(e) => return failed(e.to_string()),
+    };
+    let counts: Vec<String> = written
+        .objects
+        .iter()
+        .map(|(kind, n)| format!("{n} {kind}"))
+        .collect();
+    let out = format!(
+        "read {} from {}\nwrote {}\nreplay {}: canarysim run {}\n",
+        counts.join(", "),
+        cluster.namespace(),
+        written.scenario.display(),
+        written.rollout,
+        written.scenario.display()
+    );
+    let notes: String = written
+        .notes
+        .iter()
+        .map(|n| format!("note: {n}\n"))
+        .collect();
+    (0, out, notes)
 }
 
 /// Runs `watch`, printing text rows as they come (JSON: the report at the end).

@@ -2,13 +2,14 @@
 //! configured as kubectl configures itself (`--kubeconfig`, `KUBECONFIG`, `~/.kube/config`,
 //! then the in-cluster service account; `--context`; the context's namespace), and what
 //! canarysim does with it: [`follow`] verifies each step of a real rollout at the real
-//! gateway (`canarysim watch`), `snapshot` copies a namespace's rollout into a scenario
+//! gateway (`canarysim watch`), [`snapshot`] copies a namespace's rollout into a scenario
 //! (`canarysim snapshot`).
 //!
 //! Read-only: the one write anywhere is `watch --abort-on-fail`'s abort patch, the patch
 //! `kubectl argo rollouts abort` sends. Secrets are never read.
 
 pub mod follow;
+pub mod snapshot;
 
 use std::path::PathBuf;
 
@@ -87,14 +88,15 @@ impl Cluster {
         Ok(found.map(|d| object(key.kind, &d)))
     }
 
-    /// Every object of a kind in a namespace.
+    /// Every object of a kind in a namespace; none when the cluster does not serve the
+    /// kind (no Istio, no Gateway API CRDs: 404).
     pub fn list(&self, kind: Kind, namespace: &str) -> Result<Vec<Object>, ClusterError> {
         let api = self.api(kind, namespace);
-        let list = self
-            .runtime
-            .block_on(api.list(&ListParams::default()))
-            .map_err(|e| api_error(kind, "", e))?;
-        Ok(list.items.iter().map(|d| object(kind, d)).collect())
+        match self.runtime.block_on(api.list(&ListParams::default())) {
+            Ok(list) => Ok(list.items.iter().map(|d| object(kind, d)).collect()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
+            Err(e) => Err(api_error(kind, "", e)),
+        }
     }
 
     /// A merge patch on an object's status subresource.

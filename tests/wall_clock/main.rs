@@ -7,8 +7,8 @@
 mod support;
 
 mod api_server;
+mod cluster;
 mod kube_client;
 mod live;
 mod socket_faults;
 mod tui;
-mod watch;

@@ -32,15 +32,15 @@ pub struct Options {
 
 /// An update in progress, as `canarysim snapshot` found it: the manifests hold the Rollout
 /// as it was before (its stable template); the scenario applies `update` (the Rollout as it
-/// stands), promotes the pauses before `step` without a load, checks that it stands at
-/// `step` with `set_weight`, and from there judges every pause as `init` does.
+/// stands), promotes the pauses before `step` without a load, checks at the first pause
+/// from `step` on that the rollout stands there with that step's weight, and from there
+/// judges every pause as `init` does.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Resume {
     /// The Rollout's manifest file as it stands, relative to the scenario.
     pub update: String,
     /// `status.currentStepIndex` when it was read.
     pub step: usize,
-    pub set_weight: i32,
 }
 
 /// Where the scenario reads one manifest file from.
@@ -132,16 +132,7 @@ pub fn scenario_with(
         })
         .collect();
     let jobs = job_metrics(&manifests);
-    let mut description = format!(
-        "Written by `canarysim init`: {} rolled out to a new image through every canary \
-         step (blue-green: through the switch); at each pause {requests} requests are sent \
-         and the share that reaches the canary must be the step's weight (blue-green: \
-         through the active Service, none before the switch and all after; through the \
-         preview Service, all) within {WITHIN_POINTS} point at {} % \
-         confidence.",
-        walked.join(", "),
-        CONFIDENCE * 100.0
-    );
+    let mut description = describe(&walked, requests, options.resume.as_ref());
     if !jobs.is_empty() {
         description.push_str(
             " canarysim runs no Jobs: each job metric's measurements are scripted Successful \
@@ -149,7 +140,11 @@ pub fn scenario_with(
         );
     }
     let mut scenario = json!({
-        "name": format!("check-{}", walked.join("-")),
+        "name": format!(
+            "{}-{}",
+            if options.resume.is_some() { "snapshot" } else { "check" },
+            walked.join("-")
+        ),
         "description": description,
         "namespace": namespace,
         "manifests": files,
@@ -164,6 +159,30 @@ pub fn scenario_with(
     }
     let text = yaml::to_text(&scenario).map_err(|e| e.to_string())?;
     Ok(Written { text, notes })
+}
+
+/// What the written scenario does, in its `description`.
+fn describe(walked: &[String], requests: u64, resume: Option<&Resume>) -> String {
+    let rollouts = walked.join(", ");
+    let confidence = CONFIDENCE * 100.0;
+    match resume {
+        Some(resume) => format!(
+            "Written by `canarysim snapshot`: {rollouts} replayed from where it stood in the \
+             cluster (the stable version deployed, {} applied, the pauses before step {} \
+             promoted without a load); from there, at each pause {requests} requests are sent \
+             and the share that reaches the canary must be the step's weight within \
+             {WITHIN_POINTS} point at {confidence} % confidence.",
+            resume.update, resume.step
+        ),
+        None => format!(
+            "Written by `canarysim init`: {rollouts} rolled out to a new image through every \
+             canary step (blue-green: through the switch); at each pause {requests} requests \
+             are sent and the share that reaches the canary must be the step's weight \
+             (blue-green: through the active Service, none before the switch and all after; \
+             through the preview Service, all) within {WITHIN_POINTS} point at {confidence} % \
+             confidence."
+        ),
+    }
 }
 
 /// The names of the metrics measured by a Job in the manifests' analysis templates, each
@@ -305,6 +324,7 @@ fn rollout_steps(
         return Ok(out);
     }
     let mut weight = 0.0;
+    let mut checked_where_it_stood = false;
     for (index, s) in canary["steps"].as_array().into_iter().flatten().enumerate() {
         if let Some(w) = s["setWeight"].as_f64() {
             weight = w;
@@ -319,14 +339,17 @@ fn rollout_steps(
                 out.push(step("promote", name.clone().into()));
                 continue;
             }
-            Some(resume) if index == resume.step => out.push(step(
-                "expect",
-                map(vec![
-                    ("rollout", name.clone().into()),
-                    ("step", (index as u64).into()),
-                    ("set_weight", resume.set_weight.into()),
-                ]),
-            )),
+            Some(resume) if !checked_where_it_stood => {
+                checked_where_it_stood = true;
+                out.push(step(
+                    "expect",
+                    map(vec![
+                        ("rollout", name.clone().into()),
+                        ("step", (index as u64).into()),
+                        ("set_weight", (weight.round() as i64).into()),
+                    ]),
+                ));
+            }
             _ => {}
         }
         if let Some(LoadTarget {

@@ -10,6 +10,7 @@ pub mod init;
 pub mod invariants;
 pub mod plan;
 pub mod runner;
+pub mod snapshot;
 pub mod split;
 
 pub use plan::{Disk, Embedded, Files, Plan, ScenarioError, load, load_runnable, parse};
