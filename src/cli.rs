@@ -1063,7 +1063,12 @@ fn follow_and_print(
                 Format::Text => String::new(),
                 Format::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
             };
-            (report.exit_code(), out, String::new())
+            let err = report
+                .error
+                .as_ref()
+                .map(|e| format!("canarysim watch: stopped: {e}\n"))
+                .unwrap_or_default();
+            (report.exit_code(), out, err)
         }
         Err(e) => (2, String::new(), format!("canarysim watch: {e}\n")),
     }

@@ -113,12 +113,21 @@ impl Cluster {
         Ok(())
     }
 
-    /// The dynamic API of a kind, at the version clusters serve most widely.
+    /// The dynamic API of a kind, at the version clusters serve most widely (the namespace
+    /// is not used for a cluster-scoped kind).
     fn api(&self, kind: Kind, namespace: &str) -> Api<DynamicObject> {
         let (group, version) = (kind.group(), served_version(kind));
         let gvk = GroupVersionKind::gvk(group, version, kind.as_str());
         let resource = ApiResource::from_gvk_with_plural(&gvk, kind.plural());
-        Api::namespaced_with(self.client.clone(), namespace, &resource)
+        let cluster_scoped = match kind {
+            Kind::ClusterAnalysisTemplate => true,
+            Kind::Stored(s) => !s.info().namespaced,
+            _ => false,
+        };
+        match cluster_scoped {
+            true => Api::all_with(self.client.clone(), &resource),
+            false => Api::namespaced_with(self.client.clone(), namespace, &resource),
+        }
     }
 
     fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {

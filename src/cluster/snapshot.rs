@@ -1,6 +1,6 @@
 //! `canarysim snapshot OUT_DIR`: a namespace's Rollouts, Services, router objects
 //! (VirtualServices, DestinationRules, Istio and Gateway API Gateways, routes,
-//! ReferenceGrants) and AnalysisTemplates read from the cluster into `OUT_DIR/manifests.yaml`,
+//! ReferenceGrants), AnalysisTemplates and the ClusterAnalysisTemplates they name read from the cluster into `OUT_DIR/manifests.yaml`,
 //! as their authors applied them (`scenario::snapshot`), and `OUT_DIR/scenario.yaml`, which
 //! replays a rollout from where it stands: the stable version deployed, the Rollout as it
 //! stands applied (`OUT_DIR/rollout-update.yaml`), the pauses it has passed promoted, and
@@ -14,7 +14,9 @@ use super::{Cluster, ClusterError};
 use crate::model::{Kind, Object, ObjectKey, yaml};
 use crate::rollout_info::Standing;
 use crate::scenario::init::{self, ManifestSource, Resume};
-use crate::scenario::snapshot::{as_applied, before_update};
+use crate::scenario::snapshot::{
+    as_applied, before_update, managed_route_names, without_managed_routes,
+};
 
 /// What to copy and where.
 #[derive(Debug, Clone)]
@@ -79,17 +81,27 @@ pub fn snapshot(cluster: &Cluster, o: &SnapshotOptions) -> Result<Snapshot, Snap
         objects.extend(cluster.list(kind, &ns)?);
     }
     objects.extend(gateways_elsewhere(cluster, &objects, &ns)?);
+    objects.extend(cluster_templates(cluster, &objects)?);
     let target = pick_rollout(&objects, o.rollout.as_deref())
         .ok_or_else(|| SnapshotError::NoRollout(o.rollout.clone().unwrap_or_default(), ns.clone()))?
         .clone();
     let replica_sets = cluster.list(Kind::ReplicaSet, &ns)?;
     let pods = cluster.list(Kind::Pod, &ns)?;
     let standing = Standing::of(&target);
-    let before = before_update(&target, &replica_sets);
+    // Replayed from its step: a canary update in progress whose stable ReplicaSet is read.
+    let before = before_update(&target, &replica_sets).filter(|_| standing.step.is_some());
+    let managed: Vec<String> = objects
+        .iter()
+        .filter(|o| o.kind == Kind::Rollout)
+        .flat_map(managed_route_names)
+        .collect();
     let mut documents = Vec::new();
     for object in &objects {
         let value = match &before {
             Some(b) if object.key() == target.key() => b.clone(),
+            _ if object.kind == Kind::VirtualService => {
+                without_managed_routes(as_applied(object), &managed)
+            }
             _ => as_applied(object),
         };
         documents.push(yaml::to_text(&value).unwrap_or_default());
@@ -124,7 +136,7 @@ pub fn snapshot(cluster: &Cluster, o: &SnapshotOptions) -> Result<Snapshot, Snap
     notes.push(pod_readiness(&pods, &target));
     if before.is_none() && standing.updating {
         notes.push(format!(
-            "the stable ReplicaSet of {} was not found: the scenario rolls it out to a new image instead of replaying its update",
+            "{}'s update is not replayed (a blue-green update, or its stable ReplicaSet not found): the Rollout is written as it stands and the scenario rolls it out to a new image",
             target.name()
         ));
     }
@@ -156,6 +168,24 @@ fn pick_rollout<'a>(objects: &'a [Object], name: Option<&str>) -> Option<&'a Obj
                 .copied()
         }
     }
+}
+
+/// The ClusterAnalysisTemplates the Rollouts name (cluster-scoped, so not listed with the
+/// namespace).
+fn cluster_templates(cluster: &Cluster, objects: &[Object]) -> Result<Vec<Object>, ClusterError> {
+    let mut names: Vec<String> = objects
+        .iter()
+        .filter(|o| o.kind == Kind::Rollout)
+        .flat_map(crate::scenario::snapshot::cluster_templates)
+        .collect();
+    names.sort();
+    names.dedup();
+    let mut found = Vec::new();
+    for name in names {
+        let key = ObjectKey::new(Kind::ClusterAnalysisTemplate, "", name);
+        found.extend(cluster.get(&key)?);
+    }
+    Ok(found)
 }
 
 /// Istio Gateways a VirtualService names as `namespace/name`, and Gateway API Gateways a

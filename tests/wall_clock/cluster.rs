@@ -43,13 +43,27 @@ spec:
 ";
 
 /// The seed walkthrough's objects, its update with every pause indefinite, and `vs` (None:
-/// the walkthrough's VirtualService); served with the API on a scaled clock.
+/// the walkthrough's VirtualService); served with the API on a scaled clock (60×), each
+/// table reaching the router a second after the VirtualService changes (a push delay of a
+/// minute), so that a load sent before the push would see the old weight.
 fn serve_paused_walkthrough(dir: &Path, vs: Option<&str>) -> Served {
+    serve_walkthrough_with(dir, vs, "pause: {}", "1m")
+}
+
+/// [`serve_paused_walkthrough`] with the first pause (at 20 %) written as `first_pause`,
+/// and the push delay given.
+fn serve_walkthrough_with(
+    dir: &Path,
+    vs: Option<&str>,
+    first_pause: &str,
+    push_delay: &str,
+) -> Served {
     let manifests = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests");
     let seed = |f: &str| manifests.join(f).display().to_string();
     let update = std::fs::read_to_string(manifests.join("seed-004-rollout-update.yaml"))
         .unwrap()
-        .replace("pause: {duration: 1m}", "pause: {}");
+        .replace("pause: {duration: 1m}", "pause: {}")
+        .replacen("pause: {}", first_pause, 1);
     std::fs::write(dir.join("update.yaml"), update).unwrap();
     let vs_file = match vs {
         Some(text) => {
@@ -67,7 +81,7 @@ manifests:
   - file: {}
   - file: {}
   - file: {vs_file}
-cluster: {{pod_ready_after: 5s, push_delay: 100ms}}
+cluster: {{pod_ready_after: 5s, push_delay: {push_delay}}}
 steps:
   - wait: {{until: healthy, rollout: rollouts-demo, timeout: 2m}}
   - apply: update.yaml
@@ -435,7 +449,8 @@ fn the_analysis_template_gate_lints_and_its_job_passes_the_right_weight_and_fail
     assert!(out.contains("0 errors"), "{out}");
 
     let dir = support::temp_dir();
-    let served = serve_paused_walkthrough(dir.path(), None);
+    // The template's initialDelay waits for the push; here the push is quick.
+    let served = serve_walkthrough_with(dir.path(), None, "pause: {}", "100ms");
     let cluster = cluster(dir.path().join("kubeconfig"));
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     while cluster
@@ -653,5 +668,84 @@ steps:
         3,
         "a rollout that did not complete is not a pass"
     );
+    served.stop();
+}
+
+#[test]
+fn a_pause_too_short_to_measure_gets_a_row_not_judged_and_the_watch_goes_on() {
+    let dir = support::temp_dir();
+    // The pause at 20 % lasts a second of the scenario's clock: 17 ms of the wall's.
+    let served = serve_walkthrough_with(dir.path(), None, "pause: {duration: 1s}", "1m");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let options = options(&served.router(), "rollouts-demo.local", 2.0, false);
+    let (rows, watcher) = start_watch(kubeconfig.clone(), options);
+    let first = next_row(&rows);
+    assert_eq!((first.step, first.set_weight), (Some(1), 20.0), "{first:?}");
+    // Seen and left before its load ended, or never seen: either way not judged.
+    assert_eq!(first.verdict, Some(Outcome::Inconclusive), "{first:?}");
+    assert!(first.note.starts_with("not "), "{first:?}");
+    let second = next_row(&rows);
+    assert_eq!(
+        (second.step, second.router_weight),
+        (Some(3), Some(40.0)),
+        "{second:?}"
+    );
+    assert_eq!(second.verdict, Some(Outcome::Pass), "{second:?}");
+    cluster(kubeconfig)
+        .patch_status(&rollout_key(), json!({"status": {"abort": true}}))
+        .unwrap();
+    let report = watcher.join().unwrap();
+    assert_eq!(report.ending, Ending::Aborted);
+    assert_eq!(report.exit_code(), 3);
+    served.stop();
+}
+
+#[test]
+fn an_update_undone_midway_ends_the_watch_as_rolled_back_not_completed() {
+    let dir = support::temp_dir();
+    let served = serve_paused_walkthrough(dir.path(), None);
+    let kubeconfig = dir.path().join("kubeconfig");
+    let options = options(&served.router(), "rollouts-demo.local", 2.0, false);
+    let (rows, watcher) = start_watch(kubeconfig.clone(), options);
+    let first = next_row(&rows);
+    assert_eq!(first.verdict, Some(Outcome::Pass), "{first:?}");
+    // `kubectl argo rollouts undo`: the template of revision 1 (blue) back on the Rollout.
+    let manifests = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests");
+    let stable: serde_json::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(manifests.join("seed-004-rollout.yaml")).unwrap(),
+    )
+    .unwrap();
+    let patch = json!({"spec": {"template": stable["spec"]["template"]}});
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let config = kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap();
+        let client = kube::Client::try_from(config).unwrap();
+        let gvk = kube::api::GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Rollout");
+        let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "rollouts");
+        let rollouts: kube::Api<kube::api::DynamicObject> =
+            kube::Api::namespaced_with(client, "my-demo", &resource);
+        rollouts
+            .patch(
+                "rollouts-demo",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(patch),
+            )
+            .await
+            .unwrap();
+    });
+    let end = next_row(&rows);
+    assert!(end.note.starts_with("rolled back: "), "{end:?}");
+    let report = watcher.join().unwrap();
+    assert_eq!(report.ending, Ending::RolledBack);
+    assert_eq!(report.exit_code(), 3);
+    assert_matches_schema(&report);
     served.stop();
 }

@@ -278,11 +278,16 @@ pub struct Standing {
     pub steps: usize,
     /// The weight the current step sets (Argo's `GetCurrentSetWeight`).
     pub set_weight: i32,
+    /// The weight in force before the last `setWeight` at or before the current step (0
+    /// at the first): what the data plane moves away from.
+    pub previous_set_weight: i32,
     pub aborted: bool,
     /// An update in progress: the current template's pods are not the stable ones.
     pub updating: bool,
     /// The current step holds the weight for a while: a pause or an inline analysis.
     pub holding: bool,
+    /// The indices of every such step, and the weight in force at each.
+    pub held_steps: Vec<(usize, i32)>,
     /// `status.currentPodHash`: which update this is.
     pub current_hash: String,
     /// What the current template's pods answer with as their version: its first
@@ -296,9 +301,24 @@ impl Standing {
         let status: RolloutStatus = rollout.status_as().unwrap_or_default();
         let steps = spec.canary().map(|c| c.steps.as_slice()).unwrap_or(&[]);
         let step = status.current_step_index.map(|i| i.max(0) as usize);
-        let holding = step
-            .and_then(|i| steps.get(i))
-            .is_some_and(|s| s.pause.is_some() || s.analysis.is_some());
+        let holds =
+            |s: &crate::model::rollout::CanaryStep| s.pause.is_some() || s.analysis.is_some();
+        let holding = step.and_then(|i| steps.get(i)).is_some_and(holds);
+        let latest =
+            |i: usize| crate::model::vocabulary::latest_set_weight(steps, i, |s| s.set_weight);
+        let held_steps = (0..steps.len())
+            .filter(|&i| holds(&steps[i]))
+            .map(|i| (i, latest(i)))
+            .collect();
+        let last_set = step.and_then(|i| {
+            (0..=i.min(steps.len().saturating_sub(1)))
+                .rev()
+                .find(|&j| steps.get(j).is_some_and(|s| s.set_weight.is_some()))
+        });
+        let previous_set_weight = match last_set {
+            Some(j) if j > 0 => latest(j - 1),
+            _ => 0,
+        };
         let version = rollout.spec()["template"]["spec"]["containers"][0]["image"]
             .as_str()
             .map(|image| crate::model::vocabulary::image_version(image).to_string());
@@ -308,11 +328,13 @@ impl Standing {
             step,
             steps: steps.len(),
             set_weight: set_weight(&spec, &status),
+            previous_set_weight,
             aborted: status.abort,
             updating: !status.stable_r_s.is_empty()
                 && !status.current_pod_hash.is_empty()
                 && status.stable_r_s != status.current_pod_hash,
             holding,
+            held_steps,
             current_hash: status.current_pod_hash.clone(),
             version,
         }

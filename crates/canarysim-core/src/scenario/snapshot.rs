@@ -63,7 +63,10 @@ pub fn as_applied(object: &Object) -> Value {
     match (object.kind, spec) {
         (Kind::Service, Some(spec)) => {
             for key in SERVICE_DEFAULTS {
-                spec.remove(*key);
+                // `clusterIP: None` is what makes a Service headless: the author's.
+                if *key != "clusterIP" || spec.get(*key) != Some(&Value::from("None")) {
+                    spec.remove(*key);
+                }
             }
             if spec.get("sessionAffinity").and_then(Value::as_str) == Some("None") {
                 spec.remove("sessionAffinity");
@@ -85,6 +88,54 @@ pub fn as_applied(object: &Object) -> Value {
         _ => {}
     }
     value
+}
+
+/// A VirtualService without the header and mirror routes Argo inserted into its `http`
+/// list for the Rollouts' `trafficRouting.managedRoutes` (named after them): the replayed
+/// controller inserts them again at the steps that set them.
+pub fn without_managed_routes(mut vs: Value, managed: &[String]) -> Value {
+    if let Some(http) = vs["spec"].get_mut("http").and_then(Value::as_array_mut) {
+        http.retain(|route| {
+            route["name"]
+                .as_str()
+                .is_none_or(|name| !managed.iter().any(|m| m == name))
+        });
+    }
+    vs
+}
+
+/// The names of a Rollout's `trafficRouting.managedRoutes`.
+pub fn managed_route_names(rollout: &Object) -> Vec<String> {
+    rollout.spec()["strategy"]["canary"]["trafficRouting"]["managedRoutes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The ClusterAnalysisTemplates a Rollout names (`clusterScope: true`), in its background
+/// analysis, its steps, and blue-green's pre- and post-promotion analyses.
+pub fn cluster_templates(rollout: &Object) -> Vec<String> {
+    let strategy = &rollout.spec()["strategy"];
+    let canary = &strategy["canary"];
+    let lists = [
+        &canary["analysis"]["templates"],
+        &strategy["blueGreen"]["prePromotionAnalysis"]["templates"],
+        &strategy["blueGreen"]["postPromotionAnalysis"]["templates"],
+    ];
+    let steps = canary["steps"].as_array().into_iter().flatten();
+    let mut names: Vec<String> = lists
+        .into_iter()
+        .chain(steps.map(|s| &s["analysis"]["templates"]))
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter(|t| t["clusterScope"] == true)
+        .filter_map(|t| t["templateName"].as_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// The Rollout as it was before the update in progress: its template taken from the stable
@@ -156,6 +207,32 @@ mod tests {
                 "spec": {"selector": {"app": "demo"}, "ports": [{"port": 80}], "x-own": 1}
             })
         );
+    }
+
+    #[test]
+    fn argos_managed_routes_and_cluster_templates_are_found_and_a_headless_service_kept() {
+        let rollout = object(
+            Kind::Rollout,
+            json!({"spec": {"strategy": {"canary": {
+                "trafficRouting": {"managedRoutes": [{"name": "set-header"}]},
+                "analysis": {"templates": [{"templateName": "rate", "clusterScope": true}]},
+                "steps": [{"analysis": {"templates": [{"templateName": "smoke"},
+                                                      {"templateName": "rate", "clusterScope": true},
+                                                      {"templateName": "latency", "clusterScope": true}]}}]
+            }}}}),
+        );
+        assert_eq!(managed_route_names(&rollout), ["set-header"]);
+        assert_eq!(cluster_templates(&rollout), ["latency", "rate"]);
+        let vs = json!({"spec": {"http": [{"name": "set-header"}, {"name": "primary"}, {}]}});
+        assert_eq!(
+            without_managed_routes(vs, &managed_route_names(&rollout)),
+            json!({"spec": {"http": [{"name": "primary"}, {}]}})
+        );
+        let headless = object(
+            Kind::Service,
+            json!({"kind": "Service", "spec": {"clusterIP": "None", "clusterIPs": ["None"]}}),
+        );
+        assert_eq!(as_applied(&headless)["spec"], json!({"clusterIP": "None"}));
     }
 
     #[test]
