@@ -16,6 +16,7 @@
 //! answer after retries, and the proxy's own 503/504s), and the latency buckets hold the
 //! backends' latency model (the share of answers below each bound), not each request's.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use rand::Rng;
@@ -108,12 +109,31 @@ impl Counter {
     }
 }
 
-/// Every counter series, by name and labels.
+/// Every counter series, by name and labels. Written lazily: an epoch is kept as counted
+/// (its pods' labels as they were then) and becomes series at the first query after it, in
+/// the order counted, so the random draws and the series are those an eager write makes —
+/// and a load whose metrics nobody queries costs no series per pod (issue 31).
 #[derive(Debug, Clone)]
 pub struct Prometheus {
+    written: RefCell<Written>,
+}
+
+#[derive(Debug, Clone)]
+struct Written {
     series: BTreeMap<String, BTreeMap<Labels, Counter>>,
     /// Where in its epoch each request falls (the scenario's seed, a stream of its own).
     rng: Pcg64Mcg,
+    /// Epochs counted, not yet written as series.
+    pending: Vec<Counted>,
+}
+
+/// An epoch as counted: the traffic, its caller's labels, and each pod's labels at the time
+/// (None: no answers, or the pod was gone).
+#[derive(Debug, Clone)]
+struct Counted {
+    traffic: EpochTraffic,
+    source: Labels,
+    destinations: Vec<Option<Labels>>,
 }
 
 /// A part of an epoch inside one scrape window: [start, end] and its share of the epoch.
@@ -147,6 +167,26 @@ fn pieces(start: i64, end: i64) -> Vec<Piece> {
         .collect()
 }
 
+/// The route's destinations that hold each endpoint, each weighted by its share of the
+/// endpoint's requests (its weight spread over its endpoints), in the route's order: one
+/// pass over the destinations, not one per pod.
+fn holders_by_endpoint(
+    traffic: &EpochTraffic,
+) -> std::collections::HashMap<u32, Vec<(usize, f64)>> {
+    let mut holders_of: std::collections::HashMap<u32, Vec<(usize, f64)>> =
+        std::collections::HashMap::new();
+    for (d, dest) in traffic.destinations.iter().enumerate() {
+        for &e in &dest.endpoints {
+            let holders = holders_of.entry(e).or_default();
+            // An endpoint listed twice in one destination counts once.
+            if holders.last().is_none_or(|(last, _)| *last != d) {
+                holders.push((d, f64::from(dest.weight) / dest.endpoints.len() as f64));
+            }
+        }
+    }
+    holders_of
+}
+
 /// Deals `n` requests to the pieces at random, each falling in a piece with its share
 /// (a multinomial draw, as binomials of what is left).
 fn deal(rng: &mut impl Rng, n: u64, pieces: &[Piece]) -> Vec<u64> {
@@ -178,15 +218,48 @@ impl Prometheus {
     /// An empty Prometheus; `seed` places the requests within their epochs.
     pub fn new(seed: u64) -> Self {
         Prometheus {
-            series: BTreeMap::new(),
-            rng: crate::random::stream(seed, "prometheus"),
+            written: RefCell::new(Written {
+                series: BTreeMap::new(),
+                rng: crate::random::stream(seed, "prometheus"),
+                pending: Vec::new(),
+            }),
         }
     }
 
     /// Counts an epoch of traffic. `api` gives the pods' labels and owners at that time.
     pub fn record(&mut self, api: &ApiServer, traffic: &EpochTraffic) {
+        let destinations = traffic
+            .pods
+            .iter()
+            .map(|pod| {
+                // The pod's facts, not its JSON: every pod with traffic, at every epoch.
+                let facts = api
+                    .pod(&pod.namespace, &pod.pod)
+                    .filter(|_| pod.answers > 0)?;
+                Some(destination_labels(&pod.namespace, &pod.pod, facts))
+            })
+            .collect();
+        let counted = Counted {
+            traffic: traffic.clone(),
+            source: source_labels(api, traffic),
+            destinations,
+        };
+        self.written.get_mut().pending.push(counted);
+    }
+}
+
+impl Written {
+    /// Writes the epochs counted since the last query, in order.
+    fn catch_up(&mut self) {
+        for counted in std::mem::take(&mut self.pending) {
+            self.write(&counted);
+        }
+    }
+
+    fn write(&mut self, counted: &Counted) {
+        let (traffic, source) = (&counted.traffic, &counted.source);
         let pieces = pieces(ms(traffic.start), ms(traffic.end));
-        let source = source_labels(api, traffic);
+        let holders_of = holders_by_endpoint(traffic);
         for (e, pod) in traffic.pods.iter().enumerate() {
             if pod.answers == 0 {
                 continue;
@@ -194,24 +267,19 @@ impl Prometheus {
             // Each answer's instant: the successes and the errors dealt to the windows.
             let oks = deal(&mut self.rng, pod.answers - pod.errors, &pieces);
             let errors = deal(&mut self.rng, pod.errors, &pieces);
-            let e = e as u32;
-            // The route's destinations that hold this pod, each weighted by its share of
-            // the pod's requests (its weight spread over its endpoints).
-            let holders: Vec<(&crate::load::TrafficDestination, f64)> = traffic
-                .destinations
-                .iter()
-                .filter(|d| d.endpoints.contains(&e))
-                .map(|d| (d, f64::from(d.weight) / d.endpoints.len() as f64))
+            let holders: Vec<(&crate::load::TrafficDestination, f64)> = holders_of
+                .get(&(e as u32))
+                .into_iter()
+                .flatten()
+                .map(|&(d, w)| (&traffic.destinations[d], w))
                 .collect();
             let total: f64 = holders.iter().map(|(_, w)| w).sum();
             if holders.is_empty() || total <= 0.0 {
                 continue;
             }
-            // The pod's facts, not its JSON: every pod with traffic, at every epoch.
-            let Some(facts) = api.pod(&pod.namespace, &pod.pod) else {
+            let Some(destination) = &counted.destinations[e] else {
                 continue;
             };
-            let destination = destination_labels(&pod.namespace, &pod.pod, facts);
             for ((piece, ok), error) in pieces.iter().zip(oks).zip(errors) {
                 if ok + error == 0 {
                     continue;
@@ -307,12 +375,15 @@ impl Prometheus {
             .or_default()
             .add(start, end, amount);
     }
+}
 
+impl Prometheus {
     /// The series as Prometheus holds them at `now`: one sample per scrape, from the first
-    /// scrape after a series began until `now`.
+    /// scrape after a series began until `now` (the epochs counted so far written first).
     pub fn at(&self, now: SimTime) -> Scraped<'_> {
+        self.written.borrow_mut().catch_up();
         Scraped {
-            prometheus: self,
+            series: std::cell::Ref::map(self.written.borrow(), |w| &w.series),
             now_ms: ms(now),
         }
     }
@@ -320,13 +391,13 @@ impl Prometheus {
 
 /// [`Prometheus`] seen at an instant (what a query at that instant can read).
 pub struct Scraped<'p> {
-    prometheus: &'p Prometheus,
+    series: std::cell::Ref<'p, BTreeMap<String, BTreeMap<Labels, Counter>>>,
     now_ms: i64,
 }
 
 impl SeriesSource for Scraped<'_> {
     fn series(&self, metric: &str) -> Vec<Series> {
-        let Some(all) = self.prometheus.series.get(metric) else {
+        let Some(all) = self.series.get(metric) else {
             return Vec::new();
         };
         let oldest = self.now_ms - HISTORY_MS;
