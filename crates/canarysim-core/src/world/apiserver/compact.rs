@@ -7,9 +7,9 @@
 
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
+use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
-use crate::model::vocabulary::pod_is_ready;
 use crate::model::{Kind, Object};
 
 /// What the controllers and the data plane read of a Pod at every instant, read from its
@@ -19,7 +19,9 @@ pub struct PodFacts {
     pub creation_timestamp: Box<str>,
     /// `Ready` condition `True`.
     pub ready: bool,
-    /// Ready and not being deleted (no `deletionTimestamp`): an endpoint.
+    /// Has a `deletionTimestamp`.
+    pub deleting: bool,
+    /// Ready and not being deleted: an endpoint.
     pub serving: bool,
     /// Length of `status.containerStatuses`, if it is a list.
     pub container_statuses: Option<usize>,
@@ -114,40 +116,20 @@ impl PodFacts {
     }
 
     fn of(pod: &Object, interner: &mut Interner) -> PodFacts {
-        let ready = pod_is_ready(pod);
         let deleting = pod
             .metadata()
             .and_then(|m| m.get("deletionTimestamp"))
             .is_some_and(|v| !v.is_null());
-        let statuses = pod.status()["containerStatuses"].as_array();
-        let statuses = statuses.map(Vec::as_slice).unwrap_or_default();
-        let waiting = statuses
-            .iter()
-            .filter_map(|c| c["state"]["waiting"]["reason"].as_str())
-            .next_back();
-        let status_text = waiting
-            .or_else(|| pod.status()["phase"].as_str())
-            .unwrap_or("Pending");
-        let ready_since = pod.status()["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|c| c["type"] == "Ready" && c["status"] == "True")
-            .and_then(|c| c["lastTransitionTime"].as_str())
-            .and_then(crate::clock::SimTime::parse_rfc3339);
-        PodFacts {
-            ready_since,
-            status_text: interner.text(status_text),
-            ready_containers: statuses.iter().filter(|c| c["ready"] == true).count() as u32,
-            // Wrapping, as a release build summed them before (a count is Kubernetes' int32).
-            restarts: statuses
-                .iter()
-                .map(|c| c["restartCount"].as_u64().unwrap_or(0) as u32)
-                .fold(0, u32::wrapping_add),
+        let mut facts = PodFacts {
+            ready_since: None,
+            status_text: interner.text("Pending"),
+            ready_containers: 0,
+            restarts: 0,
             creation_timestamp: pod.creation_timestamp().into(),
-            ready,
-            serving: ready && !deleting,
-            container_statuses: pod.status()["containerStatuses"].as_array().map(Vec::len),
+            ready: false,
+            deleting,
+            serving: false,
+            container_statuses: None,
             labels: interner.labels(pod.labels()),
             image: pod.spec()["containers"][0]["image"]
                 .as_str()
@@ -164,7 +146,47 @@ impl PodFacts {
             first_owner_name: pod.value["metadata"]["ownerReferences"][0]["name"]
                 .as_str()
                 .map(|n| interner.text(n)),
-        }
+        };
+        facts.read_status(pod.status(), interner);
+        facts
+    }
+
+    /// Reads the facts that come from the Pod's `status` (a status write changes only these).
+    fn read_status(&mut self, status: &Value, interner: &mut Interner) {
+        let ready = status
+            .get("conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
+        let statuses = status["containerStatuses"].as_array();
+        let container_statuses = statuses.map(Vec::len);
+        let statuses = statuses.map(Vec::as_slice).unwrap_or_default();
+        let waiting = statuses
+            .iter()
+            .filter_map(|c| c["state"]["waiting"]["reason"].as_str())
+            .next_back();
+        let status_text = waiting
+            .or_else(|| status["phase"].as_str())
+            .unwrap_or("Pending");
+        self.ready_since = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "Ready" && c["status"] == "True")
+            .and_then(|c| c["lastTransitionTime"].as_str())
+            .and_then(crate::clock::SimTime::parse_rfc3339);
+        self.status_text = interner.text(status_text);
+        self.ready_containers = statuses.iter().filter(|c| c["ready"] == true).count() as u32;
+        // Wrapping, as a release build summed them before (a count is Kubernetes' int32).
+        self.restarts = statuses
+            .iter()
+            .map(|c| c["restartCount"].as_u64().unwrap_or(0) as u32)
+            .fold(0, u32::wrapping_add);
+        self.ready = ready;
+        self.serving = ready && !self.deleting;
+        self.container_statuses = container_statuses;
     }
 }
 
@@ -186,7 +208,7 @@ pub(super) struct CompactPod {
 /// 128 levels; a JSON patch may build more), in which case it is kept as it is.
 #[derive(Debug, Clone)]
 enum PodBody {
-    Serialized(Box<[u8]>),
+    Serialized(Serialized),
     Whole(Box<Object>),
 }
 
@@ -207,6 +229,133 @@ fn nests_deeper(value: &Value, levels: usize) -> bool {
     }
 }
 
+/// A Pod's JSON, and where its `status` and `metadata.resourceVersion` values lie in it: a
+/// status write (a kubelet marking a pod Ready) replaces those two without decoding the
+/// rest.
+#[derive(Debug, Clone)]
+struct Serialized {
+    json: Box<[u8]>,
+    status: Span,
+    resource_version: Span,
+}
+
+/// A byte range of a Pod's JSON, in 8 bytes (a Pod is at most etcd's 1.5 MB): a store of
+/// 100,000 Pods keeps two per Pod.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
+impl Span {
+    /// No such value in the JSON.
+    const NONE: Span = Span {
+        start: u32::MAX,
+        end: u32::MAX,
+    };
+
+    fn of(range: Range<usize>) -> Span {
+        match (u32::try_from(range.start), u32::try_from(range.end)) {
+            (Ok(start), Ok(end)) if end != u32::MAX => Span { start, end },
+            _ => Span::NONE,
+        }
+    }
+
+    fn range(self) -> Option<Range<usize>> {
+        (self != Span::NONE).then_some(self.start as usize..self.end as usize)
+    }
+}
+
+fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
+    // Serializing a string or a Value into a Vec cannot fail (map keys are strings).
+    let _ = serde_json::to_writer(out, value);
+}
+
+impl Serialized {
+    /// `serde_json::to_vec(value)` byte for byte, noting where the two values lie.
+    fn new(value: &Value) -> Serialized {
+        let mut json = Vec::with_capacity(1024);
+        let (mut status, mut resource_version) = (Span::NONE, Span::NONE);
+        let Value::Object(top) = value else {
+            write_json(&mut json, value);
+            return Serialized {
+                json: json.into_boxed_slice(),
+                status,
+                resource_version,
+            };
+        };
+        json.push(b'{');
+        for (i, (key, value)) in top.iter().enumerate() {
+            if i > 0 {
+                json.push(b',');
+            }
+            write_json(&mut json, key);
+            json.push(b':');
+            match (key.as_str(), value) {
+                ("metadata", Value::Object(metadata)) => {
+                    json.push(b'{');
+                    for (j, (field, value)) in metadata.iter().enumerate() {
+                        if j > 0 {
+                            json.push(b',');
+                        }
+                        write_json(&mut json, field);
+                        json.push(b':');
+                        let start = json.len();
+                        write_json(&mut json, value);
+                        if field == "resourceVersion" {
+                            resource_version = Span::of(start..json.len());
+                        }
+                    }
+                    json.push(b'}');
+                }
+                _ => {
+                    let start = json.len();
+                    write_json(&mut json, value);
+                    if key == "status" {
+                        status = Span::of(start..json.len());
+                    }
+                }
+            }
+        }
+        json.push(b'}');
+        Serialized {
+            json: json.into_boxed_slice(),
+            status,
+            resource_version,
+        }
+    }
+
+    /// The JSON with its status and resourceVersion replaced by these (serialized), or None
+    /// when it lacks either.
+    fn with_status(&self, status: &[u8], resource_version: &[u8]) -> Option<Serialized> {
+        let (at_status, at_version) = (self.status.range()?, self.resource_version.range()?);
+        let mut parts = [(at_status, status), (at_version, resource_version)];
+        parts.sort_by_key(|(at, _)| at.start);
+        let mut json = Vec::with_capacity(self.json.len() + status.len() + resource_version.len());
+        let mut placed = [Span::NONE; 2];
+        let mut from = 0;
+        for (i, (at, text)) in parts.iter().enumerate() {
+            json.extend_from_slice(&self.json[from..at.start]);
+            let start = json.len();
+            json.extend_from_slice(text);
+            placed[i] = Span::of(start..json.len());
+            from = at.end;
+        }
+        json.extend_from_slice(&self.json[from..]);
+        // The two values keep their order.
+        let (status_at, version_at) = if self.status.start < self.resource_version.start {
+            (placed[0], placed[1])
+        } else {
+            (placed[1], placed[0])
+        };
+        Some(Serialized {
+            status: status_at,
+            resource_version: version_at,
+            json: json.into_boxed_slice(),
+        })
+    }
+}
+
 fn decode(json: &[u8]) -> Object {
     // The bytes are a Value serialized here, no deeper than serde_json reads.
     Object::new(
@@ -224,9 +373,7 @@ impl Stored {
         let body = if nests_deeper(&object.value, MAX_SERIALIZED_DEPTH) {
             PodBody::Whole(Box::new(object))
         } else {
-            // Serializing a Value cannot fail (its map keys are strings).
-            let json = serde_json::to_vec(&object.value).unwrap_or_default();
-            PodBody::Serialized(json.into_boxed_slice())
+            PodBody::Serialized(Serialized::new(&object.value))
         };
         Stored::Pod(CompactPod {
             body,
@@ -241,7 +388,7 @@ impl Stored {
             Stored::Whole(o) => o,
             Stored::Pod(p) => match &p.body {
                 PodBody::Whole(o) => o,
-                PodBody::Serialized(json) => p.decoded.get_or_init(|| decode(json)),
+                PodBody::Serialized(body) => p.decoded.get_or_init(|| decode(&body.json)),
             },
         }
     }
@@ -254,7 +401,7 @@ impl Stored {
             Stored::Pod(p) => match (&p.body, p.decoded.get()) {
                 (PodBody::Whole(o), _) => o.as_ref().clone(),
                 (PodBody::Serialized(_), Some(o)) => o.clone(),
-                (PodBody::Serialized(json), None) => decode(json),
+                (PodBody::Serialized(body), None) => decode(&body.json),
             },
         }
     }
@@ -265,9 +412,53 @@ impl Stored {
             Stored::Pod(p) => match (p.body, p.decoded.into_inner()) {
                 (PodBody::Whole(o), _) => *o,
                 (PodBody::Serialized(_), Some(o)) => o,
-                (PodBody::Serialized(json), None) => decode(&json),
+                (PodBody::Serialized(body), None) => decode(&body.json),
             },
         }
+    }
+
+    /// For a Pod stored serialized, whether its status is `status` (serialized:
+    /// `status_json`), read without decoding the rest; None for any other object.
+    pub(super) fn status_is(&self, status: &Value, status_json: &[u8]) -> Option<bool> {
+        let Stored::Pod(CompactPod {
+            body: PodBody::Serialized(body),
+            ..
+        }) = self
+        else {
+            return None;
+        };
+        let stored = &body.json[body.status.range()?];
+        // Equal values may differ in key order, which their bytes show.
+        Some(
+            stored == status_json
+                || serde_json::from_slice::<Value>(stored).is_ok_and(|s| &s == status),
+        )
+    }
+
+    /// Writes a serialized Pod's status and resourceVersion in place, without decoding it
+    /// (as [`Stored::status_is`] allows). Returns whether it could.
+    pub(super) fn splice_status(
+        &mut self,
+        status: &Value,
+        status_json: &[u8],
+        version: u64,
+        interner: &mut Interner,
+    ) -> bool {
+        let Stored::Pod(pod) = self else {
+            return false;
+        };
+        let PodBody::Serialized(body) = &pod.body else {
+            return false;
+        };
+        let mut version_json = Vec::new();
+        write_json(&mut version_json, &version.to_string());
+        let Some(next) = body.with_status(status_json, &version_json) else {
+            return false;
+        };
+        pod.body = PodBody::Serialized(next);
+        pod.decoded.take();
+        pod.facts.read_status(status, interner);
+        true
     }
 
     pub(super) fn owner_uids(&self) -> Vec<String> {

@@ -22,6 +22,7 @@ pub mod table;
 
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::clock::SimTime;
 use crate::model::object::selector_matches;
@@ -314,10 +315,12 @@ impl ApiServer {
         kind: Kind,
         namespace: Option<&str>,
     ) -> impl Iterator<Item = (&ObjectKey, &Stored)> {
+        // A namespace is a range of the store, not a filter over every namespace's objects.
         self.objects
-            .range(ObjectKey::new(kind, "", "")..)
-            .take_while(move |(k, _)| k.kind == kind)
-            .filter(move |(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
+            .range(ObjectKey::new(kind, namespace.unwrap_or(""), "")..)
+            .take_while(move |(k, _)| {
+                k.kind == kind && namespace.is_none_or(|ns| k.namespace == ns)
+            })
     }
 
     /// Objects of `kind` (in `namespace` if given) whose labels match `selector` (if given),
@@ -347,9 +350,26 @@ impl ApiServer {
         namespace: Option<&str>,
         selector: Option<&BTreeMap<String, String>>,
     ) -> Vec<(&ObjectKey, &PodFacts)> {
+        // The pods of one ReplicaSet share their interned labels: each distinct label set is
+        // matched once (100,000 pods are a handful of label sets).
+        let mut matched: Vec<(*const BTreeMap<String, String>, bool)> = Vec::new();
+        let mut matches = |labels: &Arc<BTreeMap<String, String>>| {
+            let Some(selector) = selector else {
+                return true;
+            };
+            let at = Arc::as_ptr(labels);
+            if let Some((_, m)) = matched.iter().find(|(p, _)| *p == at) {
+                return *m;
+            }
+            let m = selector_matches(selector, labels);
+            if matched.len() < 64 {
+                matched.push((at, m));
+            }
+            m
+        };
         self.of_kind(Kind::Pod, namespace)
             .filter_map(|(k, o)| Some((k, o.facts()?)))
-            .filter(|(_, f)| selector.is_none_or(|s| selector_matches(s, f.labels.as_ref())))
+            .filter(|(_, f)| matches(&f.labels))
             .collect()
     }
 
@@ -789,33 +809,47 @@ impl ApiServer {
             .objects
             .get_mut(&ObjectKey::new(kind, namespace, name))
             .ok_or_else(|| ApiError::not_found(kind, name))?;
-        if slot.object().value.get("status") == Some(&status) {
-            return Ok(false);
-        }
-        let taken = std::mem::replace(slot, Stored::Whole(Object::new(kind, Value::Null)));
-        let mut object = taken.into_object();
-        self.resource_version += 1;
-        let version = self.resource_version;
+        let version = self.resource_version + 1;
+        // A Pod stored serialized is written without decoding it.
+        let status_json = serde_json::to_vec(&status).unwrap_or_default();
+        let spliced = match slot.status_is(&status, &status_json) {
+            Some(true) => return Ok(false),
+            Some(false) => slot.splice_status(&status, &status_json, version, &mut self.interner),
+            None => false,
+        };
+        // The object for the watch log, when it is kept.
+        let logged = if spliced {
+            self.keep_log.then(|| slot.to_object())
+        } else {
+            if slot.object().value.get("status") == Some(&status) {
+                return Ok(false);
+            }
+            let taken = std::mem::replace(slot, Stored::Whole(Object::new(kind, Value::Null)));
+            let mut object = taken.into_object();
+            let map = crate::model::object::ensure_object(&mut object.value);
+            map.insert("status".into(), status);
+            object
+                .metadata_mut()
+                .insert("resourceVersion".into(), Value::String(version.to_string()));
+            let logged = self.keep_log.then(|| object.clone());
+            *slot = Stored::new(object, &mut self.interner);
+            logged
+        };
+        let owners = slot.owner_uids();
+        self.resource_version = version;
         self.kind_changed.insert(kind, version);
-        let map = crate::model::object::ensure_object(&mut object.value);
-        map.insert("status".into(), status);
-        object
-            .metadata_mut()
-            .insert("resourceVersion".into(), Value::String(version.to_string()));
-        for uid in compact::owner_uids(&object) {
+        for uid in owners {
             self.children_changed.insert(uid, version);
         }
-        if !self.keep_log {
-            self.compacted = version;
-        } else {
-            self.log.push(WatchEvent {
+        match logged {
+            None => self.compacted = version,
+            Some(object) => self.log.push(WatchEvent {
                 event_type: EventType::Modified,
                 resource_version: version,
                 time: self.now,
-                object: object.clone(),
-            });
+                object,
+            }),
         }
-        *slot = Stored::new(object, &mut self.interner);
         Ok(true)
     }
 
@@ -1030,10 +1064,55 @@ mod tests {
             pod.value["metadata"]["x-unknown"],
             expected.value["metadata"]["x-unknown"]
         );
+        // Written in place (not decoded), the JSON is the one a whole write gives, byte for
+        // byte; the same status with its keys in another order is no change.
+        let mut whole = expected.clone();
+        whole.value["status"] = pending.clone();
+        whole
+            .metadata_mut()
+            .insert("resourceVersion".into(), json!("2"));
+        api.forget_decoded();
+        assert_eq!(
+            serde_json::to_string(&api.get(Kind::Pod, "demo", "p").unwrap().value).unwrap(),
+            serde_json::to_string(&whole.value).unwrap()
+        );
+        let reordered =
+            json!({"conditions": [{"status": "False", "type": "Ready"}], "phase": "Pending"});
+        assert!(!api.set_status(Kind::Pod, "demo", "p", reordered).unwrap());
         // Deleted quietly, it is gone from the facts and the owner index.
         api.delete_quietly(Kind::Pod, "demo", "p").unwrap();
         assert!(api.pod("demo", "p").is_none());
         assert_eq!(api.owned_pod_count("demo", "u-1"), 0);
+    }
+
+    #[test]
+    fn a_status_written_before_the_metadata_is_replaced_in_place_too() {
+        let mut api = ApiServer::new();
+        let pod = Object::new(
+            Kind::Pod,
+            json!({"status": {"phase": "Pending"}, "kind": "Pod", "apiVersion": "v1",
+                   "metadata": {"name": "p", "namespace": "demo"}, "spec": {}}),
+        );
+        api.create(pod).unwrap();
+        api.forget_decoded();
+        let running = json!({"phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:05Z"}]});
+        assert!(
+            api.set_status(Kind::Pod, "demo", "p", running.clone())
+                .unwrap()
+        );
+        let facts = api.pod("demo", "p").unwrap();
+        assert!(facts.ready && facts.serving);
+        assert_eq!(&*facts.status_text, "Running");
+        assert_eq!(
+            facts.ready_since,
+            SimTime::parse_rfc3339("2026-01-01T00:00:05Z")
+        );
+        let read = api.get(Kind::Pod, "demo", "p").unwrap();
+        let keys: Vec<&String> = read.value.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["status", "kind", "apiVersion", "metadata", "spec"]);
+        assert_eq!(read.status(), &running);
+        assert_eq!(read.resource_version(), "2");
     }
 
     #[test]
