@@ -22,6 +22,7 @@ this is a benchmark, read by people (README "Performance").
 import argparse
 import json
 import os
+import queue
 import re
 import shutil
 import signal
@@ -37,6 +38,8 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOST = "rollouts-demo.local"
 TICK = os.sysconf("SC_CLK_TCK")
+# Loopback only: a configured HTTP proxy must not carry the readiness probe.
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def free_port():
@@ -77,9 +80,9 @@ class Processes:
         self.running = []
 
     def start(self, name, argv, port=None, stdout=subprocess.DEVNULL):
-        log = open(os.path.join(self.work, f"{name}.log"), "w")
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=log,
-                                cwd=self.work, start_new_session=True)
+        with open(os.path.join(self.work, f"{name}.log"), "w") as log:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=log,
+                                    cwd=self.work, start_new_session=True)
         self.running.append(proc)
         if port:
             wait_for_port(port, proc, name)
@@ -211,15 +214,21 @@ def start_front_ends(procs, binary, work):
     # canarysim's router: its process serves the pods too.
     serve = procs.start("canarysim-serve", [binary, "serve", serve_scenario(work),
                                             "--time-scale", "100"], stdout=subprocess.PIPE)
-    port = None
-    for line in serve.stdout:
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in serve.stdout], daemon=True).start()
+    port, deadline = None, time.time() + 60
+    while port is None and time.time() < deadline:
+        try:
+            line = lines.get(timeout=1)
+        except queue.Empty:
+            if serve.poll() is not None:
+                break
+            continue
         m = re.search(r"router listening on http://127\.0\.0\.1:(\d+)", line.decode())
         if m:
             port = int(m.group(1))
-            break
     if port is None:
-        sys.exit("peers: canarysim serve printed no router address")
-    threading_drain(serve.stdout)
+        sys.exit("peers: canarysim serve printed no router address within 60 s")
     wait_until_canary_served(port)
     fronts["canarysim"] = (port, [serve.pid])
 
@@ -245,11 +254,6 @@ def start_front_ends(procs, binary, work):
     return fronts
 
 
-def threading_drain(stream):
-    """Reads the rest of a child's stdout so that it never blocks on a full pipe."""
-    threading.Thread(target=lambda: [None for _ in stream], daemon=True).start()
-
-
 def wait_until_canary_served(port, seconds=60):
     """The scenario reaches its pause in about a wall second at --time-scale 100."""
     deadline = time.time() + seconds
@@ -258,7 +262,7 @@ def wait_until_canary_served(port, seconds=60):
         for _ in range(50):
             request = urllib.request.Request(f"http://127.0.0.1:{port}/", headers={"Host": HOST})
             try:
-                seen.add(json.loads(urllib.request.urlopen(request, timeout=5).read())["version"])
+                seen.add(json.loads(DIRECT.open(request, timeout=5).read())["version"])
             except (OSError, ValueError, KeyError):
                 pass
         if {"blue", "yellow"} <= seen:
@@ -293,7 +297,9 @@ def run_canarysim_load(binary, port, seconds, connections):
                       "-c", str(connections), "--host", HOST, "--format", "json", "--quiet"])
     d = json.loads(out)
     return {"rate": d["throughput"], "requests": d["sent"], "p99_us": d["latency"]["p99"],
-            "cpu": cpu}
+            "cpu": cpu,
+            # Requests in flight when -z ends are cut ("deadline"), not the front end's errors.
+            "errors": d["sent"] - d["classes"]["2xx"] - d["classes"]["deadline"]}
 
 
 def median(xs):
@@ -312,6 +318,10 @@ def main():
     if not os.access(args.bin, os.X_OK):
         sys.exit(f"peers: {args.bin} not found: cargo build --release first")
 
+    # A kill (a CI timeout) unwinds through the cleanup below: the children run in
+    # sessions of their own, which a signal to this process group does not reach.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: sys.exit(1))
     work = tempfile.mkdtemp(prefix="canarysim-peers-")
     procs = Processes(work)
     try:
@@ -326,6 +336,9 @@ def main():
                     else:
                         res = run_canarysim_load(args.bin, port, args.seconds, args.connections)
                     res["front_cpu"] = cpu_seconds(pids) - before
+                    if res["errors"] or not res["rate"]:
+                        sys.exit(f"peers: {front} answered {res['errors']} of "
+                                 f"{res['requests']} requests with an error ({gen})")
                     results[(front, gen)].append(res)
                     print(f"round {r + 1} {front:10} {gen:15} {res['rate']:9.0f} req/s "
                           f"p99 {res['p99_us']:7.0f} µs", flush=True)
