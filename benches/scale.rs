@@ -55,8 +55,10 @@ steps:
     path
 }
 
-fn scale(c: &mut Criterion) {
+/// Benchmarks each size; returns those criterion measured (a filter may skip some).
+fn scale(c: &mut Criterion) -> Vec<usize> {
     let dir = tempfile::tempdir().unwrap();
+    let mut measured = std::collections::BTreeSet::new();
     let mut g = c.benchmark_group("scale");
     for replicas in SIZES {
         let plan = scenario::load(&write_scenario(dir.path(), replicas), &Disk).unwrap();
@@ -67,25 +69,39 @@ fn scale(c: &mut Criterion) {
             g.sample_size(10).warm_up_time(Duration::from_millis(1));
         }
         g.bench_with_input(BenchmarkId::new("replicas", replicas), &plan, |b, plan| {
+            measured.insert(replicas);
             b.iter(|| black_box(scenario::run(plan, None)))
         });
     }
     g.finish();
+    measured.into_iter().collect()
 }
 
-/// Each size's mean over the baseline's, from criterion's `estimates.json`.
-fn print_ratios() {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
+/// Each measured size's mean over the baseline's, from criterion's `estimates.json` (where
+/// criterion writes them: `CRITERION_HOME`, else the target directory's `criterion`).
+fn print_ratios(measured: &[usize]) {
+    let home = std::env::var_os("CRITERION_HOME")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+        .unwrap_or_else(|| {
+            std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+                .join("criterion")
+        });
     let mean_ns = |replicas: usize| -> Option<f64> {
-        let file = target.join(format!(
-            "criterion/scale/replicas/{replicas}/new/estimates.json"
-        ));
+        let file = home.join(format!("scale/replicas/{replicas}/new/estimates.json"));
         let estimates: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(file).ok()?).ok()?;
         estimates["mean"]["point_estimate"].as_f64()
     };
+    // Estimates of sizes not measured in this run would be an earlier run's.
+    if !measured.contains(&SIZES[0]) {
+        println!(
+            "\nscale: no ratios (the {}-replica baseline was not measured)",
+            SIZES[0]
+        );
+        return;
+    }
     let Some(baseline) = mean_ns(SIZES[0]) else {
         return;
     };
@@ -93,7 +109,7 @@ fn print_ratios() {
         "\nscale: mean per run, and its ratio to {} replicas",
         SIZES[0]
     );
-    for replicas in SIZES {
+    for &replicas in measured {
         if let Some(mean) = mean_ns(replicas) {
             println!(
                 "  {replicas:>7} replicas: {:>10.3} ms  {:>8.1}×",
@@ -108,7 +124,7 @@ fn main() {
     let mut c = Criterion::default()
         .measurement_time(Duration::from_secs(10))
         .configure_from_args();
-    scale(&mut c);
+    let measured = scale(&mut c);
     c.final_summary();
-    print_ratios();
+    print_ratios(&measured);
 }

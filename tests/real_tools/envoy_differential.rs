@@ -2,7 +2,7 @@
 //! For every HTTP load step through an ingress gateway in the scenarios below, the world is
 //! simulated up to that step; its pods are started as real servers, the live router serves
 //! the route table in force, and Envoy serves the same table exported as a bootstrap, with the
-//! same pods' addresses. The same requests go through both (50,000 each), and the two
+//! same pods' addresses. The same requests go through both (20,000 each), and the two
 //! samples must look like one distribution: versions and statuses, a chi-square test of
 //! homogeneity at 99.9 %. A request for a host no gateway serves must get 404 from both.
 //!
@@ -26,7 +26,10 @@ use canarysim::mesh::envoy::{EnvoyOptions, bootstrap};
 use canarysim::scenario::plan::StepKind;
 use canarysim::scenario::{self, Runner};
 
-const REQUESTS: u64 = 50_000;
+/// Per router and shape: at 99.9 %, a 20 % share is told from 22 % about 95 % of the time,
+/// from 23 % always (the tests below). 50,000 told 20 from 21 % about 74 % of the time but
+/// took CI four minutes (issue 31: CI in 15).
+const REQUESTS: u64 = 20_000;
 
 /// What one router answered: counts per version, and per status for answers without one.
 fn send(port: u16, shape: &Shape) -> BTreeMap<String, u64> {
@@ -103,7 +106,7 @@ struct Shape {
 }
 
 /// The live router and Envoy serving `world`'s table in force; `check` gets each shape's two
-/// samples (the shape's own request count: 50,000 for a weighted route, fewer for a 404).
+/// samples (the shape's own request count: 20,000 for a weighted route, fewer for a 404).
 fn compare(
     plan: &scenario::Plan,
     world: &canarysim::sim::World,
@@ -465,7 +468,7 @@ fn connection_load(port: u16, shape: &Shape) -> HttpLoad {
 /// TLS (by SNI) and TCP (by port) routes of two VirtualServices at a gateway (and their
 /// HTTP routes, at the first pause): at each of the scenario's TLS/TCP load steps, the live router's L4 listeners and Envoy's (the
 /// export, its clusters at the pods' TLS addresses for TLS and plain ones for TCP) split
-/// 50,000 connections alike, and both close a connection whose SNI no route names.
+/// 20,000 connections alike, and both close a connection whose SNI no route names.
 #[test]
 #[ignore = "needs envoy (the live suite: .ci/run)"]
 fn tls_and_tcp_routes_choose_alike() {

@@ -19,13 +19,16 @@ pub const SCALE_DOWN_DEADLINE: &str = "scale-down-deadline";
 
 /// Whether the Pod's `Ready` condition is true.
 pub fn pod_is_ready(pod: &Object) -> bool {
-    pod.status()
-        .get("conditions")
-        .and_then(Value::as_array)
-        .is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
+    ready_condition(pod.status()).is_some()
+}
+
+/// A Pod status's `Ready` condition when it is `True`.
+pub(crate) fn ready_condition(status: &Value) -> Option<&Value> {
+    status
+        .get("conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Ready" && c["status"] == "True")
 }
 
 /// Ready and not being deleted (no `deletionTimestamp`): an endpoint.

@@ -153,13 +153,8 @@ impl PodFacts {
 
     /// Reads the facts that come from the Pod's `status` (a status write changes only these).
     fn read_status(&mut self, status: &Value, interner: &mut Interner) {
-        let ready = status
-            .get("conditions")
-            .and_then(Value::as_array)
-            .is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
-            });
+        let ready_condition = crate::model::vocabulary::ready_condition(status);
+        let ready = ready_condition.is_some();
         let statuses = status["containerStatuses"].as_array();
         let container_statuses = statuses.map(Vec::len);
         let statuses = statuses.map(Vec::as_slice).unwrap_or_default();
@@ -170,11 +165,7 @@ impl PodFacts {
         let status_text = waiting
             .or_else(|| status["phase"].as_str())
             .unwrap_or("Pending");
-        self.ready_since = status["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|c| c["type"] == "Ready" && c["status"] == "True")
+        self.ready_since = ready_condition
             .and_then(|c| c["lastTransitionTime"].as_str())
             .and_then(crate::clock::SimTime::parse_rfc3339);
         self.status_text = interner.text(status_text);
@@ -271,53 +262,57 @@ fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) {
     let _ = serde_json::to_writer(out, value);
 }
 
+/// Writes `value` and returns where it lies.
+fn write_spanned(out: &mut Vec<u8>, value: &Value) -> Span {
+    let start = out.len();
+    write_json(out, value);
+    Span::of(start..out.len())
+}
+
+/// Writes `map` as serde_json does (compact, in its order), each value by `write_value`.
+fn write_map(
+    out: &mut Vec<u8>,
+    map: &serde_json::Map<String, Value>,
+    mut write_value: impl FnMut(&mut Vec<u8>, &str, &Value),
+) {
+    out.push(b'{');
+    for (i, (key, value)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_json(out, key);
+        out.push(b':');
+        write_value(out, key, value);
+    }
+    out.push(b'}');
+}
+
 impl Serialized {
     /// `serde_json::to_vec(value)` byte for byte, noting where the two values lie.
     fn new(value: &Value) -> Serialized {
         let mut json = Vec::with_capacity(1024);
         let (mut status, mut resource_version) = (Span::NONE, Span::NONE);
-        let Value::Object(top) = value else {
-            write_json(&mut json, value);
-            return Serialized {
-                json: json.into_boxed_slice(),
-                status,
-                resource_version,
-            };
-        };
-        json.push(b'{');
-        for (i, (key, value)) in top.iter().enumerate() {
-            if i > 0 {
-                json.push(b',');
-            }
-            write_json(&mut json, key);
-            json.push(b':');
-            match (key.as_str(), value) {
-                ("metadata", Value::Object(metadata)) => {
-                    json.push(b'{');
-                    for (j, (field, value)) in metadata.iter().enumerate() {
-                        if j > 0 {
-                            json.push(b',');
-                        }
-                        write_json(&mut json, field);
-                        json.push(b':');
-                        let start = json.len();
-                        write_json(&mut json, value);
-                        if field == "resourceVersion" {
-                            resource_version = Span::of(start..json.len());
+        match value {
+            Value::Object(top) => {
+                write_map(&mut json, top, |json, key, value| match (key, value) {
+                    ("metadata", Value::Object(metadata)) => {
+                        write_map(json, metadata, |json, field, value| {
+                            let at = write_spanned(json, value);
+                            if field == "resourceVersion" {
+                                resource_version = at;
+                            }
+                        })
+                    }
+                    _ => {
+                        let at = write_spanned(json, value);
+                        if key == "status" {
+                            status = at;
                         }
                     }
-                    json.push(b'}');
-                }
-                _ => {
-                    let start = json.len();
-                    write_json(&mut json, value);
-                    if key == "status" {
-                        status = Span::of(start..json.len());
-                    }
-                }
+                })
             }
+            _ => write_json(&mut json, value),
         }
-        json.push(b'}');
         Serialized {
             json: json.into_boxed_slice(),
             status,
@@ -450,6 +445,10 @@ impl Stored {
         let PodBody::Serialized(body) = &pod.body else {
             return false;
         };
+        // The status sits one level below the Pod: as deep as `Stored::new` allows there.
+        if nests_deeper(status, MAX_SERIALIZED_DEPTH - 1) {
+            return false;
+        }
         let mut version_json = Vec::new();
         write_json(&mut version_json, &version.to_string());
         let Some(next) = body.with_status(status_json, &version_json) else {
@@ -523,5 +522,28 @@ mod tests {
         assert_eq!(stored.to_object(), shallow);
         assert!(!nests_deeper(&json!({"a": {"b": [1]}}), 3));
         assert!(nests_deeper(&json!({"a": {"b": [1]}}), 2));
+    }
+
+    #[test]
+    fn a_status_nested_too_deep_is_not_spliced_in() {
+        let pod = Object::new(
+            Kind::Pod,
+            json!({"kind": "Pod", "metadata": {"name": "p", "resourceVersion": "1"}, "status": {}}),
+        );
+        let mut interner = Interner::default();
+        let mut stored = Stored::new(pod, &mut interner);
+        let mut deep = json!("leaf");
+        for _ in 0..MAX_SERIALIZED_DEPTH {
+            deep = json!({ "x": deep });
+        }
+        let status = json!({ "phase": "Running", "deep": deep });
+        let status_json = serde_json::to_vec(&status).unwrap();
+        // Spliced, the Pod would nest past what `Stored::new` serializes, and read back null.
+        assert!(!stored.splice_status(&status, &status_json, 2, &mut interner));
+        let shallow = json!({"phase": "Running"});
+        let shallow_json = serde_json::to_vec(&shallow).unwrap();
+        assert!(stored.splice_status(&shallow, &shallow_json, 2, &mut interner));
+        assert_eq!(stored.object().status(), &shallow);
+        assert_eq!(stored.object().value["metadata"]["resourceVersion"], "2");
     }
 }
