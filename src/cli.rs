@@ -525,14 +525,7 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
             namespace,
             context,
             kubeconfig,
-        } => {
-            let cluster = crate::cluster::ClusterOptions {
-                kubeconfig,
-                context,
-                namespace,
-            };
-            snapshot_command(&cluster, out_dir, rollout)
-        }
+        } => snapshot_command(kubeconfig, context, namespace, out_dir, rollout),
         Command::Plan {
             share,
             within,
@@ -909,7 +902,32 @@ fn load_command(a: &LoadArgs) -> (u8, String, String) {
     (code, out, String::new())
 }
 
+/// `watch` and `snapshot` in a build without the `cluster` feature (the fuzz targets').
+#[cfg(not(feature = "cluster"))]
+fn not_built(command: &str) -> (u8, String, String) {
+    let message =
+        format!("canarysim {command}: built without cluster support (feature `cluster`)\n");
+    (2, String::new(), message)
+}
+
+#[cfg(not(feature = "cluster"))]
+fn watch_command(_: &WatchArgs) -> (u8, String, String) {
+    not_built("watch")
+}
+
+#[cfg(not(feature = "cluster"))]
+fn snapshot_command(
+    _: Option<PathBuf>,
+    _: Option<String>,
+    _: Option<String>,
+    _: PathBuf,
+    _: Option<String>,
+) -> (u8, String, String) {
+    not_built("snapshot")
+}
+
 /// `canarysim watch ROLLOUT --url URL …`: rows on stdout as they are measured.
+#[cfg(feature = "cluster")]
 fn watch_command(a: &WatchArgs) -> (u8, String, String) {
     let bad = |e: String| (2, String::new(), format!("{e}\n"));
     let load_args = LoadArgs {
@@ -991,13 +1009,21 @@ fn watch_command(a: &WatchArgs) -> (u8, String, String) {
 }
 
 /// `canarysim snapshot OUT_DIR`.
+#[cfg(feature = "cluster")]
 fn snapshot_command(
-    cluster: &crate::cluster::ClusterOptions,
+    kubeconfig: Option<PathBuf>,
+    context: Option<String>,
+    namespace: Option<String>,
     out_dir: PathBuf,
     rollout: Option<String>,
 ) -> (u8, String, String) {
     let failed = |e: String| (2, String::new(), format!("canarysim snapshot: {e}\n"));
-    let cluster = match crate::cluster::Cluster::connect(cluster) {
+    let cluster = crate::cluster::ClusterOptions {
+        kubeconfig,
+        context,
+        namespace,
+    };
+    let cluster = match crate::cluster::Cluster::connect(&cluster) {
         Ok(c) => c,
         Err(e) => return failed(e.to_string()),
     };
@@ -1028,6 +1054,7 @@ fn snapshot_command(
 }
 
 /// Runs `watch`, printing text rows as they come (JSON: the report at the end).
+#[cfg(feature = "cluster")]
 fn follow_and_print(
     cluster: &crate::cluster::Cluster,
     options: &crate::cluster::follow::FollowOptions,

@@ -54,6 +54,7 @@ pub mod apiserver {
 }
 
 pub mod cli;
+#[cfg(feature = "cluster")]
 pub mod cluster;
 pub mod live;
 pub mod pod_server;
