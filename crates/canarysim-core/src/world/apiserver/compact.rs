@@ -538,7 +538,7 @@ mod tests {
         }
         let status = json!({ "phase": "Running", "deep": deep });
         let status_json = serde_json::to_vec(&status).unwrap();
-        // Spliced, the Pod would nest past what `Stored::new` serializes, and read back null.
+        // Spliced, the Pod would nest deeper than `Stored::new` lets a stored object nest.
         assert!(!stored.splice_status(&status, &status_json, 2, &mut interner));
         let shallow = json!({"phase": "Running"});
         let shallow_json = serde_json::to_vec(&shallow).unwrap();
