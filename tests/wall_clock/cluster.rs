@@ -47,7 +47,61 @@ spec:
 /// table reaching the router a second after the VirtualService changes (a push delay of a
 /// minute), so that a load sent before the push would see the old weight.
 fn serve_paused_walkthrough(dir: &Path, vs: Option<&str>) -> Served {
-    serve_walkthrough_with(dir, vs, "pause: {}", "1m")
+    serve_walkthrough_with(dir, vs, "pause: {}", "1m", Update::ByScenario)
+}
+
+/// The update that [`serve_walkthrough_with`] wrote, applied to the served rollout as
+/// `kubectl apply` would (its spec merged), once the rollout is healthy.
+fn apply_update(dir: &Path) {
+    let served = cluster(dir.join("kubeconfig"));
+    let healthy = (0..3000).any(|_| {
+        let rollout = served.get(&rollout_key()).unwrap().expect("the rollout");
+        let phase = rollout.status()["phase"].as_str();
+        phase == Some("Healthy") || {
+            std::thread::sleep(Duration::from_millis(100));
+            false
+        }
+    });
+    assert!(healthy, "the rollout is healthy within 300 s");
+    let update: serde_json::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(dir.join("update.yaml")).unwrap()).unwrap();
+    merge_patch_rollout(&dir.join("kubeconfig"), json!({"spec": update["spec"]}));
+}
+
+/// A merge patch on the served rollout, sent by kube-rs as any client would.
+fn merge_patch_rollout(kubeconfig: &Path, patch: serde_json::Value) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let config = kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::read_from(kubeconfig).unwrap(),
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap();
+        let client = kube::Client::try_from(config).unwrap();
+        let gvk = kube::api::GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Rollout");
+        let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "rollouts");
+        let rollouts: kube::Api<kube::api::DynamicObject> =
+            kube::Api::namespaced_with(client, "my-demo", &resource);
+        rollouts
+            .patch(
+                "rollouts-demo",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(patch),
+            )
+            .await
+            .unwrap();
+    });
+}
+
+/// Who starts the update (update.yaml): the scenario, once the rollout is healthy, or the
+/// test ([`apply_update`]), once the watch is waiting for it.
+enum Update {
+    ByScenario,
+    ByTest,
 }
 
 /// [`serve_paused_walkthrough`] with the first pause (at 20 %) written as `first_pause`,
@@ -57,6 +111,7 @@ fn serve_walkthrough_with(
     vs: Option<&str>,
     first_pause: &str,
     push_delay: &str,
+    update_by: Update,
 ) -> Served {
     let manifests = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests");
     let seed = |f: &str| manifests.join(f).display().to_string();
@@ -72,6 +127,10 @@ fn serve_walkthrough_with(
         }
         None => seed("seed-004-virtualsvc.yaml"),
     };
+    let update_steps = match update_by {
+        Update::ByScenario => "  - apply: update.yaml\n  - wait: {until: paused, timeout: 5m}\n",
+        Update::ByTest => "",
+    };
     let scenario = format!(
         "name: watch-paused
 seed: 1
@@ -84,9 +143,7 @@ manifests:
 cluster: {{pod_ready_after: 5s, push_delay: {push_delay}}}
 steps:
   - wait: {{until: healthy, rollout: rollouts-demo, timeout: 2m}}
-  - apply: update.yaml
-  - wait: {{until: paused, timeout: 5m}}
-",
+{update_steps}",
         seed("seed-004-rollout.yaml"),
         seed("seed-004-services.yaml"),
         seed("seed-004-gateway.yaml"),
@@ -158,20 +215,38 @@ fn start_watch_in(
     mpsc::Receiver<StepRow>,
     std::thread::JoinHandle<WatchReport>,
 ) {
+    let (rows, _says, watcher) = start_watch_saying(kubeconfig, options, namespace);
+    (rows, watcher)
+}
+
+/// [`start_watch_in`], with what the watch says (its lines on stderr) on a second receiver.
+fn start_watch_saying(
+    kubeconfig: PathBuf,
+    options: FollowOptions,
+    namespace: &'static str,
+) -> (
+    mpsc::Receiver<StepRow>,
+    mpsc::Receiver<String>,
+    std::thread::JoinHandle<WatchReport>,
+) {
     let (send, rows) = mpsc::channel();
+    let (send_said, says) = mpsc::channel();
     let watcher = std::thread::spawn(move || {
         let cluster = cluster(kubeconfig);
         assert_eq!(cluster.namespace(), namespace, "the kubeconfig's namespace");
         let mut row = |r: &StepRow| {
             let _ = send.send(r.clone());
         };
+        let say = |line: &str| {
+            let _ = send_said.send(line.to_string());
+        };
         let hooks = Hooks {
             row: &mut row,
-            say: &|_| {},
+            say: &say,
         };
         follow(&cluster, &options, hooks).expect("watch follows the rollout")
     });
-    (rows, watcher)
+    (rows, says, watcher)
 }
 
 fn next_row(rows: &mpsc::Receiver<StepRow>) -> StepRow {
@@ -450,7 +525,7 @@ fn the_analysis_template_gate_lints_and_its_job_passes_the_right_weight_and_fail
 
     let dir = support::temp_dir();
     // The template's initialDelay waits for the push; here the push is quick.
-    let served = serve_walkthrough_with(dir.path(), None, "pause: {}", "100ms");
+    let served = serve_walkthrough_with(dir.path(), None, "pause: {}", "100ms", Update::ByScenario);
     let cluster = cluster(dir.path().join("kubeconfig"));
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     while cluster
@@ -674,11 +749,24 @@ steps:
 #[test]
 fn a_pause_too_short_to_measure_gets_a_row_not_judged_and_the_watch_goes_on() {
     let dir = support::temp_dir();
-    // The pause at 20 % lasts a second of the scenario's clock: 17 ms of the wall's.
-    let served = serve_walkthrough_with(dir.path(), None, "pause: {duration: 1s}", "1m");
+    // The pause at 20 % lasts a second of the scenario's clock: 17 ms of the wall's. The
+    // update starts once the watch waits for one, so that every step happens under its eyes
+    // however late its thread runs.
+    let served = serve_walkthrough_with(
+        dir.path(),
+        None,
+        "pause: {duration: 1s}",
+        "1m",
+        Update::ByTest,
+    );
     let kubeconfig = dir.path().join("kubeconfig");
     let options = options(&served.router(), "rollouts-demo.local", 2.0, false);
-    let (rows, watcher) = start_watch(kubeconfig.clone(), options);
+    let (rows, says, watcher) = start_watch_saying(kubeconfig.clone(), options, "my-demo");
+    let waiting = says
+        .iter()
+        .find(|line| line.contains("waiting for an update to start"));
+    assert!(waiting.is_some(), "the watch waits for an update");
+    apply_update(dir.path());
     let first = next_row(&rows);
     assert_eq!((first.step, first.set_weight), (Some(1), 20.0), "{first:?}");
     // Seen and left before its load ended, or never seen: either way not judged.
@@ -715,32 +803,10 @@ fn an_update_undone_midway_ends_the_watch_as_rolled_back_not_completed() {
         &std::fs::read_to_string(manifests.join("seed-004-rollout.yaml")).unwrap(),
     )
     .unwrap();
-    let patch = json!({"spec": {"template": stable["spec"]["template"]}});
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let config = kube::Config::from_custom_kubeconfig(
-            kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await
-        .unwrap();
-        let client = kube::Client::try_from(config).unwrap();
-        let gvk = kube::api::GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Rollout");
-        let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, "rollouts");
-        let rollouts: kube::Api<kube::api::DynamicObject> =
-            kube::Api::namespaced_with(client, "my-demo", &resource);
-        rollouts
-            .patch(
-                "rollouts-demo",
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(patch),
-            )
-            .await
-            .unwrap();
-    });
+    merge_patch_rollout(
+        &kubeconfig,
+        json!({"spec": {"template": stable["spec"]["template"]}}),
+    );
     let end = next_row(&rows);
     assert!(end.note.starts_with("rolled back: "), "{end:?}");
     let report = watcher.join().unwrap();

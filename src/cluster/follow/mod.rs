@@ -294,8 +294,12 @@ struct Progress {
     stale: Option<String>,
     waiting_said: bool,
     holding: Option<Holding>,
-    /// The furthest step index read of the followed update.
-    seen: Option<usize>,
+    /// Steps of the followed update with a lower index are reported, or were over before
+    /// the watch began.
+    accounted: usize,
+    /// The watch read the rollout with no update in progress: every step of the next update
+    /// happens while it watches, so a step it misses between two reads gets a row.
+    watched_between_updates: bool,
 }
 
 impl Follower<'_, '_, '_> {
@@ -328,6 +332,7 @@ impl Follower<'_, '_, '_> {
             };
             let s = reading.standing.clone();
             if p.stale.as_deref() == Some(s.current_hash.as_str()) {
+                p.watched_between_updates = true;
                 self.say_waiting(&mut p, &s, "its last update ended aborted or degraded");
                 wakeups.next(self.cluster);
                 continue;
@@ -335,7 +340,11 @@ impl Follower<'_, '_, '_> {
             if s.updating && p.followed.as_deref() != Some(s.current_hash.as_str()) {
                 self.leave_step(&mut p);
                 p.followed = Some(s.current_hash.clone());
-                p.seen = s.step;
+                // Joined midway: the steps before this one were over before the watch began.
+                p.accounted = match (p.watched_between_updates, s.step) {
+                    (false, Some(step)) => step,
+                    _ => 0,
+                };
                 (self.hooks.say)(&format!(
                     "following the update to {} (pod template hash {})",
                     s.version.as_deref().unwrap_or("?"),
@@ -349,6 +358,7 @@ impl Follower<'_, '_, '_> {
                 return Ok(ending);
             }
             if !s.updating {
+                p.watched_between_updates = true;
                 self.say_waiting(&mut p, &s, "no update in progress");
             }
             if self.hold(&mut p, &reading)? == Some(Outcome::Fail) && self.o.abort_on_fail {
@@ -454,8 +464,9 @@ impl Follower<'_, '_, '_> {
     /// Steps that hold a weight, passed between two reads (a pause shorter than a tick, or
     /// than a load): each gets a row, not measured, so that no step passes unreported.
     fn passed_unseen(&mut self, p: &mut Progress, reading: &Reading, now: usize) {
-        let from = p.seen.map_or(now, |seen| seen + 1);
-        p.seen = Some(p.seen.map_or(now, |seen| seen.max(now)));
+        let from = p.accounted;
+        // The step in force now is the held step's to report (`hold`, `leave_step`).
+        p.accounted = p.accounted.max(now + 1);
         let held = p.holding.as_ref().map(|h| h.key.1);
         for &(index, weight) in &reading.standing.held_steps {
             if index < from || index >= now || Some(index) == held {
