@@ -211,7 +211,7 @@ pub enum Command {
     },
     /// Send real HTTP load to a URL (a gateway, an nginx, an Envoy) and judge the split
     /// between the versions that answer. Flags as in oha where they mean the same.
-    Load(Box<LoadArgs>),
+    Load(Box<LoadCommand>),
     /// Follow a real rollout (kubectl's kubeconfig, context and namespace) and verify, at
     /// each step that holds its weight, that the share reaching the canary at the gateway
     /// is the weight its router object (VirtualService, HTTPRoute) sets: one row per step,
@@ -299,6 +299,50 @@ pub struct BackendArgs {
     pub seed: u64,
 }
 
+/// `canarysim load URL …`, or `canarysim load merge FILE…`.
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct LoadCommand {
+    #[command(subcommand)]
+    pub action: Option<LoadAction>,
+    #[command(flatten)]
+    pub load: Option<LoadArgs>,
+}
+
+/// What `canarysim load` does besides sending a load.
+#[derive(Debug, clap::Subcommand)]
+pub enum LoadAction {
+    /// Add up the result files of loads sent apart (`load URL --shard I/N --out FILE`, on
+    /// several machines) and judge them as one load: every count and latency histogram
+    /// added, the connections' evidence kept. First a chi-square test asks whether the
+    /// shards saw the same split; if they did not (workers reaching different gateway
+    /// replicas), it says so and judges each shard on its own. Exits as `load`
+    Merge(MergeArgs),
+}
+
+/// `canarysim load merge`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// Result files written by `load --out` (`-` reads one from stdin).
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Expected share of a version, `VALUE=SHARE` (e.g. `yellow=20%`; repeatable).
+    #[arg(long)]
+    pub expect: Vec<String>,
+    /// Points either side of each expected share.
+    #[arg(long, default_value = "1")]
+    pub within: String,
+    /// Confidence of the verdict and of the shards' agreement, e.g. `99.9%`.
+    #[arg(long, default_value = "99%")]
+    pub confidence: String,
+    /// Judge per request or per connection instead of the unit measured.
+    #[arg(long, value_enum)]
+    pub unit: Option<UnitArg>,
+    /// Output format: `text` for people, `json` for scripts.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
 /// `canarysim load`'s flags.
 #[derive(Debug, clap::Args)]
 pub struct LoadArgs {
@@ -370,6 +414,14 @@ pub struct LoadArgs {
     /// Output format: `text` for people, `json` for scripts.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// `I/N`: send shard I (0 to N−1, as a Job's `JOB_COMPLETION_INDEX`) of a load sent
+    /// from N places: its part of -n and -q. `load merge` adds the shards' --out files up.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+    /// Also write everything the verdict needs to FILE (counts, connections, latency
+    /// histograms), for `load merge`.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -517,7 +569,15 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
             };
             check(&paths, &settings, format)
         }
-        Command::Load(args) => load_command(&args),
+        Command::Load(command) => match (command.action, command.load) {
+            (Some(LoadAction::Merge(merge)), _) => merge_command(&merge),
+            (None, Some(args)) => load_command(&args),
+            (None, None) => (
+                2,
+                String::new(),
+                "canarysim load: a URL is required\n".into(),
+            ),
+        },
         Command::Watch(args) => watch_command(&args),
         Command::Snapshot {
             out_dir,
@@ -831,25 +891,7 @@ pub struct PlannedLoad {
 /// Reads and checks `canarysim load`'s flags (Err: the message for exit code 2).
 pub fn plan_load(a: &LoadArgs) -> Result<PlannedLoad, String> {
     let mut load = http_load(a)?;
-    let expectations = if a.expect.is_empty() {
-        None
-    } else {
-        let shares = a
-            .expect
-            .iter()
-            .map(|e| crate::real_load::parse_expect(e))
-            .collect::<Result<Vec<_>, _>>()?;
-        let within: f64 = match a.within.trim().trim_end_matches('%').parse() {
-            Ok(w) if (0.0..=100.0).contains(&w) => w,
-            _ => return Err(format!("--within {:?}: expected points, e.g. 1", a.within)),
-        };
-        let confidence = fraction("--confidence", &a.confidence)?;
-        Some(crate::real_load::Expectations {
-            shares,
-            within,
-            confidence,
-        })
-    };
+    let expectations = expectations(&a.expect, &a.within, &a.confidence)?;
     if a.until_decided {
         let Some(e) = &expectations else {
             return Err("--until-decided needs an --expect to test".into());
@@ -867,6 +909,112 @@ pub fn plan_load(a: &LoadArgs) -> Result<PlannedLoad, String> {
     Ok(PlannedLoad { load, expectations })
 }
 
+fn forced_unit(unit: Option<UnitArg>) -> Option<crate::verify::SplitUnit> {
+    unit.map(|u| match u {
+        UnitArg::Request => crate::verify::SplitUnit::Request,
+        UnitArg::Connection => crate::verify::SplitUnit::Connection,
+    })
+}
+
+/// `--expect` (none: no verdict), `--within` and `--confidence`.
+fn expectations(
+    expect: &[String],
+    within: &str,
+    confidence: &str,
+) -> Result<Option<crate::real_load::Expectations>, String> {
+    if expect.is_empty() {
+        return Ok(None);
+    }
+    let shares = expect
+        .iter()
+        .map(|e| crate::real_load::parse_expect(e))
+        .collect::<Result<Vec<_>, _>>()?;
+    let within = match within.trim().trim_end_matches('%').parse::<f64>() {
+        Ok(w) if (0.0..=100.0).contains(&w) => w,
+        _ => return Err(format!("--within {within:?}: expected points, e.g. 1")),
+    };
+    Ok(Some(crate::real_load::Expectations {
+        shares,
+        within,
+        confidence: fraction("--confidence", confidence)?,
+    }))
+}
+
+/// `canarysim load merge FILE…`.
+fn merge_command(a: &MergeArgs) -> (u8, String, String) {
+    let bad = |e: String| (2, String::new(), format!("canarysim load merge: {e}\n"));
+    let confidence = match fraction("--confidence", &a.confidence) {
+        Ok(c) => c,
+        Err(e) => return bad(e),
+    };
+    let expectations = match expectations(&a.expect, &a.within, &a.confidence) {
+        Ok(e) => e,
+        Err(e) => return bad(e),
+    };
+    let mut files = Vec::new();
+    for path in &a.files {
+        let (name, text) = if path.as_os_str() == "-" {
+            let mut text = String::new();
+            if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
+                return bad(format!("stdin: {e}"));
+            }
+            ("<stdin>".to_string(), text)
+        } else {
+            match std::fs::read_to_string(path) {
+                Ok(text) => (path.display().to_string(), text),
+                Err(e) => return bad(format!("{}: {e}", path.display())),
+            }
+        };
+        match crate::load::result_file::ResultFile::parse(&name, &text) {
+            Ok(file) => files.push((name, file)),
+            Err(e) => return bad(e),
+        }
+    }
+    let merged = crate::real_load::merge::merge(
+        &files,
+        expectations.as_ref(),
+        confidence,
+        forced_unit(a.unit),
+    );
+    let report = match merged {
+        Ok(r) => r,
+        Err(e) => return bad(e),
+    };
+    let out = match a.format {
+        Format::Text => report::text::load_merge(&report),
+        Format::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
+    };
+    (
+        crate::real_load::merge::exit_code(&report),
+        out,
+        String::new(),
+    )
+}
+
+/// This shard's part of -n and -q (all of them without --shard).
+fn shard_share(a: &LoadArgs) -> Result<(Option<u64>, Option<f64>), String> {
+    let Some(shard) = &a.shard else {
+        return Ok((a.requests, a.rate));
+    };
+    let shard = crate::load::result_file::Shard::parse(shard)?;
+    if a.until_decided {
+        return Err("--until-decided stops one load when its own test decides; shards are judged together by `load merge`, so it cannot go with --shard".into());
+    }
+    let requests = match a.requests {
+        Some(n) => match shard.part_of(n) {
+            0 => {
+                return Err(format!(
+                    "-n {n}: fewer requests than the {} shards",
+                    shard.count
+                ));
+            }
+            part => Some(part),
+        },
+        None => None,
+    };
+    Ok((requests, a.rate.map(|q| q / f64::from(shard.count))))
+}
+
 /// `canarysim load URL …`.
 fn load_command(a: &LoadArgs) -> (u8, String, String) {
     let bad = |e: String| (2, String::new(), format!("{e}\n"));
@@ -876,20 +1024,35 @@ fn load_command(a: &LoadArgs) -> (u8, String, String) {
     };
     let progress = crate::progress::LoadProgress::new(
         a.quiet || a.format == Format::Json,
-        a.requests,
+        load.extent.requests(),
         load.extent.duration(),
     );
+    let started = std::time::SystemTime::now();
     let outcome = crate::load::http::send(&load, &|s| progress.update(s));
     progress.finish();
     let outcome = match outcome {
         Ok(o) => o,
         Err(e) => return bad(format!("canarysim load: {e}")),
     };
-    let forced = a.unit.map(|u| match u {
-        UnitArg::Request => crate::verify::SplitUnit::Request,
-        UnitArg::Connection => crate::verify::SplitUnit::Connection,
-    });
-    let report = crate::real_load::judge(&a.url, &load, &outcome, expectations.as_ref(), forced);
+    let shape = crate::real_load::LoadShape::of(&load);
+    if let Some(path) = &a.out {
+        let shard = a
+            .shard
+            .as_deref()
+            .map(crate::load::result_file::Shard::parse);
+        let file = crate::load::result_file::ResultFile::new(
+            &a.url,
+            shard.transpose().ok().flatten(),
+            (started, std::time::SystemTime::now()),
+            &shape,
+            &outcome,
+        );
+        if let Err(e) = file.write(path) {
+            return bad(format!("canarysim load: --out {}: {e}", path.display()));
+        }
+    }
+    let forced = forced_unit(a.unit);
+    let report = crate::real_load::judge(&a.url, &shape, &outcome, expectations.as_ref(), forced);
     let out = match a.format {
         Format::Text => report::text::http_load(&report),
         Format::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
@@ -933,6 +1096,8 @@ fn watch_command(a: &WatchArgs) -> (u8, String, String) {
     let load_args = LoadArgs {
         url: a.url.clone(),
         requests: Some(a.requests),
+        shard: None,
+        out: None,
         duration: None,
         connections: a.connections,
         rate: None,
@@ -1153,6 +1318,7 @@ const MAX_RATE: f64 = 1_000_000_000.0;
 fn http_load(a: &LoadArgs) -> Result<crate::load::http::HttpLoad, String> {
     use crate::load::http::{ConnectTo, HttpLoad};
     let (target, path) = crate::load::http::parse_url(&a.url)?;
+    let (requests, rate) = shard_share(a)?;
     let duration = a
         .duration
         .as_deref()
@@ -1160,8 +1326,8 @@ fn http_load(a: &LoadArgs) -> Result<crate::load::http::HttpLoad, String> {
             humantime::parse_duration(d).map_err(|e| format!("-z/--duration {d:?}: {e} (e.g. 10s)"))
         })
         .transpose()?;
-    let extent = crate::load::http::Extent::new(a.requests, duration)?;
-    if a.requests == Some(0) || duration.is_some_and(|d| d.is_zero()) {
+    let extent = crate::load::http::Extent::new(requests, duration)?;
+    if requests == Some(0) || duration.is_some_and(|d| d.is_zero()) {
         return Err("-n and -z must be above 0".into());
     }
     if let Some(d) = duration.filter(|d| *d > MAX_REAL_LOAD) {
@@ -1176,14 +1342,14 @@ fn http_load(a: &LoadArgs) -> Result<crate::load::http::HttpLoad, String> {
             a.connections
         ));
     }
-    if let Some(q) = a.rate {
+    if let Some(q) = rate {
         if !(q.is_finite() && (MIN_RATE..=MAX_RATE).contains(&q)) {
             return Err(format!(
                 "-q/--rate {q:?}: expected requests per second from {MIN_RATE} to {MAX_RATE:.0}"
             ));
         }
         // An open loop's schedule must end within the longest load.
-        if let (Some(n), None) = (a.requests, duration) {
+        if let (Some(n), None) = (requests, duration) {
             let takes = n as f64 / q;
             if takes > MAX_REAL_LOAD.as_secs_f64() {
                 return Err(format!(

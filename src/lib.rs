@@ -21,8 +21,12 @@
 //!   bodies as streams; what it sends ([`load::Traffic`]), classification and accounting are
 //!   the core's.
 //! * [`apiserver::http`] — the API server on a socket (`canarysim serve --api`), for kubectl.
+//! * [`load::result_file`] — a load's result file (`load --out`, `--shard I/N`), with
+//!   [`load::shape`], how the load was sent.
 //! * [`real_load`] — `canarysim load`'s verdict on a real gateway: the unit of randomisation
-//!   measured from the connections, the split judged by `verify`.
+//!   measured from the connections, the split judged by `verify`; [`real_load::merge`] —
+//!   `load merge`: shards judged as the one load of their union, after a test of whether
+//!   they saw one split.
 //! * [`cluster`] — a real cluster through kube-rs: `canarysim watch` follows a rollout and
 //!   verifies each step at its gateway; `canarysim snapshot` copies it into a scenario.
 //! * [`pod_server`] — a real pod on loopback (`canarysim backend`).
@@ -45,6 +49,8 @@ pub mod load {
     pub use canarysim_core::load::*;
     mod body;
     pub mod http;
+    pub mod result_file;
+    pub mod shape;
 }
 
 /// The core's object store, and its HTTP face for kubectl.

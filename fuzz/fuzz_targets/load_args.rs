@@ -88,7 +88,10 @@ fuzz_target!(|input: Args| {
     let Ok(cli) = Cli::try_parse_from(argv) else {
         return;
     };
-    let Command::Load(args) = cli.command else {
+    let Command::Load(command) = cli.command else {
+        return;
+    };
+    let Some(args) = command.load else {
         return;
     };
     let Ok(planned) = plan_load(&args) else {

@@ -61,7 +61,10 @@ fuzz_target!(|input: Input| {
     let Ok(cli) = Cli::try_parse_from(argv) else {
         return;
     };
-    let Command::Load(args) = cli.command else {
+    let Command::Load(command) = cli.command else {
+        return;
+    };
+    let Some(args) = command.load else {
         return;
     };
     let Ok(planned) = plan_load(&args) else {
@@ -144,7 +147,7 @@ fuzz_target!(|input: Input| {
     });
     let report = canarysim::real_load::judge(
         &args.url,
-        &planned.load,
+        &canarysim::real_load::LoadShape::of(&planned.load),
         &outcome,
         planned.expectations.as_ref(),
         forced,

@@ -79,10 +79,22 @@ fn the_man_pages_in_man_are_the_ones_the_command_line_generates() {
     // The page names the package version, not the commit: it is committed with the code.
     let cli = Cli::command().version(env!("CARGO_PKG_VERSION"));
     let mut pages = vec![("canarysim.1".to_string(), render(cli.clone()))];
-    for sub in cli.get_subcommands() {
-        let name = format!("canarysim-{}", sub.get_name());
+    // A page per command, and per command's command (`canarysim-load-merge.1`).
+    let mut commands: Vec<(String, clap::Command)> = cli
+        .get_subcommands()
+        .map(|sub| (format!("canarysim-{}", sub.get_name()), sub.clone()))
+        .collect();
+    let nested: Vec<(String, clap::Command)> = commands
+        .iter()
+        .flat_map(|(name, sub)| {
+            sub.get_subcommands()
+                .map(move |s| (format!("{name}-{}", s.get_name()), s.clone()))
+        })
+        .collect();
+    commands.extend(nested);
+    for (name, sub) in commands {
         // clap names are 'static; a test's few leaked names are no matter.
-        let page = render(sub.clone().name(&*Box::leak(name.clone().into_boxed_str())));
+        let page = render(sub.name(&*Box::leak(name.clone().into_boxed_str())));
         pages.push((format!("{name}.1"), page));
     }
     if std::env::var_os("CANARYSIM_WRITE_MAN").is_some() {

@@ -15,18 +15,18 @@ use canarysim::cli::{Cli, execute};
 use canarysim::pod_server::{self, PodSpec, RunningPod};
 use clap::Parser;
 
-fn load(args: &[&str]) -> (u8, String, String) {
+pub(crate) fn load(args: &[&str]) -> (u8, String, String) {
     let mut argv = vec!["canarysim", "load", "--quiet"];
     argv.extend_from_slice(args);
     execute(Cli::parse_from(argv))
 }
 
-fn json(out: &str) -> serde_json::Value {
+pub(crate) fn json(out: &str) -> serde_json::Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
 /// A runtime for the test's servers (the load runs its own).
-fn servers() -> tokio::runtime::Runtime {
+pub(crate) fn servers() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -34,14 +34,14 @@ fn servers() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-fn pod(rt: &tokio::runtime::Runtime, spec: PodSpec) -> RunningPod {
+pub(crate) fn pod(rt: &tokio::runtime::Runtime, spec: PodSpec) -> RunningPod {
     rt.block_on(pod_server::start(spec, "127.0.0.1:0".parse().unwrap()))
         .unwrap()
 }
 
 /// An L4 balancer on loopback: each accepted connection is spliced whole to one backend,
 /// chosen by connection number (`pick(i)`), as HAProxy in TCP mode or kube-proxy choose.
-fn l4_balancer(
+pub(crate) fn l4_balancer(
     rt: &tokio::runtime::Runtime,
     backends: Vec<SocketAddr>,
     pick: impl Fn(u64) -> usize + Send + 'static,
@@ -297,6 +297,19 @@ fn bad_arguments_are_exit_2_with_what_was_expected() {
     }
 }
 
+/// Pods blue and yellow behind an [`l4_balancer`] that sends every fifth connection to
+/// yellow: 20 % of connections. The pods stop when dropped.
+pub(crate) fn a_fifth_of_connections_to_yellow(
+    rt: &tokio::runtime::Runtime,
+) -> (SocketAddr, [RunningPod; 2]) {
+    let blue = pod(rt, PodSpec::new("blue"));
+    let yellow = pod(rt, PodSpec::new("yellow"));
+    let lb = l4_balancer(rt, vec![blue.address, yellow.address], |i| {
+        usize::from(i % 5 == 4)
+    });
+    (lb, [blue, yellow])
+}
+
 #[test]
 fn a_per_connection_balancer_is_recognised_and_judged_by_connections() {
     let rt = servers();
@@ -362,11 +375,7 @@ fn a_per_connection_balancer_is_recognised_and_judged_by_connections() {
 #[test]
 fn a_new_connection_per_request_shows_the_split_per_request() {
     let rt = servers();
-    let blue = pod(&rt, PodSpec::new("blue"));
-    let yellow = pod(&rt, PodSpec::new("yellow"));
-    let lb = l4_balancer(&rt, vec![blue.address, yellow.address], |i| {
-        usize::from(i % 5 == 4)
-    });
+    let (lb, _pods) = a_fifth_of_connections_to_yellow(&rt);
     let (code, out, err) = load(&[
         &format!("http://{lb}/"),
         "-n",
@@ -409,11 +418,7 @@ fn assert_fits_100_columns(text: &str) {
 #[test]
 fn the_text_report_fits_100_columns_per_connection_and_per_request() {
     let rt = servers();
-    let blue = pod(&rt, PodSpec::new("blue"));
-    let yellow = pod(&rt, PodSpec::new("yellow"));
-    let lb = l4_balancer(&rt, vec![blue.address, yellow.address], |i| {
-        usize::from(i % 5 == 4)
-    });
+    let (lb, _pods) = a_fifth_of_connections_to_yellow(&rt);
     let url = format!("http://{lb}/");
     // Keep-alive through a per-connection balancer: the longest explanations and advice.
     let (code, text, err) = load(&[&url, "-n", "400", "-c", "10", "--expect", "yellow=20%"]);
@@ -564,11 +569,7 @@ fn http2_over_cleartext_multiplexes_on_one_connection_per_worker() {
 #[test]
 fn until_decided_stops_before_the_most_it_may_send() {
     let rt = servers();
-    let blue = pod(&rt, PodSpec::new("blue"));
-    let yellow = pod(&rt, PodSpec::new("yellow"));
-    let lb = l4_balancer(&rt, vec![blue.address, yellow.address], |i| {
-        usize::from(i % 5 == 4)
-    });
+    let (lb, pods) = a_fifth_of_connections_to_yellow(&rt);
     let (code, out, err) = load(&[
         &format!("http://{lb}/"),
         "-n",
@@ -592,7 +593,7 @@ fn until_decided_stops_before_the_most_it_may_send() {
     assert_eq!(code, 0);
     // Too few requests to decide: inconclusive at the cap, exit 3.
     let (code, out, err) = load(&[
-        &format!("http://{}/", blue.address),
+        &format!("http://{}/", pods[0].address),
         "-n",
         "10",
         "--expect",

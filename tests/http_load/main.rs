@@ -7,3 +7,4 @@
 mod support;
 
 mod http_load;
+mod shards;

@@ -168,9 +168,10 @@ fn options(router: &str, host: &str, within: f64, abort_on_fail: bool) -> Follow
         "--host",
         host,
     ]);
-    let canarysim::cli::Command::Load(args) = cli.command else {
+    let canarysim::cli::Command::Load(command) = cli.command else {
         unreachable!()
     };
+    let args = command.load.expect("a load's flags");
     FollowOptions {
         rollout: "rollouts-demo".into(),
         load: canarysim::cli::plan_load(&args).unwrap().load,

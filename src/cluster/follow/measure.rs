@@ -176,7 +176,7 @@ impl Follower<'_, '_, '_> {
         };
         Ok(crate::real_load::judge(
             &self.o.url,
-            &load,
+            &crate::real_load::LoadShape::of(&load),
             &outcome,
             Some(&expect),
             None,

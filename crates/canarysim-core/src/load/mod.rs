@@ -19,6 +19,7 @@ mod backend;
 pub mod classify;
 mod simulate;
 pub mod tally;
+pub mod tally_record;
 
 pub use backend::{BackendModel, Backends};
 pub use simulate::{LoadRun, Path as DataPath, Progress, Streams, caller_labels, data_path};

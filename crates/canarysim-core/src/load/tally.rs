@@ -27,7 +27,10 @@ pub enum Ending {
 }
 
 /// Requests per way of ending; their sum is the number sent.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
 pub struct Classes {
     #[serde(rename = "2xx")]
     pub s2xx: u64,
@@ -90,7 +93,7 @@ impl Classes {
             + self.deadline
     }
 
-    fn merge(&mut self, o: &Classes) {
+    pub(crate) fn merge(&mut self, o: &Classes) {
         self.s2xx += o.s2xx;
         self.s3xx += o.s3xx;
         self.s4xx += o.s4xx;
@@ -136,7 +139,7 @@ pub struct Tally {
     pub body_bytes: u64,
     /// Connections that carried two or more classified answers, by how many they carried:
     /// (connections, of which answered by one version only).
-    multi: BTreeMap<u64, (u64, u64)>,
+    pub(crate) multi: BTreeMap<u64, (u64, u64)>,
 }
 
 impl Tally {

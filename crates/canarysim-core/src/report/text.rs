@@ -993,6 +993,54 @@ fn push_wrapped(out: &mut String, line: &str, width: usize, hanging: &str) {
     out.push('\n');
 }
 
+/// The report for people: each shard's part, whether they agree, then the merged load as
+/// `load` prints one (and, when the shards differ, each shard's).
+pub fn load_merge(report: &crate::outcome::MergeReport) -> String {
+    let mut out = String::new();
+    let count = report.shards.len();
+    out.push_str(&format!(
+        "{count} result file(s), judged as one load of {} requests\n",
+        report.merged.sent
+    ));
+    for s in &report.shards {
+        let shard = s
+            .shard
+            .as_ref()
+            .map_or("whole load".to_string(), |s| format!("shard {s}"));
+        let total: u64 = s.draws.values().sum();
+        let shares: Vec<String> = s
+            .draws
+            .iter()
+            .map(|(v, n)| format!("{v} {:.2} %", 100.0 * *n as f64 / total.max(1) as f64))
+            .collect();
+        out.push_str(&format!(
+            "  {:<12} {:>9} sent  {}  ({}, {})\n",
+            shard,
+            s.sent,
+            shares.join(", "),
+            s.file,
+            s.address
+        ));
+    }
+    if !report.missing_shards.is_empty() {
+        let missing: Vec<String> = report.missing_shards.iter().map(u32::to_string).collect();
+        out.push_str(&format!(
+            "  missing: shard(s) {} (judged on the shards given)\n",
+            missing.join(", ")
+        ));
+    }
+    out.push_str(&format!(
+        "shards: {}: {}\n\n",
+        report.agreement.finding, report.agreement.explanation
+    ));
+    out.push_str(&http_load(&report.merged));
+    for (s, r) in report.shards.iter().zip(&report.per_shard) {
+        out.push_str(&format!("\n== {} ({})\n", s.file, s.address));
+        out.push_str(&http_load(r));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -2,6 +2,8 @@
 //! text and JSON reports (`report`), the testing API and the TUI render or read it. Nothing
 //! here renders or decides: it holds figures (shares, intervals), never a verdict of its own.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::load::ArmStats;
@@ -335,6 +337,52 @@ pub struct Finding {
     pub location: String,
     pub severity: crate::lint::Severity,
     pub message: String,
+}
+
+/// `canarysim load merge`: the result files of one load sent in shards, judged as one.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MergeReport {
+    pub shards: Vec<ShardSummary>,
+    /// Shards the files' `--shard I/N` names that no file brought.
+    pub missing_shards: Vec<u32>,
+    pub agreement: Agreement,
+    /// The union of the shards, judged as one load.
+    pub merged: HttpLoadReport,
+    /// When the shards disagree: each judged on its own, in the order given.
+    pub per_shard: Vec<HttpLoadReport>,
+}
+
+/// One file's part.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ShardSummary {
+    pub file: String,
+    /// `I/N`, or none for a whole load.
+    pub shard: Option<String>,
+    pub address: String,
+    pub sent: u64,
+    /// Draws per version, in the merged verdict's unit.
+    pub draws: BTreeMap<String, u64>,
+}
+
+/// Whether the shards saw one split: Pearson's chi-square test of homogeneity on the
+/// shards' draws per version, at the verdict's confidence.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Agreement {
+    /// `same split`, `different splits`, `too few to tell` or `one shard`.
+    pub finding: String,
+    pub unit: SplitUnit,
+    pub statistic: f64,
+    pub dof: u64,
+    pub p_value: f64,
+    /// The smallest expected count; below 5 the test's p-value is rough.
+    pub min_expected: f64,
+    pub explanation: String,
+}
+
+impl Agreement {
+    pub fn shards_differ(&self) -> bool {
+        self.finding == "different splits"
+    }
 }
 
 /// What `canarysim load` observed against a real endpoint, and its verdict.

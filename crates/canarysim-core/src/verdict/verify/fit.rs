@@ -101,16 +101,28 @@ pub fn chi_square_gof(observed: &[u64], expected_shares: &[f64]) -> GofResult {
 /// skipped. Either sample empty → `p = 1` (no evidence either way). Used to tell whether two
 /// routers split alike (the live router against Envoy).
 pub fn chi_square_homogeneity(a: &[u64], b: &[u64]) -> GofResult {
-    let k = a.len().max(b.len());
+    chi_square_homogeneity_of(&[a, b])
+}
+
+/// [`chi_square_homogeneity`] for any number of samples (an r × k table, one row per
+/// sample): `(r − 1)(k − 1)` degrees of freedom over the rows and categories that are not
+/// empty. Fewer than two non-empty samples → `p = 1`. Used to tell whether the shards of a
+/// distributed load saw the same split (`canarysim load merge`).
+pub fn chi_square_homogeneity_of(samples: &[&[u64]]) -> GofResult {
+    let k = samples.iter().map(|s| s.len()).max().unwrap_or(0);
     let get = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0) as f64;
-    let (na, nb): (f64, f64) = (
-        (0..k).map(|i| get(a, i)).sum(),
-        (0..k).map(|i| get(b, i)).sum(),
-    );
-    let n = na + nb;
-    let used: Vec<usize> = (0..k).filter(|&i| get(a, i) + get(b, i) > 0.0).collect();
-    let dof = used.len().saturating_sub(1) as u64;
-    if na == 0.0 || nb == 0.0 || dof == 0 {
+    let rows: Vec<(&[u64], f64)> = samples
+        .iter()
+        .map(|s| (*s, (0..k).map(|i| get(s, i)).sum::<f64>()))
+        .filter(|(_, total)| *total > 0.0)
+        .collect();
+    let columns: Vec<(usize, f64)> = (0..k)
+        .map(|i| (i, rows.iter().map(|(s, _)| get(s, i)).sum::<f64>()))
+        .filter(|(_, total)| *total > 0.0)
+        .collect();
+    let n: f64 = rows.iter().map(|(_, total)| total).sum();
+    let dof = (rows.len().saturating_sub(1) * columns.len().saturating_sub(1)) as u64;
+    if dof == 0 {
         return GofResult {
             statistic: 0.0,
             dof,
@@ -120,10 +132,10 @@ pub fn chi_square_homogeneity(a: &[u64], b: &[u64]) -> GofResult {
     }
     let mut statistic = 0.0;
     let mut min_expected = f64::INFINITY;
-    for &i in &used {
-        let column = get(a, i) + get(b, i);
-        for (observed, row) in [(get(a, i), na), (get(b, i), nb)] {
+    for &(i, column) in &columns {
+        for &(s, row) in &rows {
             let expected = row * column / n;
+            let observed = get(s, i);
             min_expected = min_expected.min(expected);
             statistic += (observed - expected) * (observed - expected) / expected;
         }

@@ -21,7 +21,7 @@
 //! * `interval.rs` — proportion intervals: [`wilson`], [`clopper_pearson`],
 //!   [`proportion_interval`]; and error rates: [`error_rate`];
 //! * `fit.rs` — goodness of fit: [`chi_square_gof`], [`binomial_gof`],
-//!   [`chi_square_homogeneity`];
+//!   [`chi_square_homogeneity`], [`chi_square_homogeneity_of`];
 //! * `split.rs` — the verdict: [`split_verdict`] with [`SplitUnit`], and its three
 //!   [`Outcome`]s;
 //! * `sequential.rs` and `band.rs` — sequential testing: [`Sprt`], [`TwoSidedSprt`], and
@@ -1002,5 +1002,23 @@ mod tests {
             r.statistic,
             z * z
         );
+    }
+
+    #[test]
+    fn homogeneity_of_three_shards_flags_the_one_that_saw_another_split() {
+        let fair: [&[u64]; 3] = [&[16_030, 3_970], &[15_950, 4_050], &[16_010, 3_990]];
+        let r = chi_square_homogeneity_of(&fair);
+        assert_eq!(r.dof, 2);
+        assert!(r.p_value > 0.05, "{r:?}");
+        // One shard reached a gateway replica at 22 %.
+        let biased: [&[u64]; 3] = [&[16_030, 3_970], &[15_950, 4_050], &[15_600, 4_400]];
+        assert!(chi_square_homogeneity_of(&biased).p_value < 1e-6);
+        // (r − 1)(k − 1), empty rows and columns left out; one sample says nothing.
+        let sparse: [&[u64]; 4] = [&[10, 0, 5], &[0, 0, 0], &[12, 0, 4], &[9, 0, 6]];
+        assert_eq!(chi_square_homogeneity_of(&sparse).dof, 2);
+        assert_eq!(chi_square_homogeneity_of(&[&[5, 5]]).p_value, 1.0);
+        // Two samples: the same as the two-sample test.
+        let two = chi_square_homogeneity_of(&[&[300, 700], &[360, 640]]);
+        assert_eq!(two, chi_square_homogeneity(&[300, 700], &[360, 640]));
     }
 }

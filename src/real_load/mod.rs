@@ -2,10 +2,13 @@
 //! judged by `verify` as a scenario's `expect_split` is judged, as report data (`outcome`).
 //! The unit of randomisation is measured from the connections, not assumed.
 
-use crate::load::http::{HttpLoad, HttpOutcome};
+use crate::load::http::HttpOutcome;
+pub use crate::load::shape::LoadShape;
 use crate::load::tally::UnitFinding;
 use crate::outcome::{ExpectedShare, HttpLoadReport, HttpVerdict, UnitReport, VersionReport};
 use crate::verify::{self, Outcome, SplitUnit};
+
+pub mod merge;
 
 /// `canarysim load`'s exit code when the data cannot decide (0 pass, 1 fail, 2 bad input);
 /// `watch` exits with it too.
@@ -52,7 +55,7 @@ pub fn parse_expect(s: &str) -> Result<(String, f64), String> {
 /// The report of a finished real load, with the verdict when expectations were given.
 pub fn judge(
     url: &str,
-    load: &HttpLoad,
+    load: &LoadShape,
     outcome: &HttpOutcome,
     expect: Option<&Expectations>,
     forced_unit: Option<SplitUnit>,
@@ -76,10 +79,8 @@ pub fn judge(
             .then(a.version.cmp(&b.version))
     });
     let sequential = load
-        .traffic
-        .stop
-        .as_ref()
-        .map(|_| outcome.sequential(load.extent.requests()));
+        .until_decided
+        .then(|| outcome.sequential(load.requests));
     let verdict = expect.map(|e| {
         // A real gateway's answers carry a version only: a name is the version read.
         let (names, split) = crate::load::judge_split(
@@ -156,10 +157,10 @@ pub fn judge(
         url: url.to_string(),
         address: outcome.address.clone(),
         protocol: outcome.protocol.to_string(),
-        connections: load.traffic.connections,
-        keepalive: load.traffic.keepalive,
-        rate: load.traffic.arrival.rate(),
-        classify: load.classifier.to_string(),
+        connections: load.connections,
+        keepalive: load.keepalive,
+        rate: load.rate,
+        classify: load.classify.clone(),
         elapsed_seconds: secs,
         throughput: if secs > 0.0 {
             t.sent as f64 / secs
@@ -191,15 +192,15 @@ pub fn judge(
 /// What would decide an inconclusive verdict: more draws of the unit in force (about how
 /// many, if the shares held), and for keep-alive connections judged one draw each, more
 /// connections or none kept alive.
-fn inconclusive_advice(load: &HttpLoad, e: &Expectations, split: &verify::SplitVerdict) -> String {
+fn inconclusive_advice(load: &LoadShape, e: &Expectations, split: &verify::SplitVerdict) -> String {
     let mut advice = Vec::new();
     if let (SplitUnit::Request, Some(total)) = (split.unit, split.units_to_decide) {
         advice.push(format!("-n {total}"));
     }
-    if split.unit == SplitUnit::Connection && load.traffic.keepalive {
+    if split.unit == SplitUnit::Connection && load.keepalive {
         advice.push(format!(
             "--disable-keepalive makes every request a connection, so a draw, of its own (or raise -c from {})",
-            load.traffic.connections
+            load.connections
         ));
     }
     if let Some((_, share)) = e.shares.first() {
