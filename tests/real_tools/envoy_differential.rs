@@ -199,7 +199,13 @@ fn agree(case: &str, shape: &Shape, ours: &BTreeMap<String, u64>, theirs: &BTree
     }
 }
 
-/// The two samples look like one distribution (a chi-square test of homogeneity at 99.9 %).
+/// Below this p-value two samples are taken for two splits (a chi-square test of
+/// homogeneity at 99.99 %: a run makes about thirty comparisons, and canarysim's seeded
+/// sample is the same in every run, so at 99.9 % the TLS and TCP cases, whose seeded draw is
+/// 2.6 σ off, failed about one run in fifty).
+const SPLITS_DIFFER_BELOW: f64 = 1e-4;
+
+/// The two samples look like one distribution ([`SPLITS_DIFFER_BELOW`]).
 /// Alone for gateways that accept every host (a Gateway API listener without a hostname,
 /// under a route without hostnames), where an unknown host is routed like any other.
 fn agree_on_the_split(
@@ -215,7 +221,7 @@ fn agree_on_the_split(
         shape.host, shape.headers, test.p_value
     );
     assert!(
-        test.p_value > 0.001,
+        test.p_value > SPLITS_DIFFER_BELOW,
         "{case}: the routers split differently (p = {}): canarysim {ours:?}, envoy {theirs:?}",
         test.p_value
     );
@@ -376,7 +382,7 @@ fn disagreements_with_the_first_split_moved_by_3_points(scenario: &str) -> usize
             let (a, b) = aligned(ours, theirs);
             let p = canarysim::verify::chi_square_homogeneity(&a, &b).p_value;
             println!("{case}: canarysim {ours:?} | envoy (shifted) {theirs:?} | p = {p:.2e}");
-            caught += usize::from(p <= 0.001);
+            caught += usize::from(p <= SPLITS_DIFFER_BELOW);
         },
     );
     caught

@@ -110,7 +110,42 @@ fn start(name: &str, dir: PathBuf, port: u16, program: &str, args: &[String]) ->
     gw
 }
 
+/// nginx with weighted round robin over the two pods (upstream keep-alive).
 fn nginx(blue: SocketAddr, yellow: SocketAddr, weights: (u32, u32)) -> Gateway {
+    nginx_serving(&format!(
+        r#"  upstream app {{
+    server {blue} weight={wb};
+    server {yellow} weight={wy};
+    keepalive 64;
+  }}
+"#,
+        wb = weights.0,
+        wy = weights.1,
+    ))
+}
+
+/// nginx choosing each request's pod with `split_clients` on the request's random id: a
+/// random split, `canary` (e.g. `20%`) to yellow.
+fn nginx_split_clients(blue: SocketAddr, yellow: SocketAddr, canary: &str) -> Gateway {
+    nginx_serving(&format!(
+        r#"  upstream blue {{
+    server {blue};
+    keepalive 32;
+  }}
+  upstream yellow {{
+    server {yellow};
+    keepalive 32;
+  }}
+  split_clients "${{request_id}}" $app {{
+    {canary} yellow;
+    * blue;
+  }}
+"#
+    ))
+}
+
+/// nginx proxying every request to `$app` or the upstream `app` that `upstreams` defines.
+fn nginx_serving(upstreams: &str) -> Gateway {
     let dir = temp_dir("nginx");
     let port = free_port();
     let conf = format!(
@@ -127,16 +162,11 @@ http {{
   fastcgi_temp_path {dir}/fastcgi;
   uwsgi_temp_path {dir}/uwsgi;
   scgi_temp_path {dir}/scgi;
-  upstream app {{
-    server {blue} weight={wb};
-    server {yellow} weight={wy};
-    keepalive 64;
-  }}
-  server {{
+{upstreams}  server {{
     listen 127.0.0.1:{port};
     keepalive_requests 100000;
     location / {{
-      proxy_pass http://app;
+      proxy_pass http://{target};
       proxy_http_version 1.1;
       proxy_set_header Connection "";
     }}
@@ -144,8 +174,11 @@ http {{
 }}
 "#,
         dir = dir.display(),
-        wb = weights.0,
-        wy = weights.1,
+        target = if upstreams.contains("$app") {
+            "$app"
+        } else {
+            "app"
+        },
     );
     std::fs::write(dir.join("nginx.conf"), conf).unwrap();
     let args = vec![
@@ -410,4 +443,108 @@ fn a_backend_killed_behind_nginx_shows_as_that_versions_failures() {
     );
     // nginx moves on to blue (proxy_next_upstream) or answers 502 for what it cannot.
     assert!(r["classes"]["2xx"].as_u64().unwrap() > 0, "{out}");
+}
+
+/// Sends shard `i` of 3 of a 60,000-request load (20,000 each) to `port` through the URL
+/// `http://gateway.local/` (`--connect-to`, so that every shard has the same URL), with
+/// `extra` flags; the result file's path.
+fn shard(dir: &std::path::Path, i: u32, port: u16, extra: &[&str]) -> String {
+    let out = dir.join(format!("shard-{i}.json")).display().to_string();
+    let (shard, connect_to) = (
+        format!("{i}/3"),
+        format!("gateway.local:80:127.0.0.1:{port}"),
+    );
+    let mut argv = vec![
+        "canarysim",
+        "load",
+        "http://gateway.local/",
+        "--quiet",
+        "-n",
+        "60000",
+        "--shard",
+        &shard,
+        "--out",
+        &out,
+        "--connect-to",
+        &connect_to,
+    ];
+    argv.extend_from_slice(extra);
+    let (code, stdout, err) = execute(Cli::parse_from(argv));
+    assert!(code != 2, "{stdout}{err}");
+    out
+}
+
+/// `canarysim load merge FILES --expect yellow=20% --format json`.
+fn merge(files: &[String]) -> (u8, serde_json::Value, String) {
+    let mut argv = vec!["canarysim", "load", "merge", "--format", "json"];
+    argv.extend(files.iter().map(String::as_str));
+    argv.extend_from_slice(&["--expect", "yellow=20%"]);
+    let (code, out, err) = execute(Cli::parse_from(argv));
+    let report = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    (code, report, format!("{out}{err}"))
+}
+
+#[test]
+#[ignore = "needs nginx (the real-gateway suite: .ci/run)"]
+fn three_shards_through_nginx_split_clients_merge_to_one_verdict() {
+    let p = pods();
+    let dir = support::temp_dir();
+    let fair = nginx_split_clients(p.blue.address, p.yellow.address, "20%");
+    let files: Vec<String> = (0..3)
+        .map(|i| shard(dir.path(), i, fair.port, &["-c", "8"]))
+        .collect();
+    let (code, r, text) = merge(&files);
+    print_row("3 shards, nginx split_clients 20 %", &r["merged"]);
+    assert_eq!(r["merged"]["sent"], 60_000, "{text}");
+    assert_eq!(r["merged"]["unit"], "request", "{text}");
+    assert_eq!(r["agreement"]["finding"], "same split", "{text}");
+    assert_eq!(code, 0, "{text}");
+    // The same through a 22 % split: a fail.
+    let biased = nginx_split_clients(p.blue.address, p.yellow.address, "22%");
+    let dir = support::temp_dir();
+    let files: Vec<String> = (0..3)
+        .map(|i| shard(dir.path(), i, biased.port, &["-c", "8"]))
+        .collect();
+    let (code, r, text) = merge(&files);
+    print_row("3 shards, nginx split_clients 22 %", &r["merged"]);
+    assert_eq!(code, 1, "{text}");
+    // Two shards through the fair nginx and one through the biased one: flagged, and
+    // judged apart.
+    let dir = support::temp_dir();
+    let files: Vec<String> = (0..3)
+        .map(|i| {
+            let port = if i == 2 { biased.port } else { fair.port };
+            shard(dir.path(), i, port, &["-c", "8"])
+        })
+        .collect();
+    let (code, r, text) = merge(&files);
+    assert_eq!(r["agreement"]["finding"], "different splits", "{text}");
+    let outcomes: Vec<&str> = r["per_shard"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["verdict"]["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes[2], "fail", "{text}");
+    assert_eq!(code, 1, "{text}");
+}
+
+#[test]
+#[ignore = "needs haproxy (the real-gateway suite: .ci/run)"]
+fn shards_through_haproxy_tcp_mode_are_judged_on_every_shards_connections() {
+    let p = pods();
+    let gw = haproxy(p.blue.address, p.yellow.address, "tcp", "roundrobin");
+    let dir = support::temp_dir();
+    let files: Vec<String> = (0..3)
+        .map(|i| shard(dir.path(), i, gw.port, &["-c", "20"]))
+        .collect();
+    let (code, r, text) = merge(&files);
+    print_row("3 shards, haproxy mode tcp", &r["merged"]);
+    assert_eq!(r["merged"]["unit"], "connection", "{text}");
+    assert_eq!(
+        r["merged"]["effective_n"], 60,
+        "n = every shard's connections: {text}"
+    );
+    // 60 draws cannot show ±1 point: the data cannot tell.
+    assert_eq!(code, 3, "{text}");
 }
