@@ -318,6 +318,12 @@ pub enum LoadAction {
     /// shards saw the same split; if they did not (workers reaching different gateway
     /// replicas), it says so and judges each shard on its own. Exits as `load`
     Merge(MergeArgs),
+    /// Gather a load's shards from workers elsewhere (the pods of an Indexed Job, each
+    /// running `load URL --shard I/N --coordinator http://THIS:8080`): release them together
+    /// once all N are ready, receive their result files over HTTP, and judge them as `load
+    /// merge` does. Exits as `load` (0 pass, 1 fail, 3 cannot tell or not every worker
+    /// delivered in --timeout), so it serves as an Argo AnalysisTemplate `job` metric
+    Coordinate(CoordinateArgs),
 }
 
 /// `canarysim load merge`'s flags.
@@ -326,6 +332,29 @@ pub struct MergeArgs {
     /// Result files written by `load --out` (`-` reads one from stdin).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub verdict: MergeVerdictArgs,
+}
+
+/// `canarysim load coordinate`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct CoordinateArgs {
+    /// How many workers (shards) to wait for.
+    #[arg(long, value_name = "N")]
+    pub expect_workers: u32,
+    /// Where to listen (in a pod, every address: 0.0.0.0:8080).
+    #[arg(long, default_value = "0.0.0.0:8080", value_name = "ADDR:PORT")]
+    pub listen: String,
+    /// How long to wait for every worker's result, e.g. `30m`.
+    #[arg(long, default_value = "1h")]
+    pub timeout: String,
+    #[command(flatten)]
+    pub verdict: MergeVerdictArgs,
+}
+
+/// How `load merge` and `load coordinate` judge the shards.
+#[derive(Debug, clap::Args)]
+pub struct MergeVerdictArgs {
     /// Expected share of a version, `VALUE=SHARE` (e.g. `yellow=20%`; repeatable).
     #[arg(long)]
     pub expect: Vec<String>,
@@ -422,6 +451,10 @@ pub struct LoadArgs {
     /// histograms), for `load merge`.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// With --shard: wait until the coordinator (`load coordinate`) at URL releases every
+    /// worker, then send, and deliver the result to it. Exits 0 once delivered.
+    #[arg(long, value_name = "URL", requires = "shard")]
+    pub coordinator: Option<String>,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -571,6 +604,7 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
         }
         Command::Load(command) => match (command.action, command.load) {
             (Some(LoadAction::Merge(merge)), _) => merge_command(&merge),
+            (Some(LoadAction::Coordinate(c)), _) => coordinate_command(&c),
             (None, Some(args)) => load_command(&args),
             (None, None) => (
                 2,
@@ -942,43 +976,56 @@ fn expectations(
 
 /// `canarysim load merge FILE…`.
 fn merge_command(a: &MergeArgs) -> (u8, String, String) {
-    let bad = |e: String| (2, String::new(), format!("canarysim load merge: {e}\n"));
-    let confidence = match fraction("--confidence", &a.confidence) {
-        Ok(c) => c,
-        Err(e) => return bad(e),
-    };
-    let expectations = match expectations(&a.expect, &a.within, &a.confidence) {
-        Ok(e) => e,
-        Err(e) => return bad(e),
-    };
     let mut files = Vec::new();
     for path in &a.files {
         let (name, text) = if path.as_os_str() == "-" {
             let mut text = String::new();
             if let Err(e) = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text) {
-                return bad(format!("stdin: {e}"));
+                return merge_error(format!("stdin: {e}"));
             }
             ("<stdin>".to_string(), text)
         } else {
             match std::fs::read_to_string(path) {
                 Ok(text) => (path.display().to_string(), text),
-                Err(e) => return bad(format!("{}: {e}", path.display())),
+                Err(e) => return merge_error(format!("{}: {e}", path.display())),
             }
         };
         match crate::load::result_file::ResultFile::parse(&name, &text) {
             Ok(file) => files.push((name, file)),
-            Err(e) => return bad(e),
+            Err(e) => return merge_error(e),
         }
     }
+    judge_shards(&files, &a.verdict)
+}
+
+fn merge_error(e: String) -> (u8, String, String) {
+    (2, String::new(), format!("canarysim load merge: {e}\n"))
+}
+
+/// The shards' result files judged as one load (`load merge`, `load coordinate`).
+fn judge_shards(
+    files: &[(String, crate::load::result_file::ResultFile)],
+    a: &MergeVerdictArgs,
+) -> (u8, String, String) {
+    let verdict = fraction("--confidence", &a.confidence).and_then(|confidence| {
+        Ok((
+            confidence,
+            expectations(&a.expect, &a.within, &a.confidence)?,
+        ))
+    });
+    let (confidence, expectations) = match verdict {
+        Ok(v) => v,
+        Err(e) => return merge_error(e),
+    };
     let merged = crate::real_load::merge::merge(
-        &files,
+        files,
         expectations.as_ref(),
         confidence,
         forced_unit(a.unit),
     );
     let report = match merged {
         Ok(r) => r,
-        Err(e) => return bad(e),
+        Err(e) => return merge_error(e),
     };
     let out = match a.format {
         Format::Text => report::text::load_merge(&report),
@@ -989,6 +1036,55 @@ fn merge_command(a: &MergeArgs) -> (u8, String, String) {
         out,
         String::new(),
     )
+}
+
+/// `canarysim load coordinate --expect-workers N`.
+fn coordinate_command(a: &CoordinateArgs) -> (u8, String, String) {
+    let bad = |e: String| {
+        (
+            2,
+            String::new(),
+            format!("canarysim load coordinate: {e}\n"),
+        )
+    };
+    if a.expect_workers == 0 || a.expect_workers > 10_000 {
+        return bad(format!(
+            "--expect-workers {}: expected 1 to 10000",
+            a.expect_workers
+        ));
+    }
+    let timeout = match humantime::parse_duration(&a.timeout) {
+        Ok(t) if !t.is_zero() && t <= MAX_REAL_LOAD => t,
+        _ => {
+            return bad(format!(
+                "--timeout {:?}: expected a duration above 0 and at most 24h, e.g. 30m",
+                a.timeout
+            ));
+        }
+    };
+    if let Err(e) = fraction("--confidence", &a.verdict.confidence)
+        .and_then(|_| expectations(&a.verdict.expect, &a.verdict.within, &a.verdict.confidence))
+    {
+        return bad(e);
+    }
+    let listener = match std::net::TcpListener::bind(&a.listen) {
+        Ok(l) => l,
+        Err(e) => return bad(format!("--listen {}: {e}", a.listen)),
+    };
+    if let Ok(address) = listener.local_addr() {
+        eprintln!(
+            "canarysim load coordinate: listening on http://{address}, waiting for {} workers",
+            a.expect_workers
+        );
+    }
+    match crate::real_load::coordinator::coordinate(listener, a.expect_workers, timeout) {
+        Ok(files) => judge_shards(&files, &a.verdict),
+        Err(e) => (
+            INCONCLUSIVE_EXIT,
+            String::new(),
+            format!("canarysim load coordinate: {e}: no verdict\n"),
+        ),
+    }
 }
 
 /// This shard's part of -n and -q (all of them without --shard).
@@ -1027,6 +1123,17 @@ fn load_command(a: &LoadArgs) -> (u8, String, String) {
         load.extent.requests(),
         load.extent.duration(),
     );
+    let shard = a
+        .shard
+        .as_deref()
+        .and_then(|s| crate::load::result_file::Shard::parse(s).ok());
+    if let (Some(url), Some(shard)) = (&a.coordinator, shard) {
+        // Released with the other workers, so that the shards load the gateway together.
+        let waited = crate::real_load::coordinator::wait_for_go(url, shard.index, MAX_REAL_LOAD);
+        if let Err(e) = waited {
+            return bad(format!("canarysim load: {e}"));
+        }
+    }
     let started = std::time::SystemTime::now();
     let outcome = crate::load::http::send(&load, &|s| progress.update(s));
     progress.finish();
@@ -1035,21 +1142,15 @@ fn load_command(a: &LoadArgs) -> (u8, String, String) {
         Err(e) => return bad(format!("canarysim load: {e}")),
     };
     let shape = crate::real_load::LoadShape::of(&load);
-    if let Some(path) = &a.out {
-        let shard = a
-            .shard
-            .as_deref()
-            .map(crate::load::result_file::Shard::parse);
-        let file = crate::load::result_file::ResultFile::new(
-            &a.url,
-            shard.transpose().ok().flatten(),
-            (started, std::time::SystemTime::now()),
-            &shape,
-            &outcome,
-        );
-        if let Err(e) = file.write(path) {
-            return bad(format!("canarysim load: --out {}: {e}", path.display()));
-        }
+    let file = crate::load::result_file::ResultFile::new(
+        &a.url,
+        shard,
+        (started, std::time::SystemTime::now()),
+        &shape,
+        &outcome,
+    );
+    if let Err(e) = keep_result(a, &file) {
+        return bad(format!("canarysim load: {e}"));
     }
     let forced = forced_unit(a.unit);
     let report = crate::real_load::judge(&a.url, &shape, &outcome, expectations.as_ref(), forced);
@@ -1058,11 +1159,25 @@ fn load_command(a: &LoadArgs) -> (u8, String, String) {
         Format::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
     };
     let code = match report.verdict.as_ref().map(|v| v.outcome) {
+        // A worker's shard is judged with the others, by the coordinator.
+        _ if a.coordinator.is_some() => 0,
         Some(crate::verify::Outcome::Fail) => 1,
         Some(crate::verify::Outcome::Inconclusive) => INCONCLUSIVE_EXIT,
         _ => 0,
     };
     (code, out, String::new())
+}
+
+/// The load's result where --out and --coordinator say.
+fn keep_result(a: &LoadArgs, file: &crate::load::result_file::ResultFile) -> Result<(), String> {
+    if let Some(path) = &a.out {
+        file.write(path)
+            .map_err(|e| format!("--out {}: {e}", path.display()))?;
+    }
+    match (&a.coordinator, file.shard) {
+        (Some(url), Some(shard)) => crate::real_load::coordinator::deliver(url, shard.index, file),
+        _ => Ok(()),
+    }
 }
 
 /// `watch` and `snapshot` in a build without the `cluster` feature (the fuzz targets').
@@ -1098,6 +1213,7 @@ fn watch_command(a: &WatchArgs) -> (u8, String, String) {
         requests: Some(a.requests),
         shard: None,
         out: None,
+        coordinator: None,
         duration: None,
         connections: a.connections,
         rate: None,

@@ -8,6 +8,7 @@ use crate::load::tally::UnitFinding;
 use crate::outcome::{ExpectedShare, HttpLoadReport, HttpVerdict, UnitReport, VersionReport};
 use crate::verify::{self, Outcome, SplitUnit};
 
+pub mod coordinator;
 pub mod merge;
 
 /// `canarysim load`'s exit code when the data cannot decide (0 pass, 1 fail, 2 bad input);

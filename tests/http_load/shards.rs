@@ -351,3 +351,134 @@ proptest! {
         prop_assert_eq!(abc.sent, (a.len() + b.len() + c.len()) as u64);
     }
 }
+
+#[test]
+fn a_coordinator_releases_three_workers_together_and_judges_them_as_merge_does() {
+    use clap::Parser;
+    let rt = servers();
+    let front = per_request_front(&rt, a_fifth);
+    let url = format!("http://{front}/");
+    let dir = support::temp_dir();
+    let listen = format!("127.0.0.1:{}", support::free_port());
+    let coordinator = {
+        let listen = listen.clone();
+        std::thread::spawn(move || {
+            canarysim::cli::execute(canarysim::cli::Cli::parse_from([
+                "canarysim",
+                "load",
+                "coordinate",
+                "--expect-workers",
+                "3",
+                "--listen",
+                &listen,
+                "--timeout",
+                "120s",
+                "--expect",
+                "yellow=20%",
+                "--format",
+                "json",
+            ]))
+        })
+    };
+    let coordinator_url = format!("http://{listen}");
+    // Each worker waits for the others at the coordinator, then sends; a worker started
+    // before the coordinator listens would not reach it, so they start once it does.
+    while std::net::TcpStream::connect(&listen).is_err() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let worker = |i: u32| {
+        let (url, coordinator_url) = (url.clone(), coordinator_url.clone());
+        let out = dir.path().join(format!("worker-{i}.json"));
+        std::thread::spawn(move || {
+            let (shard, out_path) = (format!("{i}/3"), out.display().to_string());
+            load(&[
+                &url,
+                "-n",
+                "12000",
+                "-c",
+                "4",
+                "--shard",
+                &shard,
+                "--out",
+                &out_path,
+                "--coordinator",
+                &coordinator_url,
+            ])
+        })
+    };
+    let mut workers = vec![worker(0), worker(1)];
+    // The third comes later: the first two must not send before it is ready.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let third_started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    workers.push(worker(2));
+    for worker in workers {
+        let (code, out, err) = worker.join().unwrap();
+        assert_eq!(code, 0, "a worker exits 0 once delivered: {out}{err}");
+    }
+    let (code, out, err) = coordinator.join().unwrap();
+    assert_eq!(code, 0, "{out}{err}");
+    let coordinated = json(&out);
+    assert_eq!(coordinated["merged"]["sent"], 12_000, "{out}");
+    // `load merge` of the same results gives the same verdict and exit code.
+    let files: Vec<String> = (0..3)
+        .map(|i| {
+            dir.path()
+                .join(format!("worker-{i}.json"))
+                .display()
+                .to_string()
+        })
+        .collect();
+    let mut args: Vec<&str> = files.iter().map(String::as_str).collect();
+    args.extend_from_slice(&["--expect", "yellow=20%", "--format", "json"]);
+    for file in &files {
+        let written: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        let started = written["started_unix_ms"].as_u64().unwrap();
+        assert!(
+            started >= third_started,
+            "{file} started before every worker was ready"
+        );
+    }
+    let (merge_code, merge_out, _) = merge(&args);
+    let merged = json(&merge_out);
+    assert_eq!(merge_code, code);
+    assert_eq!(merged["merged"], coordinated["merged"]);
+    assert_eq!(merged["agreement"], coordinated["agreement"]);
+}
+
+#[test]
+fn a_coordinator_without_every_worker_says_who_is_missing_and_gives_no_verdict() {
+    use clap::Parser;
+    let listen = format!("127.0.0.1:{}", support::free_port());
+    let (code, out, err) = canarysim::cli::execute(canarysim::cli::Cli::parse_from([
+        "canarysim",
+        "load",
+        "coordinate",
+        "--expect-workers",
+        "2",
+        "--listen",
+        &listen,
+        "--timeout",
+        "300ms",
+    ]));
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(
+        err.contains("0 of 2 workers delivered within 300ms; missing: 0, 1"),
+        "{err}"
+    );
+    // A worker whose coordinator is gone is an error, not a pass.
+    let (code, _, err) = load(&[
+        "http://127.0.0.1:9/",
+        "-n",
+        "10",
+        "--shard",
+        "0/2",
+        "--coordinator",
+        &format!("http://{listen}"),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("cannot reach the coordinator"), "{err}");
+}

@@ -50,15 +50,6 @@ fn pods() -> Pods {
     }
 }
 
-/// A port free right now (the gateways take a port number in their configuration).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A gateway process, killed (and its directory removed) when dropped.
 struct Gateway {
     child: Child,
@@ -78,7 +69,7 @@ fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
         "canarysim-gw-{name}-{}-{}",
         std::process::id(),
-        free_port()
+        support::free_port()
     ));
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -147,7 +138,7 @@ fn nginx_split_clients(blue: SocketAddr, yellow: SocketAddr, canary: &str) -> Ga
 /// nginx proxying every request to `$app` or the upstream `app` that `upstreams` defines.
 fn nginx_serving(upstreams: &str) -> Gateway {
     let dir = temp_dir("nginx");
-    let port = free_port();
+    let port = support::free_port();
     let conf = format!(
         // One process, no master: killing it leaves no worker behind.
         r#"master_process off;
@@ -192,7 +183,7 @@ http {{
 
 fn haproxy(blue: SocketAddr, yellow: SocketAddr, mode: &str, balance: &str) -> Gateway {
     let dir = temp_dir("haproxy");
-    let port = free_port();
+    let port = support::free_port();
     let conf = format!(
         r#"global
   maxconn 4096

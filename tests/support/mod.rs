@@ -48,6 +48,16 @@ pub fn write_temp(name: &str, text: &str) -> TempFile {
     TempFile { _dir: dir, path }
 }
 
+/// A port free right now on 127.0.0.1, for a program that takes its port on its command
+/// line or in its configuration (a gateway, `load coordinate`).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// A fresh temporary directory, removed when dropped.
 pub fn temp_dir() -> tempfile::TempDir {
     tempfile::Builder::new()
