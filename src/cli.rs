@@ -324,6 +324,39 @@ pub enum LoadAction {
     /// merge` does. Exits as `load` (0 pass, 1 fail, 3 cannot tell or not every worker
     /// delivered in --timeout), so it serves as an Argo AnalysisTemplate `job` metric
     Coordinate(CoordinateArgs),
+    /// Print the manifests that run a load in shards in a cluster: a Service and a Job for
+    /// the coordinator (`load coordinate`), and an Indexed Job whose pod I sends shard I/N
+    /// to it; or, with --analysis-template, the Service and an Argo Rollouts AnalysisTemplate
+    /// whose two `job` metrics are the coordinator and the workers. `load`'s URL and flags
+    /// come after `--`
+    Job(JobArgs),
+}
+
+/// `canarysim load job`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct JobArgs {
+    /// Workers, one pod and one shard each.
+    #[arg(long, default_value_t = 3)]
+    pub parallelism: u32,
+    /// A container image with `canarysim` on its PATH.
+    #[arg(long)]
+    pub image: String,
+    /// The name of the Jobs (NAME-coordinator, NAME-workers), the Service (NAME-coordinator)
+    /// and the AnalysisTemplate.
+    #[arg(long, default_value = "canarysim-load")]
+    pub name: String,
+    /// The namespace to write into the manifests (default: none, kubectl's).
+    #[arg(short = 'n', long)]
+    pub namespace: Option<String>,
+    /// How long the coordinator waits for every worker's result.
+    #[arg(long, default_value = "1h")]
+    pub timeout: String,
+    /// An AnalysisTemplate (for a Rollout's analysis step) instead of the Jobs.
+    #[arg(long)]
+    pub analysis_template: bool,
+    /// `load`'s URL and flags (its verdict flags go to the coordinator).
+    #[arg(last = true, required = true, value_name = "URL AND FLAGS")]
+    pub load: Vec<String>,
 }
 
 /// `canarysim load merge`'s flags.
@@ -605,6 +638,7 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
         Command::Load(command) => match (command.action, command.load) {
             (Some(LoadAction::Merge(merge)), _) => merge_command(&merge),
             (Some(LoadAction::Coordinate(c)), _) => coordinate_command(&c),
+            (Some(LoadAction::Job(job)), _) => job_command(&job),
             (None, Some(args)) => load_command(&args),
             (None, None) => (
                 2,
@@ -1034,6 +1068,96 @@ fn judge_shards(
     (
         crate::real_load::merge::exit_code(&report),
         out,
+        String::new(),
+    )
+}
+
+/// `canarysim load job --image IMAGE -- URL FLAGS…`.
+fn job_command(a: &JobArgs) -> (u8, String, String) {
+    let bad = |e: String| (2, String::new(), format!("canarysim load job: {e}\n"));
+    if a.parallelism == 0 || a.parallelism > 10_000 {
+        return bad(format!(
+            "--parallelism {}: expected 1 to 10000",
+            a.parallelism
+        ));
+    }
+    if let Err(e) = humantime::parse_duration(&a.timeout) {
+        return bad(format!("--timeout {:?}: {e} (e.g. 30m)", a.timeout));
+    }
+    // The workers' flags, read as `load` reads them, with the shard they will be given.
+    let parse = |extra: &[String]| {
+        let mut argv = vec!["canarysim".to_string(), "load".into()];
+        argv.extend(a.load.iter().cloned());
+        argv.extend(extra.iter().cloned());
+        match Cli::try_parse_from(argv).map(|cli| cli.command) {
+            Ok(Command::Load(command)) => command
+                .load
+                .ok_or_else(|| "after --, a URL and `load`'s flags".to_string()),
+            Ok(_) => Err("after --, a URL and `load`'s flags".to_string()),
+            Err(e) => Err(format!("after --: {}", e.kind())),
+        }
+    };
+    let args = match parse(&[]) {
+        Ok(args) => args,
+        Err(e) => return bad(e),
+    };
+    if args.shard.is_some() || args.coordinator.is_some() || args.out.is_some() {
+        return bad("--shard, --coordinator and --out are the job's to set".into());
+    }
+    // The last shard gets the smallest part of -n.
+    let last_shard = [
+        "--shard".to_string(),
+        format!("{}/{}", a.parallelism - 1, a.parallelism),
+    ];
+    if let Err(e) = parse(&last_shard).and_then(|args| plan_load(&args).map(|_| ())) {
+        return bad(e);
+    }
+    let mut verdict = Vec::new();
+    for e in &args.expect {
+        verdict.extend(["--expect".to_string(), e.clone()]);
+    }
+    verdict.extend(["--within".to_string(), args.within.clone()]);
+    verdict.extend(["--confidence".to_string(), args.confidence.clone()]);
+    if let Some(unit) = args.unit {
+        let unit = match unit {
+            UnitArg::Request => "request",
+            UnitArg::Connection => "connection",
+        };
+        verdict.extend(["--unit".to_string(), unit.to_string()]);
+    }
+    let plan = crate::real_load::job::JobPlan {
+        name: &a.name,
+        namespace: a.namespace.as_deref(),
+        image: &a.image,
+        workers: a.parallelism,
+        timeout: &a.timeout,
+        load: &a.load,
+        verdict,
+    };
+    let (manifests, how) = if a.analysis_template {
+        (
+            plan.analysis_template(),
+            format!(
+                "kubectl apply -f this; then in a Rollout's steps: - analysis: {{templates: [{{templateName: {}}}]}}\nThe analysis runs the coordinator and the workers as two job metrics; it passes when the split does.",
+                a.name
+            ),
+        )
+    } else {
+        (
+            plan.manifests(),
+            format!(
+                "kubectl apply -f this; the verdict: kubectl logs job/{name}-coordinator (the Job fails unless the split passes)\nkubectl delete -f this when done.",
+                name = a.name
+            ),
+        )
+    };
+    let header = format!(
+        "canarysim load job: {} workers send {} in shards to one coordinator.\n{how}",
+        a.parallelism, args.url
+    );
+    (
+        0,
+        crate::real_load::job::to_yaml(&header, &manifests),
         String::new(),
     )
 }

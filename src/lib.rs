@@ -27,7 +27,8 @@
 //!   measured from the connections, the split judged by `verify`; [`real_load::merge`] —
 //!   `load merge`: shards judged as the one load of their union, after a test of whether
 //!   they saw one split; [`real_load::coordinator`] — `load coordinate` and its workers:
-//!   shards released together, their results gathered over HTTP.
+//!   shards released together, their results gathered over HTTP; [`real_load::job`] —
+//!   `load job`: the manifests that run them in a cluster (Indexed Job, AnalysisTemplate).
 //! * [`cluster`] — a real cluster through kube-rs: `canarysim watch` follows a rollout and
 //!   verifies each step at its gateway; `canarysim snapshot` copies it into a scenario.
 //! * [`pod_server`] — a real pod on loopback (`canarysim backend`).

@@ -9,6 +9,7 @@ use crate::outcome::{ExpectedShare, HttpLoadReport, HttpVerdict, UnitReport, Ver
 use crate::verify::{self, Outcome, SplitUnit};
 
 pub mod coordinator;
+pub mod job;
 pub mod merge;
 
 /// `canarysim load`'s exit code when the data cannot decide (0 pass, 1 fail, 2 bad input);

@@ -482,3 +482,115 @@ fn a_coordinator_without_every_worker_says_who_is_missing_and_gives_no_verdict()
     assert_eq!(code, 2);
     assert!(err.contains("cannot reach the coordinator"), "{err}");
 }
+
+/// `canarysim load job …` with `args`; its exit code and output.
+fn job(args: &[&str]) -> (u8, String, String) {
+    use clap::Parser;
+    let mut argv = vec!["canarysim", "load", "job"];
+    argv.extend_from_slice(args);
+    canarysim::cli::execute(canarysim::cli::Cli::parse_from(argv))
+}
+
+/// A YAML stream's documents.
+fn documents(text: &str) -> Vec<serde_json::Value> {
+    use serde::Deserialize;
+    serde_yaml::Deserializer::from_str(text)
+        .map(|d| serde_json::to_value(serde_yaml::Value::deserialize(d).unwrap()).unwrap())
+        .collect()
+}
+
+#[test]
+fn load_job_prints_an_indexed_job_of_workers_and_a_coordinator_that_lint_reads() {
+    let load_flags = [
+        "--",
+        "http://gateway.example/",
+        "-n",
+        "60000",
+        "-c",
+        "8",
+        "--expect",
+        "yellow=20%",
+    ];
+    let mut args = vec!["--image", "registry.example/canarysim:1", "--name", "split"];
+    args.extend_from_slice(&load_flags);
+    let (code, out, err) = job(&args);
+    assert_eq!(code, 0, "{err}");
+    let docs = documents(&out);
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["Service", "Job", "Job"], "{out}");
+    let workers = &docs[2]["spec"];
+    assert_eq!(workers["completionMode"], "Indexed");
+    assert_eq!(
+        (
+            workers["completions"].as_u64(),
+            workers["parallelism"].as_u64()
+        ),
+        (Some(3), Some(3))
+    );
+    let worker_args = workers["template"]["spec"]["containers"][0]["args"].to_string();
+    for part in [
+        "\"http://gateway.example/\"",
+        "\"--shard\",\"$(SHARD_INDEX)/3\"",
+        "\"--coordinator\",\"http://split-coordinator:8080\"",
+    ] {
+        assert!(worker_args.contains(part), "{part} in {worker_args}");
+    }
+    let coordinator_args = docs[1]["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    for part in [
+        "\"--expect-workers\",\"3\"",
+        "\"--expect\",\"yellow=20%\"",
+        "\"0.0.0.0:8080\"",
+    ] {
+        assert!(
+            coordinator_args.contains(part),
+            "{part} in {coordinator_args}"
+        );
+    }
+    assert_eq!(docs[0]["metadata"]["name"], "split-coordinator");
+    // The AnalysisTemplate form: the two Jobs as its metrics, valid to canarysim lint.
+    let mut args = vec![
+        "--image",
+        "registry.example/canarysim:1",
+        "--analysis-template",
+    ];
+    args.extend_from_slice(&load_flags);
+    let (code, out, _) = job(&args);
+    assert_eq!(code, 0);
+    let docs = documents(&out);
+    assert_eq!(docs[1]["kind"], "AnalysisTemplate");
+    let metrics: Vec<&str> = docs[1]["spec"]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(metrics, ["split", "load"]);
+    let dir = support::temp_dir();
+    let file = dir.path().join("analysis.yaml");
+    std::fs::write(&file, &out).unwrap();
+    use clap::Parser;
+    let (code, lint_out, lint_err) = canarysim::cli::execute(canarysim::cli::Cli::parse_from([
+        "canarysim",
+        "lint",
+        file.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{lint_out}{lint_err}");
+    // What the job sets itself, or a load that cannot be split so, is refused.
+    for (flags, says) in [
+        (
+            vec!["--", "http://gw/", "-n", "10", "--shard", "0/2"],
+            "the job's to set",
+        ),
+        (
+            vec!["--parallelism", "4", "--", "http://gw/", "-n", "3"],
+            "fewer requests than the 4 shards",
+        ),
+        (vec!["--", "not a url", "-n", "10"], "not a url"),
+    ] {
+        let mut args = vec!["--image", "x"];
+        args.extend(flags);
+        let (code, _, err) = job(&args);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains(says), "{says} in {err}");
+    }
+}

@@ -643,3 +643,46 @@ fn the_gateway_api_status_is_served_as_an_implementation_writes_it() {
     ]);
     assert_eq!(gateway.trim(), "Programmed=True 1");
 }
+
+#[test]
+#[ignore = "needs kubectl; run by .ci/run"]
+fn load_jobs_manifests_are_applied_and_stored() {
+    use clap::Parser;
+    let cluster = Cluster::start();
+    let dir = support::temp_dir();
+    for (file, extra) in [
+        ("jobs.yaml", None),
+        ("analysis.yaml", Some("--analysis-template")),
+    ] {
+        let mut argv = vec![
+            "canarysim",
+            "load",
+            "job",
+            "--image",
+            "registry.example/canarysim:1",
+        ];
+        argv.extend(extra);
+        argv.extend([
+            "--",
+            "http://gateway.example/",
+            "-n",
+            "60000",
+            "--expect",
+            "yellow=20%",
+        ]);
+        let (code, out, err) = canarysim::cli::execute(canarysim::cli::Cli::parse_from(argv));
+        assert_eq!(code, 0, "{err}");
+        let path = dir.path().join(file);
+        std::fs::write(&path, out).unwrap();
+        cluster.ok(&["apply", "-n", "my-demo", "-f", path.to_str().unwrap()]);
+    }
+    let got = cluster.ok(&["get", "jobs,services,analysistemplates", "-n", "my-demo"]);
+    for expected in [
+        "job.batch/canarysim-load-coordinator",
+        "job.batch/canarysim-load-workers",
+        "service/canarysim-load-coordinator",
+        "analysistemplate.argoproj.io/canarysim-load",
+    ] {
+        assert!(got.contains(expected), "{expected} in:\n{got}");
+    }
+}
