@@ -539,3 +539,123 @@ fn shards_through_haproxy_tcp_mode_are_judged_on_every_shards_connections() {
     // 60 draws cannot show ±1 point: the data cannot tell.
     assert_eq!(code, 3, "{text}");
 }
+
+/// A child process killed (if still running) when dropped: a failed test leaves none behind.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+#[ignore = "needs nginx (the real-gateway suite: .ci/run)"]
+fn a_coordinator_and_three_worker_processes_through_nginx_agree_with_merge() {
+    let p = pods();
+    let gw = nginx_split_clients(p.blue.address, p.yellow.address, "20%");
+    let bin = env!("CARGO_BIN_EXE_canarysim");
+    let dir = support::temp_dir();
+    let listen = format!("127.0.0.1:{}", support::free_port());
+    let coordinator = Command::new(bin)
+        .args([
+            "load",
+            "coordinate",
+            "--expect-workers",
+            "3",
+            "--listen",
+            &listen,
+        ])
+        .args([
+            "--timeout",
+            "120s",
+            "--expect",
+            "yellow=20%",
+            "--format",
+            "json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut coordinator = Running(coordinator);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(&listen).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the coordinator listens within 20 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let connect_to = format!("gateway.local:80:127.0.0.1:{}", gw.port);
+    let files: Vec<String> = (0..3)
+        .map(|i| {
+            dir.path()
+                .join(format!("worker-{i}.json"))
+                .display()
+                .to_string()
+        })
+        .collect();
+    let workers: Vec<Running> = (0..3)
+        .map(|i| {
+            let worker = Command::new(bin)
+                .args([
+                    "load",
+                    "http://gateway.local/",
+                    "--quiet",
+                    "-n",
+                    "60000",
+                    "-c",
+                    "8",
+                ])
+                .args(["--shard", &format!("{i}/3"), "--connect-to", &connect_to])
+                .args([
+                    "--out",
+                    &files[i],
+                    "--coordinator",
+                    &format!("http://{listen}"),
+                ])
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap();
+            Running(worker)
+        })
+        .collect();
+    for mut worker in workers {
+        let status = worker.0.wait().unwrap();
+        assert!(
+            status.success(),
+            "a worker exits 0 once delivered: {status}"
+        );
+    }
+    let mut out = String::new();
+    let mut err = String::new();
+    use std::io::Read;
+    coordinator
+        .0
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    coordinator
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = coordinator.0.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{out}{err}");
+    let coordinated: serde_json::Value = serde_json::from_str(&out).unwrap();
+    print_row(
+        "coordinator, 3 worker processes, nginx split_clients 20 %",
+        &coordinated["merged"],
+    );
+    assert_eq!(coordinated["merged"]["sent"], 60_000);
+    let (code, merged, text) = merge(&files);
+    assert_eq!(code, 0, "{text}");
+    assert_eq!(merged["merged"], coordinated["merged"]);
+    assert_eq!(merged["agreement"], coordinated["agreement"]);
+}
