@@ -436,7 +436,12 @@ fn a_backend_killed_behind_nginx_shows_as_that_versions_failures() {
     assert!(r["classes"]["2xx"].as_u64().unwrap() > 0, "{out}");
 }
 
-/// Sends shard `i` of 3 of a 60,000-request load (20,000 each) to `port` through the URL
+/// The requests of a sharded load: 3 shards of 40,000. With 20,000 each (the issue's
+/// figure) a random 20 % front end would miss the pass at 99.9 % one run in two hundred,
+/// and a 22 % one the fail as often; at 40,000 each both are below one in ten million.
+const SHARDED_REQUESTS: &str = "120000";
+
+/// Sends shard `i` of 3 of a load of [`SHARDED_REQUESTS`] to `port` through the URL
 /// `http://gateway.local/` (`--connect-to`, so that every shard has the same URL), with
 /// `extra` flags; the result file's path.
 fn shard(dir: &std::path::Path, i: u32, port: u16, extra: &[&str]) -> String {
@@ -451,7 +456,7 @@ fn shard(dir: &std::path::Path, i: u32, port: u16, extra: &[&str]) -> String {
         "http://gateway.local/",
         "--quiet",
         "-n",
-        "60000",
+        SHARDED_REQUESTS,
         "--shard",
         &shard,
         "--out",
@@ -488,7 +493,7 @@ fn three_shards_through_nginx_split_clients_merge_to_one_verdict() {
         .collect();
     let (code, r, text) = merge(&files);
     print_row("3 shards, nginx split_clients 20 %", &r["merged"]);
-    assert_eq!(r["merged"]["sent"], 60_000, "{text}");
+    assert_eq!(r["merged"]["sent"], 120_000, "{text}");
     assert_eq!(r["merged"]["unit"], "request", "{text}");
     assert_eq!(r["agreement"]["finding"], "same split", "{text}");
     assert_eq!(code, 0, "{text}");
@@ -501,12 +506,13 @@ fn three_shards_through_nginx_split_clients_merge_to_one_verdict() {
     let (code, r, text) = merge(&files);
     print_row("3 shards, nginx split_clients 22 %", &r["merged"]);
     assert_eq!(code, 1, "{text}");
-    // Two shards through the fair nginx and one through the biased one: flagged, and
-    // judged apart.
+    // Two shards through the fair nginx and one through a 30 % one: flagged, and judged
+    // apart. (A 22 % shard of 40,000 alone fails at 99.9 % only nine runs in ten.)
+    let far_off = nginx_split_clients(p.blue.address, p.yellow.address, "30%");
     let dir = support::temp_dir();
     let files: Vec<String> = (0..3)
         .map(|i| {
-            let port = if i == 2 { biased.port } else { fair.port };
+            let port = if i == 2 { far_off.port } else { fair.port };
             shard(dir.path(), i, port, &["-c", "8"])
         })
         .collect();
@@ -625,7 +631,7 @@ fn a_coordinator_and_three_worker_processes_through_nginx_agree_with_merge() {
                     "http://gateway.local/",
                     "--quiet",
                     "-n",
-                    "60000",
+                    SHARDED_REQUESTS,
                     "-c",
                     "8",
                 ])
@@ -673,7 +679,7 @@ fn a_coordinator_and_three_worker_processes_through_nginx_agree_with_merge() {
         "coordinator, 3 worker processes, nginx split_clients 20 %",
         &coordinated["merged"],
     );
-    assert_eq!(coordinated["merged"]["sent"], 60_000);
+    assert_eq!(coordinated["merged"]["sent"], 120_000);
     let (code, merged, text) = merge(&files);
     assert_eq!(code, 0, "{text}");
     assert_eq!(merged["merged"], coordinated["merged"]);
