@@ -494,7 +494,7 @@ fn lint_reads_standard_input_for_a_dash() {
         stored,
         [
             "STDIN:5:1: warning: not simulated: 1 ServiceAccount, 1 Secret, 1 ConfigMap, \
-          1 NetworkPolicy, 1 Deployment, 1 HorizontalPodAutoscaler, 1 Ingress; kept and served \
+          1 NetworkPolicy, 1 Deployment, 1 HorizontalPodAutoscaler; kept and served \
           as written, but nothing in the simulated cluster acts on them"
         ],
         "{out}"

@@ -23,6 +23,7 @@ mod hostile_inputs;
 mod invalid_input;
 mod lint;
 mod mesh_seed004;
+mod nginx;
 mod properties;
 mod report_schema;
 mod scenario_schema;

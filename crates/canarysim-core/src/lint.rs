@@ -569,6 +569,7 @@ fn check_rollout<'a>(
     let refs = crate::controller::rollout::analysis_refs(canary);
     check_analysis_templates(m, all, refs, out);
     check_gateway_api_plugin(m, all, &spec_json, out);
+    check_stable_ingresses(m, all, canary, name, out);
 
     if canary
         .traffic_routing
@@ -589,6 +590,39 @@ fn check_rollout<'a>(
         return;
     }
     check_istio_references(m, all, canary, out, managed_vs);
+}
+
+/// A Rollout routed by NGINX: its stable Ingresses must exist and forward to the stable
+/// Service, or the rollout is `InvalidSpec` (Argo's message).
+fn check_stable_ingresses(
+    m: &Manifest,
+    all: &[Manifest],
+    canary: &crate::model::rollout::CanaryStrategy,
+    name: &str,
+    out: &mut Vec<Diagnostic>,
+) {
+    let Some(cfg) = canary
+        .traffic_routing
+        .as_ref()
+        .and_then(|t| t.nginx.as_ref())
+    else {
+        return;
+    };
+    let ns = m.object.namespace();
+    let found =
+        crate::controller::nginx::stable_ingresses_error(cfg, &canary.stable_service, |i| {
+            let ingress = find(all, crate::model::ingress::ingress_kind(), ns, i)?;
+            Some(ingress.object.spec_as().unwrap_or_default())
+        });
+    if let Some((pointer, message)) = found {
+        out.push(diag(
+            m,
+            &pointer,
+            Severity::Error,
+            Check::Reference,
+            format!("The Rollout \"{name}\" is invalid: {message}"),
+        ));
+    }
 }
 
 use crate::controller::gateway_api::{PluginContext, RouteKind, set_weight};

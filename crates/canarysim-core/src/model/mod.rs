@@ -2,6 +2,7 @@
 
 pub mod duration;
 pub mod gateway_api;
+pub mod ingress;
 pub mod istio;
 pub mod kube_validation;
 pub mod object;

@@ -292,7 +292,7 @@ pub struct TrafficRouting {
     pub max_traffic_weight: Option<i32>,
     pub managed_routes: Option<Vec<ManagedRoute>>,
     pub istio: Option<IstioTrafficRouting>,
-    pub nginx: Option<Value>,
+    pub nginx: Option<NginxTrafficRouting>,
     pub alb: Option<Value>,
     pub smi: Option<Value>,
     pub ambassador: Option<Value>,
@@ -310,6 +310,41 @@ impl TrafficRouting {
             .flatten()
             .map(|r| r.name.clone())
             .collect()
+    }
+}
+
+/// `trafficRouting.nginx`: the Ingresses whose canary copies Argo writes.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NginxTrafficRouting {
+    #[serde(default)]
+    pub stable_ingress: String,
+    pub stable_ingresses: Option<Vec<String>>,
+    #[serde(default)]
+    pub annotation_prefix: String,
+    #[serde(default)]
+    pub additional_ingress_annotations: BTreeMap<String, String>,
+    #[serde(default)]
+    pub canary_ingress_annotations: BTreeMap<String, String>,
+}
+
+impl NginxTrafficRouting {
+    /// The stable Ingresses, as `SetWeight` visits them: `stableIngresses` when set, else
+    /// `stableIngress`.
+    pub fn stable_ingress_list(&self) -> Vec<&str> {
+        match &self.stable_ingresses {
+            Some(list) => list.iter().map(String::as_str).collect(),
+            None => vec![self.stable_ingress.as_str()],
+        }
+    }
+
+    /// The annotations' prefix (`annotationPrefix`, default ingress-nginx's).
+    pub fn prefix(&self) -> &str {
+        if self.annotation_prefix.is_empty() {
+            crate::model::ingress::DEFAULT_ANNOTATION_PREFIX
+        } else {
+            &self.annotation_prefix
+        }
     }
 }
 

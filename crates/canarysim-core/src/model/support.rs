@@ -582,7 +582,7 @@ pub fn review_all<'a>(manifests: impl IntoIterator<Item = &'a Manifest>) -> Revi
     let mut manifests_of_stored_kinds = Vec::new();
     for m in manifests {
         if let Kind::Stored(kind) = m.object.kind {
-            if !super::gateway_api::is_simulated(kind) {
+            if !super::gateway_api::is_simulated(kind) && !super::ingress::is_simulated(kind) {
                 manifests_of_stored_kinds.push((kind, m));
             }
         }

@@ -464,7 +464,16 @@ impl World {
             // Status is not what the proxies see: its writes must not cause another push.
             self.pushed = Some(self.mesh_inputs());
         }
-        self.mesh.push(table, self.now, self.config.push_delay);
+        // ingress-nginx's Lua workers re-read the backends every second
+        // (`BACKENDS_SYNC_INTERVAL` in balancer.lua): at worst that long.
+        let delay = if table.has_ingress_proxy() {
+            self.config
+                .push_delay
+                .max(mesh::ingress_nginx::BACKENDS_SYNC_INTERVAL)
+        } else {
+            self.config.push_delay
+        };
+        self.mesh.push(table, self.now, delay);
         self.mesh.prune(self.now);
     }
 

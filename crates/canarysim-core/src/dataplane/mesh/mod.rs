@@ -15,6 +15,7 @@
 pub mod envoy;
 mod gateway_api;
 pub(crate) use gateway_api::{StatusWrite, stamp_transitions};
+pub mod ingress_nginx;
 mod matcher;
 pub mod policy;
 mod table;

@@ -641,6 +641,9 @@ pub(crate) struct HttpRouteEntry {
     pub mirrors: Box<[Mirror]>,
     pub policy: super::policy::HttpPolicy,
     pub source: RouteSource,
+    /// An Ingress location's canary (ingress-nginx): decides per request between the
+    /// canary, `clusters`, or a draw between them.
+    pub canary: Option<Box<super::ingress_nginx::IngressCanary>>,
 }
 
 /// One `match` entry: every condition given must hold.
@@ -1120,7 +1123,10 @@ impl RouteTable {
                         .iter()
                         .find(|r| r.matches.is_empty() || r.matches.iter().any(|m| m.matches(req)))
                         .map(|r| RouteChoice {
-                            clusters: &r.clusters,
+                            clusters: match &r.canary {
+                                Some(c) => c.clusters_for(&r.clusters, req),
+                                None => &r.clusters,
+                            },
                             mirrors: &r.mirrors,
                             policy: &r.policy,
                             scope: Scope::PerRequest,
@@ -1240,6 +1246,18 @@ impl RouteTable {
     /// Whether the store held any VirtualService.
     pub(crate) fn has_virtual_services(&self) -> bool {
         self.has_virtual_services
+    }
+
+    /// Whether ingress-nginx's proxy serves Ingresses here.
+    pub fn has_ingress_proxy(&self) -> bool {
+        self.listeners.iter().any(|l| {
+            l.gateway.as_ref().is_some_and(|g| {
+                g.is(
+                    super::ingress_nginx::CONTROLLER_NAME,
+                    super::ingress_nginx::CONTROLLER_NAMESPACE,
+                )
+            })
+        })
     }
 
     /// Gateways with a configuration, as `namespace/name`.

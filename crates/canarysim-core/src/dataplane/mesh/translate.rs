@@ -161,8 +161,9 @@ pub fn translate_with(api: &dyn Objects, options: TranslateOptions) -> RouteTabl
     }
     let has_http_routes = b.http_routes(&gateway_api);
     let has_l4_routes = b.l4_routes(&gateway_api);
+    let has_ingresses = b.ingresses();
     b.service_defaults();
-    b.finish(has_vs || has_http_routes || has_l4_routes)
+    b.finish(has_vs || has_http_routes || has_l4_routes || has_ingresses)
 }
 
 struct DrInfo {
@@ -527,6 +528,7 @@ impl<'a> Builder<'a> {
                         mirrors: r.mirrors.clone(),
                         policy: r.policy,
                         source: r.source.clone(),
+                        canary: None,
                     })
                 })
                 .collect();

@@ -5,6 +5,7 @@
 //! * [`replicas`] — Argo's replica arithmetic, pure;
 //! * [`istio`] — VirtualService / DestinationRule patching, pure;
 //! * [`gateway_api`] — the Gateway API plugin's HTTPRoute writes, pure;
+//! * [`nginx`] — the NGINX router's canary Ingress, pure;
 //! * [`validation`] — Argo's spec validation, pure;
 //! * [`hash`] — pod-template-hash;
 //! * [`replicaset`] — the ReplicaSet controller and kubelet;
@@ -18,6 +19,7 @@ pub mod ephemeral;
 pub mod gateway_api;
 pub mod hash;
 pub mod istio;
+pub mod nginx;
 pub mod replicas;
 pub mod replicaset;
 pub mod rollout;

@@ -85,7 +85,7 @@ impl Reconciler<'_> {
         self.reconcile_services(canary, &new_rs, stable_rs.as_ref(), &all, fully_promoted)?;
 
         if let Some(tr) = &canary.traffic_routing {
-            if tr.istio.is_some() || tr.plugins.is_some() {
+            if tr.istio.is_some() || tr.plugins.is_some() || tr.nginx.is_some() {
                 let ok = self.reconcile_traffic(
                     spec,
                     canary,

@@ -25,6 +25,7 @@ use std::time::Duration;
 use super::gateway_api;
 use super::hash::{self, GoJsonFlavor};
 use super::istio::{self, IstioContext, RemoveOutcome};
+use super::nginx;
 use super::replicas::{self, ReplicaProgressThreshold, RsCounts, StepInfo};
 use super::replicaset::{HASH_LABEL, min_time};
 use super::rollout_analysis;
@@ -366,6 +367,9 @@ impl Reconciler<'_> {
         if let Some((_, message)) = missing.into_iter().next() {
             return Some(message);
         }
+        if let Some(message) = self.nginx_references_error(canary) {
+            return Some(message);
+        }
         // `ValidateRolloutVirtualServicesConfig`, before the VirtualServices are looked up:
         // exactly one of virtualService / virtualServices.
         if let Some(e) = validation::validate_virtual_services_config(spec) {
@@ -398,6 +402,20 @@ impl Reconciler<'_> {
             }
         }
         None
+    }
+}
+
+impl Reconciler<'_> {
+    /// The NGINX part of `getRolloutReferencedResources` and `ValidateIngress`.
+    fn nginx_references_error(&self, canary: &CanaryStrategy) -> Option<String> {
+        let cfg = canary.traffic_routing.as_ref()?.nginx.as_ref()?;
+        let ns = self.rollout.namespace();
+        let kind = crate::model::ingress::ingress_kind();
+        nginx::stable_ingresses_error(cfg, &canary.stable_service, |name| {
+            let ingress = self.api.get(kind, ns, name).ok()?;
+            Some(ingress.spec_as().unwrap_or_default())
+        })
+        .map(|(_, message)| message)
     }
 }
 

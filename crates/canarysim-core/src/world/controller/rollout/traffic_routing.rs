@@ -1,6 +1,6 @@
-//! Argo's `rollout/trafficrouting.go` for Istio and the Gateway API plugin: the weight each
-//! step sets, DestinationRule subsets, VirtualService and HTTPRoute weights, header and
-//! mirror routes.
+//! Argo's `rollout/trafficrouting.go` for Istio, NGINX and the Gateway API plugin: the
+//! weight each step sets, DestinationRule subsets, VirtualService and HTTPRoute weights, the
+//! canary Ingress, header and mirror routes.
 
 // One reconciler across files: each part shares its module's imports and helpers.
 use super::*;
@@ -23,7 +23,7 @@ impl Reconciler<'_> {
         let tr = canary.traffic_routing.as_ref().expect("caller checked");
         let istio_cfg = tr.istio.as_ref();
         let plugin = gateway_api::PluginConfig::of(tr.plugins.as_ref(), &self.ns());
-        if istio_cfg.is_none() && plugin.is_none() {
+        if istio_cfg.is_none() && plugin.is_none() && tr.nginx.is_none() {
             return Ok(true);
         }
         let n = spec.desired_replicas();
@@ -101,6 +101,9 @@ impl Reconciler<'_> {
             if let Err(e) = self.set_virtual_service_weights(istio_cfg, &ctx, weight) {
                 return self.traffic_error(e);
             }
+        }
+        if let Err(e) = self.set_canary_ingress_weights(canary, weight)? {
+            return self.traffic_error(e);
         }
         let set = plugin
             .as_ref()
@@ -269,6 +272,81 @@ impl Reconciler<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The NGINX router's `SetWeight` (after Istio's, before the plugins', as Argo orders its
+    /// reconcilers), when the rollout routes by NGINX: for each stable
+    /// Ingress, its canary Ingress created or patched to `weight`; Err is the message Argo
+    /// returns.
+    fn set_canary_ingress_weights(
+        &mut self,
+        canary: &CanaryStrategy,
+        weight: i32,
+    ) -> Result<Result<(), String>, ApiError> {
+        let tr = canary.traffic_routing.as_ref();
+        let Some(config) = tr.and_then(|t| t.nginx.as_ref()) else {
+            return Ok(Ok(()));
+        };
+        let target = &nginx::CanaryFor {
+            config,
+            stable_service: &canary.stable_service,
+            canary_service: &canary.canary_service,
+            max_traffic_weight: tr.and_then(|t| t.max_traffic_weight),
+            owner: self.controller_reference(),
+        };
+        let ns = self.ns();
+        let kind = crate::model::ingress::ingress_kind();
+        let uid = self.rollout.uid().to_string();
+        for stable_name in target.config.stable_ingress_list() {
+            let name = nginx::canary_ingress_name(&self.name(), stable_name);
+            let Ok(stable) = self.api.get(kind, &ns, stable_name) else {
+                return Ok(Err(nginx::stable_ingress_error(stable_name)));
+            };
+            let desired = match nginx::canary_ingress(&stable.value, &ns, &name, weight, target) {
+                Ok(d) => d,
+                Err(e) => return Ok(Err(e)),
+            };
+            let current = self.api.get(kind, &ns, &name).ok().map(|o| o.value.clone());
+            let Some(current) = current else {
+                self.event(
+                    false,
+                    "CreatingCanaryIngress",
+                    nginx::creating_event(&name, weight),
+                );
+                if let Err(e) = self.api.create(Object::new(kind, desired)) {
+                    return Ok(Err(format!("error creating canary ingress `{name}`: {e}")));
+                }
+                self.outcome.changed = true;
+                continue;
+            };
+            if !nginx::controlled_by(&current, &uid) {
+                return Ok(Err(nginx::controlled_by_other_error(&name)));
+            }
+            let Some(next) = nginx::patched(&current, &desired) else {
+                continue;
+            };
+            self.event(
+                false,
+                "PatchingCanaryIngress",
+                nginx::patching_event(&name, weight),
+            );
+            if let Err(e) = self.write(Object::new(kind, next)) {
+                return Ok(Err(format!("error patching canary ingress `{name}`: {e}")));
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// The Rollout as the controller of what it creates (`metav1.NewControllerRef`).
+    fn controller_reference(&self) -> Value {
+        json!({
+            "apiVersion": "argoproj.io/v1alpha1",
+            "kind": "Rollout",
+            "name": self.rollout.name(),
+            "uid": self.rollout.uid(),
+            "controller": true,
+            "blockOwnerDeletion": true,
+        })
     }
 
     /// Reports a traffic routing error the way Argo does (Warning event, reconcile stops).

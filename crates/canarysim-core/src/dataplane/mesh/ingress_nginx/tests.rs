@@ -1,0 +1,340 @@
+//! Ingresses routed as ingress-nginx routes them: the class, the canary Ingress's weight
+//! and total, headers, cookies, which canary counts, and locations.
+
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+use super::super::*;
+use super::{CONTROLLER_NAME, CONTROLLER_NAMESPACE};
+use crate::apiserver::ApiServer;
+use crate::endpoints::Role;
+use crate::endpoints::fixtures::*;
+use crate::model::ingress::{ingress_class_kind, ingress_kind};
+use crate::random::stream;
+
+const NS: &str = "demo";
+const HOST: &str = "rollouts-demo.local";
+const PROXY: &str = "ingress-nginx/ingress-nginx-controller";
+
+/// Two stable and two canary pods behind `demo-stable` and `demo-canary`, and the stable
+/// Ingress of Argo's NGINX getting-started guide.
+fn store() -> ApiServer {
+    let mut api = ApiServer::new();
+    rollout(&mut api, NS, "demo", "demo", "s1", "c1");
+    pods(&mut api, NS, "demo", "s1", "demo:blue", 2);
+    pods(&mut api, NS, "demo", "c1", "demo:yellow", 2);
+    for (name, hash) in [("demo-stable", "s1"), ("demo-canary", "c1")] {
+        service(
+            &mut api,
+            NS,
+            name,
+            json!({"app": "demo", "rollouts-pod-template-hash": hash}),
+        );
+    }
+    ingress(&mut api, "stable", json!({}), "demo-stable");
+    api
+}
+
+fn ingress(api: &mut ApiServer, name: &str, annotations: Value, service: &str) {
+    ingress_at(api, name, annotations, HOST, "/", service);
+}
+
+fn ingress_at(
+    api: &mut ApiServer,
+    name: &str,
+    mut annotations: Value,
+    host: &str,
+    path: &str,
+    service: &str,
+) {
+    annotations["kubernetes.io/ingress.class"] = json!("nginx");
+    create(
+        api,
+        ingress_kind(),
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+               "metadata": {"name": name, "namespace": NS, "annotations": annotations},
+               "spec": {"rules": [{"host": host, "http": {"paths": [
+                   {"path": path, "pathType": "Prefix",
+                    "backend": {"service": {"name": service, "port": {"number": 80}}}}]}}]}}),
+    );
+}
+
+/// The canary annotations under ingress-nginx's prefix.
+fn canary(pairs: &[(&str, &str)]) -> Value {
+    let mut a = json!({"nginx.ingress.kubernetes.io/canary": "true"});
+    for (k, v) in pairs {
+        a[format!("nginx.ingress.kubernetes.io/{k}")] = json!(v);
+    }
+    a
+}
+
+fn request<'a>(path: &'a str, headers: &'a [(&'a str, &'a str)]) -> RequestMeta<'a> {
+    RequestMeta {
+        origin: Origin::Gateway(PROXY),
+        host: HOST,
+        path,
+        headers,
+        namespace: NS,
+        ..RequestMeta::default()
+    }
+}
+
+fn canary_percent(table: &RouteTable, r: &RequestMeta, n: usize) -> f64 {
+    let mut rng = stream(7, "router");
+    let mut state = LbState::new(table);
+    let mut out: BTreeMap<Role, usize> = BTreeMap::new();
+    for _ in 0..n {
+        let s = table
+            .serve(r, LbPolicy::RoundRobin, &mut rng, &mut state)
+            .unwrap_or_else(|e| panic!("{e}"));
+        *out.entry(table.endpoint(s.endpoint).unwrap().role)
+            .or_default() += 1;
+    }
+    out.get(&Role::Canary).copied().unwrap_or(0) as f64 * 100.0 / n as f64
+}
+
+fn notes(table: &RouteTable) -> Vec<String> {
+    table.notes().iter().map(ToString::to_string).collect()
+}
+
+#[test]
+fn the_canary_ingress_weight_splits_requests_through_the_controller() {
+    let mut api = store();
+    ingress(
+        &mut api,
+        "canary",
+        canary(&[("canary-weight", "20")]),
+        "demo-canary",
+    );
+    let table = translate(&api);
+    assert!(table.notes().is_empty(), "{:?}", notes(&table));
+    assert_eq!(table.gateway_for(HOST, NS), Some(PROXY));
+    assert_eq!(PROXY, format!("{CONTROLLER_NAMESPACE}/{CONTROLLER_NAME}"));
+    let share = canary_percent(&table, &request("/", &[]), 100_000);
+    assert!((share - 20.0).abs() < 0.5, "canary share {share}");
+}
+
+#[test]
+fn the_weight_total_counts_only_above_one_hundred() {
+    // Argo's maxTrafficWeight 10 and setWeight 5: ingress-nginx draws 5 of 100.
+    let mut api = store();
+    let a = canary(&[("canary-weight", "5"), ("canary-weight-total", "10")]);
+    ingress(&mut api, "canary", a, "demo-canary");
+    let share = canary_percent(&translate(&api), &request("/", &[]), 100_000);
+    assert!((share - 5.0).abs() < 0.4, "canary share {share}");
+    let mut api = store();
+    let a = canary(&[("canary-weight", "5"), ("canary-weight-total", "1000")]);
+    ingress(&mut api, "canary", a, "demo-canary");
+    let share = canary_percent(&translate(&api), &request("/", &[]), 100_000);
+    assert!((share - 0.5).abs() < 0.15, "canary share {share}");
+}
+
+#[test]
+fn a_header_decides_before_the_weight_and_other_values_fall_through() {
+    let mut api = store();
+    let a = canary(&[("canary-weight", "10"), ("canary-by-header", "X-Canary")]);
+    ingress(&mut api, "canary", a, "demo-canary");
+    let table = translate(&api);
+    let share = |headers: &[(&str, &str)]| canary_percent(&table, &request("/", headers), 20_000);
+    assert_eq!(share(&[("x-canary", "always")]), 100.0);
+    assert_eq!(share(&[("X-Canary", "never")]), 0.0);
+    // nginx's $http_x_canary: `_` and `-` alike.
+    assert_eq!(share(&[("x_canary", "always")]), 100.0);
+    let other = share(&[("x-canary", "yes")]);
+    assert!((other - 10.0).abs() < 1.0, "{other}");
+    let without = share(&[]);
+    assert!((without - 10.0).abs() < 1.0, "{without}");
+}
+
+#[test]
+fn a_header_value_or_pattern_replaces_always_and_never() {
+    let mut api = store();
+    let a = canary(&[
+        ("canary-by-header", "X-Canary"),
+        ("canary-by-header-value", "v2"),
+    ]);
+    ingress(&mut api, "canary", a, "demo-canary");
+    let table = translate(&api);
+    let share = |v: &'static str| canary_percent(&table, &request("/", &[("x-canary", v)]), 2_000);
+    assert_eq!(share("v2"), 100.0);
+    assert_eq!(
+        share("always"),
+        0.0,
+        "with a value, always is just another value"
+    );
+    let mut api = store();
+    let a = canary(&[
+        ("canary-by-header", "X-Canary"),
+        ("canary-by-header-pattern", "^beta"),
+    ]);
+    ingress(&mut api, "canary", a, "demo-canary");
+    let table = translate(&api);
+    let share = |v: &'static str| canary_percent(&table, &request("/", &[("x-canary", v)]), 2_000);
+    assert_eq!(share("beta-tester"), 100.0);
+    assert_eq!(share("gamma"), 0.0);
+}
+
+#[test]
+fn a_cookie_decides_after_the_header() {
+    let mut api = store();
+    let a = canary(&[
+        ("canary-weight", "50"),
+        ("canary-by-header", "X-Canary"),
+        ("canary-by-cookie", "canary"),
+    ]);
+    ingress(&mut api, "canary", a, "demo-canary");
+    let table = translate(&api);
+    let share = |h: &[(&str, &str)]| canary_percent(&table, &request("/", h), 2_000);
+    assert_eq!(share(&[("cookie", "session=1; canary=always")]), 100.0);
+    assert_eq!(share(&[("cookie", "canary=never")]), 0.0);
+    assert_eq!(
+        share(&[("x-canary", "always"), ("cookie", "canary=never")]),
+        100.0,
+        "the header first"
+    );
+}
+
+#[test]
+fn only_the_first_canary_of_a_backend_counts() {
+    // Two canary Ingresses of one canary Service: one alternative backend, whose traffic
+    // shaping is the first Ingress's (the controller creates each upstream once).
+    let mut api = store();
+    ingress(
+        &mut api,
+        "canary-a",
+        canary(&[("canary-weight", "10")]),
+        "demo-canary",
+    );
+    ingress(
+        &mut api,
+        "canary-b",
+        canary(&[("canary-weight", "90")]),
+        "demo-canary",
+    );
+    let table = translate(&api);
+    let share = canary_percent(&table, &request("/", &[]), 50_000);
+    assert!((share - 10.0).abs() < 0.6, "canary share {share}");
+    assert!(table.notes().is_empty(), "{:?}", notes(&table));
+    // Of another Service: a second alternative, which balancer.lua never reads.
+    let mut api = store();
+    service(
+        &mut api,
+        NS,
+        "demo-preview",
+        json!({"app": "demo", "rollouts-pod-template-hash": "c1"}),
+    );
+    ingress(
+        &mut api,
+        "canary-a",
+        canary(&[("canary-weight", "10")]),
+        "demo-canary",
+    );
+    ingress(
+        &mut api,
+        "canary-b",
+        canary(&[("canary-weight", "90")]),
+        "demo-preview",
+    );
+    let table = translate(&api);
+    let share = canary_percent(&table, &request("/", &[]), 50_000);
+    assert!((share - 10.0).abs() < 0.6, "canary share {share}");
+    assert!(
+        notes(&table)
+            .iter()
+            .any(|n| n.contains("only the first counts")),
+        "{:?}",
+        notes(&table)
+    );
+}
+
+#[test]
+fn the_canary_belongs_to_the_backend_so_every_location_of_it_takes_it() {
+    let mut api = store();
+    ingress_at(
+        &mut api,
+        "api",
+        json!({}),
+        "api.example.com",
+        "/v1",
+        "demo-stable",
+    );
+    ingress(
+        &mut api,
+        "canary",
+        canary(&[("canary-weight", "100")]),
+        "demo-canary",
+    );
+    let table = translate(&api);
+    let mut r = request("/v1/users", &[]);
+    r.host = "api.example.com";
+    assert_eq!(canary_percent(&table, &r, 1_000), 100.0);
+}
+
+#[test]
+fn ingresses_of_another_class_or_none_are_not_served() {
+    let mut api = store();
+    create(
+        &mut api,
+        ingress_kind(),
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+               "metadata": {"name": "traefik", "namespace": NS},
+               "spec": {"ingressClassName": "traefik", "rules": [{"host": "t.example.com",
+                 "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                   "backend": {"service": {"name": "demo-stable", "port": {"number": 80}}}}]}}]}}),
+    );
+    create(
+        &mut api,
+        ingress_kind(),
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+               "metadata": {"name": "classless", "namespace": NS},
+               "spec": {"rules": [{"host": "c.example.com",
+                 "http": {"paths": [{"path": "/", "pathType": "Prefix",
+                   "backend": {"service": {"name": "demo-stable", "port": {"number": 80}}}}]}}]}}),
+    );
+    let table = translate(&api);
+    let n = notes(&table);
+    assert!(
+        n.iter()
+            .any(|n| n.contains("\"traefik\" is not ingress-nginx's")),
+        "{n:?}"
+    );
+    assert!(n.iter().any(|n| n.contains("names no class")), "{n:?}");
+    assert_eq!(table.gateway_for("t.example.com", NS), None);
+    // A default IngressClass of ingress-nginx serves the Ingress that names none.
+    create(
+        &mut api,
+        ingress_class_kind(),
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "IngressClass",
+               "metadata": {"name": "nginx",
+                 "annotations": {"ingressclass.kubernetes.io/is-default-class": "true"}},
+               "spec": {"controller": "k8s.io/ingress-nginx"}}),
+    );
+    let table = translate(&api);
+    assert_eq!(table.gateway_for("c.example.com", NS), Some(PROXY));
+}
+
+#[test]
+fn an_exact_path_then_the_longest_prefix_and_prefix_is_by_segment() {
+    let mut api = store();
+    ingress_at(&mut api, "v2", json!({}), HOST, "/v2", "demo-canary");
+    let table = translate(&api);
+    assert_eq!(canary_percent(&table, &request("/v2/x", &[]), 100), 100.0);
+    assert_eq!(canary_percent(&table, &request("/v2", &[]), 100), 100.0);
+    assert_eq!(canary_percent(&table, &request("/v20", &[]), 100), 0.0);
+    assert_eq!(canary_percent(&table, &request("/", &[]), 100), 0.0);
+}
+
+#[test]
+fn canary_settings_without_canary_true_leave_a_second_primary() {
+    let mut api = store();
+    let a = json!({"nginx.ingress.kubernetes.io/canary-weight": "50"});
+    ingress(&mut api, "canary", a, "demo-canary");
+    let table = translate(&api);
+    assert_eq!(canary_percent(&table, &request("/", &[]), 1_000), 0.0);
+    let n = notes(&table);
+    assert!(
+        n.iter().any(|n| n.contains("configured but not enabled")),
+        "{n:?}"
+    );
+    assert!(n.iter().any(|n| n.contains("older Ingress's")), "{n:?}");
+}

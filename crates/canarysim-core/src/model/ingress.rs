@@ -1,0 +1,315 @@
+//! Kubernetes' Ingress and IngressClass (`networking.k8s.io/v1`) as ingress-nginx reads
+//! them: typed read-only views of the rules it routes by, the canary annotations
+//! (`internal/ingress/annotations/canary/main.go`), and which Ingresses the controller
+//! serves (its class: `--ingress-class`, `spec.ingressClassName`, the
+//! `kubernetes.io/ingress.class` annotation, a default IngressClass).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::object::Kind;
+use super::stored_kind;
+use super::{Object, Objects};
+
+/// The Ingress API's group.
+pub(crate) const GROUP: &str = "networking.k8s.io";
+
+/// ingress-nginx's default `--annotations-prefix`, also Argo's default `annotationPrefix`.
+pub const DEFAULT_ANNOTATION_PREFIX: &str = "nginx.ingress.kubernetes.io";
+
+/// The class ingress-nginx serves by default (`--ingress-class`).
+pub const DEFAULT_CLASS: &str = "nginx";
+
+/// The `spec.controller` of an IngressClass ingress-nginx serves (`--controller-class`).
+pub const CONTROLLER: &str = "k8s.io/ingress-nginx";
+
+/// The annotation that named an Ingress's class before `spec.ingressClassName`.
+pub const CLASS_ANNOTATION: &str = "kubernetes.io/ingress.class";
+
+/// The IngressClass annotation that makes it the class of Ingresses that name none.
+const DEFAULT_CLASS_ANNOTATION: &str = "ingressclass.kubernetes.io/is-default-class";
+
+/// The Ingress kind.
+pub fn ingress_kind() -> Kind {
+    Kind::Stored(stored_kind::known(GROUP, "Ingress").expect("a described kind"))
+}
+
+/// The IngressClass kind.
+pub fn ingress_class_kind() -> Kind {
+    Kind::Stored(stored_kind::known(GROUP, "IngressClass").expect("a described kind"))
+}
+
+/// Whether objects of `kind` are routed by (the Ingress) or read (the IngressClass).
+pub(crate) fn is_simulated(kind: stored_kind::StoredKind) -> bool {
+    kind.info().group == GROUP && ["Ingress", "IngressClass"].contains(&kind.info().kind)
+}
+
+/// `Ingress.spec`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IngressSpec {
+    pub ingress_class_name: Option<String>,
+    pub default_backend: Option<IngressBackend>,
+    #[serde(default)]
+    pub rules: Vec<IngressRule>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct IngressRule {
+    /// None or empty: every host (ingress-nginx's catch-all server `_`).
+    pub host: Option<String>,
+    pub http: Option<HttpIngressRuleValue>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct HttpIngressRuleValue {
+    #[serde(default)]
+    pub paths: Vec<HttpIngressPath>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpIngressPath {
+    pub path: Option<String>,
+    /// `Exact`, `Prefix` or `ImplementationSpecific` (ingress-nginx: a prefix).
+    pub path_type: Option<String>,
+    #[serde(default)]
+    pub backend: IngressBackend,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct IngressBackend {
+    pub service: Option<IngressServiceBackend>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct IngressServiceBackend {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub port: ServiceBackendPort,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ServiceBackendPort {
+    pub name: Option<String>,
+    pub number: Option<u32>,
+}
+
+/// One path of one rule, with ingress-nginx's defaults filled in.
+#[derive(Debug, Clone)]
+pub struct IngressPath<'a> {
+    /// `rules[i].http.paths[j]`, for notes.
+    pub label: String,
+    /// Empty: every host.
+    pub host: &'a str,
+    /// Default `/`.
+    pub path: &'a str,
+    /// Default `ImplementationSpecific`.
+    pub path_type: &'a str,
+    /// None: a resource backend.
+    pub service: Option<&'a IngressServiceBackend>,
+}
+
+impl IngressPath<'_> {
+    /// Whether the two are the same location (host, path and path type).
+    pub fn same_location(&self, host: &str, path: &str, path_type: &str) -> bool {
+        self.host == host && self.path == path && self.path_type == path_type
+    }
+}
+
+impl IngressSpec {
+    /// Every path of every rule, in order.
+    pub fn paths(&self) -> impl Iterator<Item = IngressPath<'_>> {
+        self.rules.iter().enumerate().flat_map(|(i, rule)| {
+            let host = rule.host.as_deref().unwrap_or("");
+            let paths = rule.http.iter().flat_map(|h| h.paths.iter());
+            paths.enumerate().map(move |(j, p)| IngressPath {
+                label: format!("rules[{i}].http.paths[{j}]"),
+                host,
+                path: p.path.as_deref().unwrap_or("/"),
+                path_type: p.path_type.as_deref().unwrap_or("ImplementationSpecific"),
+                service: p.backend.service.as_ref(),
+            })
+        })
+    }
+
+    /// The Services every path of every rule names.
+    pub fn rule_services(&self) -> impl Iterator<Item = &str> {
+        self.rules
+            .iter()
+            .filter_map(|r| r.http.as_ref())
+            .flat_map(|h| h.paths.iter())
+            .filter_map(|p| p.backend.service.as_ref())
+            .map(|s| s.name.as_str())
+    }
+}
+
+/// The canary annotations as ingress-nginx parses them: a value that does not parse is its
+/// default (`canary` false, `canary-weight` 0, `canary-weight-total` 100, the rest empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CanaryAnnotations {
+    pub enabled: bool,
+    pub weight: i64,
+    pub weight_total: i64,
+    pub header: String,
+    pub header_value: String,
+    pub header_pattern: String,
+    pub cookie: String,
+}
+
+impl CanaryAnnotations {
+    /// The canary annotations of `annotations` under `prefix`; Err when a canary setting is
+    /// given without `canary: "true"` (the controller then ignores every one of them).
+    pub fn parse(
+        annotations: &BTreeMap<String, String>,
+        prefix: &str,
+    ) -> Result<CanaryAnnotations, String> {
+        let get = |name: &str| annotations.get(&format!("{prefix}/{name}"));
+        let int = |name: &str, default: i64| {
+            get(name)
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .unwrap_or(default)
+        };
+        let text = |name: &str| get(name).cloned().unwrap_or_default();
+        let c = CanaryAnnotations {
+            // Go's strconv.ParseBool.
+            enabled: matches!(
+                get("canary").map(String::as_str),
+                Some("1" | "t" | "T" | "TRUE" | "true" | "True")
+            ),
+            weight: int("canary-weight", 0),
+            weight_total: int("canary-weight-total", 100),
+            header: text("canary-by-header"),
+            header_value: text("canary-by-header-value"),
+            header_pattern: text("canary-by-header-pattern"),
+            cookie: text("canary-by-cookie"),
+        };
+        let configured = c.weight > 0
+            || !c.header.is_empty()
+            || !c.header_value.is_empty()
+            || !c.cookie.is_empty()
+            || !c.header_pattern.is_empty();
+        if !c.enabled && configured {
+            return Err(format!(
+                "{prefix}/canary: configured but not enabled; the canary settings are ignored"
+            ));
+        }
+        Ok(c)
+    }
+
+    /// The share of requests the weight sends to the canary, as `balancer.lua` draws it:
+    /// `math.random(total) <= weight`, where the total is `canary-weight-total` only when
+    /// it is above 100.
+    pub fn weight_share(&self) -> (u32, u32) {
+        let total = if self.weight_total > 100 {
+            self.weight_total
+        } else {
+            100
+        };
+        let canary = self.weight.clamp(0, total);
+        (canary as u32, total as u32)
+    }
+}
+
+/// Which Ingresses ingress-nginx serves: those of its class, by `spec.ingressClassName`
+/// (an IngressClass whose `spec.controller` is ingress-nginx's, or, without IngressClass
+/// objects, the class named `nginx`), by the older annotation, or, naming none, when an
+/// IngressClass of ingress-nginx is marked default.
+#[derive(Debug, Clone)]
+pub struct ClassFilter {
+    /// Class names the controller serves.
+    classes: Vec<String>,
+    /// Whether an Ingress that names no class is served.
+    without_class: bool,
+}
+
+impl ClassFilter {
+    /// The filter of an ingress-nginx installed with its defaults, given the stored
+    /// IngressClasses.
+    pub fn of(api: &dyn Objects) -> ClassFilter {
+        let ingress_classes = api.objects(ingress_class_kind());
+        let mut classes = Vec::new();
+        let mut without_class = false;
+        for c in &ingress_classes {
+            if c.spec()["controller"].as_str() == Some(CONTROLLER) {
+                classes.push(c.name().to_string());
+                without_class |=
+                    c.annotations().get(DEFAULT_CLASS_ANNOTATION) == Some(&"true".to_string());
+            }
+        }
+        if !classes.iter().any(|c| c == DEFAULT_CLASS) {
+            // The controller serves `--ingress-class` (default nginx) by annotation even
+            // without the IngressClass object.
+            classes.push(DEFAULT_CLASS.to_string());
+        }
+        ClassFilter {
+            classes,
+            without_class,
+        }
+    }
+
+    /// Whether the controller serves `ingress`; Err says why not.
+    pub fn serves(&self, ingress: &Object, spec: &IngressSpec) -> Result<(), String> {
+        let annotated = ingress.annotations().get(CLASS_ANNOTATION).cloned();
+        let class = annotated.or_else(|| spec.ingress_class_name.clone());
+        match class {
+            Some(c) if self.classes.contains(&c) => Ok(()),
+            Some(c) => Err(format!(
+                "class {c:?} is not ingress-nginx's ({}); not served",
+                self.classes.join(", ")
+            )),
+            None if self.without_class => Ok(()),
+            None => Err(format!(
+                "names no class and no IngressClass of {CONTROLLER} is the default; not served \
+                 (set spec.ingressClassName: {DEFAULT_CLASS})"
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (format!("{DEFAULT_ANNOTATION_PREFIX}/{k}"), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_weight_total_counts_only_above_one_hundred() {
+        let c = |w: &str, t: &str| {
+            CanaryAnnotations::parse(
+                &annotations(&[
+                    ("canary", "true"),
+                    ("canary-weight", w),
+                    ("canary-weight-total", t),
+                ]),
+                DEFAULT_ANNOTATION_PREFIX,
+            )
+            .unwrap()
+            .weight_share()
+        };
+        // Argo's maxTrafficWeight 10 with setWeight 5: 5 of 100, not 5 of 10.
+        assert_eq!(c("5", "10"), (5, 100));
+        assert_eq!(c("5", "1000"), (5, 1000));
+        assert_eq!(c("150", "100"), (100, 100));
+        assert_eq!(c("x", "y"), (0, 100));
+    }
+
+    #[test]
+    fn canary_settings_without_canary_true_are_refused() {
+        let e = CanaryAnnotations::parse(
+            &annotations(&[("canary-weight", "20")]),
+            DEFAULT_ANNOTATION_PREFIX,
+        )
+        .unwrap_err();
+        assert!(e.contains("configured but not enabled"), "{e}");
+        let off = CanaryAnnotations::parse(&annotations(&[]), DEFAULT_ANNOTATION_PREFIX).unwrap();
+        assert!(!off.enabled);
+    }
+}

@@ -1,0 +1,153 @@
+//! NGINX rollouts end to end: the canary Ingresses Argo writes at each step, the events
+//! and errors it reports, and what requests through ingress-nginx see, on a case held out
+//! from the bundled scenarios (`tests/fixtures/nginx`).
+
+use canarysim::model::ingress::ingress_kind;
+use canarysim::model::{Kind, Manifest};
+use canarysim::sim::{ClusterConfig, World};
+use canarysim::testing::{check_scenario, run_scenario};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const NS: &str = "shop";
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/nginx")
+        .join(name)
+}
+
+/// Two stable Ingresses, setWeight 20 then 50, a header canary by value: the canary
+/// Ingresses are Argo's (names, rules, annotations, checked by the scenario's `expect`),
+/// and 100,000 requests through ingress-nginx split as set, every request with the
+/// header's value reaching the canary.
+#[test]
+fn the_held_out_nginx_rollout_routes_as_argo_and_ingress_nginx_do() {
+    if let Err(e) = check_scenario(&fixture("held-out.yaml")) {
+        panic!("{e}");
+    }
+    let report = run_scenario(&fixture("held-out.yaml"), None).unwrap();
+    assert!(report.steps.iter().all(|s| s.passed), "{:#?}", report.steps);
+    let loads: Vec<_> = report
+        .steps
+        .iter()
+        .filter_map(|s| s.load.as_ref())
+        .collect();
+    assert_eq!(loads.len(), 4);
+    for load in loads {
+        assert_eq!(load.path, "gateway ingress-nginx/ingress-nginx-controller");
+        assert_eq!(load.sent, load.answered);
+    }
+}
+
+/// The held-out manifests with `edit` applied to their text, 30 s after applying them.
+fn world(edit: impl Fn(String) -> String) -> World {
+    let text = edit(std::fs::read_to_string(fixture("manifests.yaml")).unwrap());
+    let manifests: Vec<Manifest> =
+        canarysim::model::yaml::load_str("manifests.yaml", &text, NS).unwrap();
+    let mut w = World::new(ClusterConfig::default(), 1);
+    w.apply(&manifests).unwrap();
+    w.advance(Duration::from_secs(30)).unwrap();
+    w
+}
+
+fn rollout_status(w: &World) -> Value {
+    w.api
+        .get(Kind::Rollout, NS, "checkout")
+        .unwrap()
+        .status()
+        .clone()
+}
+
+fn canary_weight(w: &World, name: &str) -> Option<String> {
+    let ingress = w.api.get(ingress_kind(), NS, name).ok()?;
+    ingress.value["metadata"]["annotations"]["nginx.ingress.kubernetes.io/canary-weight"]
+        .as_str()
+        .map(str::to_string)
+}
+
+#[test]
+fn argo_creates_the_canary_ingresses_then_patches_them_with_its_events() {
+    let mut w = world(|t| t);
+    assert_eq!(rollout_status(&w)["phase"], "Healthy");
+    let public = "checkout-checkout-public-canary";
+    assert_eq!(canary_weight(&w, public).as_deref(), Some("0"));
+    w.set_image(NS, "checkout", "checkout", "shop/checkout:v2")
+        .unwrap();
+    w.advance(Duration::from_secs(30)).unwrap();
+    assert_eq!(canary_weight(&w, public).as_deref(), Some("20"));
+    let internal = "checkout-checkout-internal-canary";
+    assert_eq!(canary_weight(&w, internal).as_deref(), Some("20"));
+    let events: Vec<(String, String)> = w
+        .events
+        .iter()
+        .filter(|e| e.reason.contains("CanaryIngress"))
+        .map(|e| (e.reason.clone(), e.message.clone()))
+        .collect();
+    assert_eq!(
+        events[..2],
+        [
+            (
+                "CreatingCanaryIngress".to_string(),
+                format!("Creating canary ingress `{public}` with weight `0`")
+            ),
+            (
+                "CreatingCanaryIngress".to_string(),
+                format!("Creating canary ingress `{internal}` with weight `0`")
+            ),
+        ]
+    );
+    assert!(
+        events.contains(&(
+            "PatchingCanaryIngress".to_string(),
+            format!("Updating Ingress `{public}` to desiredWeight '20'")
+        )),
+        "{events:#?}"
+    );
+    // A canary Ingress another object controls is an error, and Argo leaves it alone.
+    let mut ingress = w.api.get(ingress_kind(), NS, public).unwrap().clone();
+    ingress.value["metadata"]["ownerReferences"][0]["uid"] = "someone-else".into();
+    w.api.update(ingress).unwrap();
+    w.promote(NS, "checkout", false).unwrap();
+    w.advance(Duration::from_secs(5)).unwrap();
+    let error = w.errors.values().next().cloned().unwrap_or_default();
+    assert_eq!(
+        error,
+        format!("canary ingress `{public}` controlled by different object")
+    );
+}
+
+#[test]
+fn missing_or_unfit_stable_ingresses_make_the_rollout_invalid_as_argo_says() {
+    let message = |w: &World| rollout_status(w)["message"].as_str().unwrap().to_string();
+    let w = world(|t| t.replace("name: checkout-internal}", "name: elsewhere}"));
+    assert_eq!(
+        message(&w),
+        "InvalidSpec: The Rollout \"checkout\" is invalid: spec.strategy.canary.trafficRouting.nginx.StableIngresses: Invalid value: []string{\"checkout-public\", \"checkout-internal\"}: ingress.networking.k8s.io \"checkout-internal\" not found"
+    );
+    let w = world(|t| {
+        t.replace(
+            "stableIngresses: [checkout-public, checkout-internal]",
+            "stableIngress: checkout-public\n          stableIngresses: [checkout-internal]",
+        )
+    });
+    assert_eq!(
+        message(&w),
+        "InvalidSpec: The Rollout \"checkout\" is invalid: spec.strategy.canary.trafficRouting.nginx: Internal error: Either StableIngress or StableIngresses must be configured. Both are configured."
+    );
+    let w = world(|t| {
+        t.replace(
+            "stableIngresses: [checkout-public, checkout-internal]",
+            "stableIngress: checkout-internal",
+        )
+        .replace(
+            "- {path: /, pathType: Prefix, backend: {service: {name: checkout-stable",
+            "- {path: /, pathType: Prefix, backend: {service: {name: static",
+        )
+    });
+    assert_eq!(
+        message(&w),
+        "InvalidSpec: The Rollout \"checkout\" is invalid: spec.strategy.canary.trafficRouting.nginx.stableIngress: Invalid value: \"checkout-internal\": ingress `checkout-internal` has no rules using service checkout-stable backend"
+    );
+}
