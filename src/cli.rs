@@ -67,6 +67,11 @@ pub enum Command {
         /// Override the scenario's seed (the same seed gives the same report).
         #[arg(long)]
         seed: Option<u64>,
+        /// Instead: send each load through ingress-nginx again through the HTTPRoutes
+        /// ingress2gateway would write from the Ingresses of that moment, and say where the
+        /// splits differ.
+        #[arg(long)]
+        ingress2gateway: bool,
         /// Output format: `text` for people, `json` for scripts.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
@@ -618,7 +623,12 @@ pub fn execute(cli: Cli) -> (u8, String, String) {
             };
             run(path.as_deref(), seed, format, mode, budgets)
         }
-        Command::Compare { path, seed, format } => compare(path.as_deref(), seed, format),
+        Command::Compare {
+            path,
+            seed,
+            ingress2gateway,
+            format,
+        } => compare(path.as_deref(), seed, ingress2gateway, format),
         Command::Lint { files } => lint_files(&files),
         Command::Init { paths, output } => init(&paths, output.as_deref()),
         Command::Check {
@@ -1930,7 +1940,12 @@ fn lint_files(paths: &[PathBuf]) -> (u8, String, String) {
     (u8::from(errors > 0), out, passed_over)
 }
 
-fn compare(path: Option<&Path>, seed: Option<u64>, format: Format) -> (u8, String, String) {
+fn compare(
+    path: Option<&Path>,
+    seed: Option<u64>,
+    ingress2gateway: bool,
+    format: Format,
+) -> (u8, String, String) {
     let (files, path): (&dyn Files, PathBuf) = match path {
         None => (&EMBEDDED, PathBuf::from(DEFAULT_SCENARIO)),
         Some(p) => (&Disk, p.to_path_buf()),
@@ -1939,6 +1954,14 @@ fn compare(path: Option<&Path>, seed: Option<u64>, format: Format) -> (u8, Strin
         Ok(plan) => plan,
         Err(e) => return (2, String::new(), format!("{e}\n")),
     };
+    if ingress2gateway {
+        let report = scenario::migration::migration_check(&plan, seed);
+        let out = match format {
+            Format::Text => report::text::migration(&report),
+            Format::Json => serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
+        };
+        return (u8::from(!report.failures.is_empty()), out, String::new());
+    }
     let report = scenario::compare::compare(&plan, seed);
     let out = match format {
         Format::Text => report::text::compare(&report),

@@ -269,6 +269,22 @@ fn gateway_api_routes_weights_and_header_rules() {
 
 #[test]
 #[ignore = "needs envoy (the live suite: .ci/run)"]
+fn ingress_nginx_canaries_as_exported_routes() {
+    // A canary Ingress's decisions (the header's always and never, then the weight), each
+    // a route of the export in balancer.lua's order: real Envoy splits the loads with and
+    // without the header as canarysim's router does, and a weight total of 10 as 5 in 100.
+    assert_eq!(
+        each_gateway_load("nginx-header-canary.yaml", |_| {}, agree),
+        6
+    );
+    assert_eq!(
+        each_gateway_load("nginx-max-traffic-weight.yaml", |_| {}, agree),
+        1
+    );
+}
+
+#[test]
+#[ignore = "needs envoy (the live suite: .ci/run)"]
 fn mirror_route() {
     // The scenario sends no load: at its first pause (step 4, the mirror route in place),
     // once the table has reached the proxies.

@@ -151,3 +151,29 @@ fn missing_or_unfit_stable_ingresses_make_the_rollout_invalid_as_argo_says() {
         "InvalidSpec: The Rollout \"checkout\" is invalid: spec.strategy.canary.trafficRouting.nginx.stableIngress: Invalid value: \"checkout-internal\": ingress `checkout-internal` has no rules using service checkout-stable backend"
     );
 }
+
+/// `compare --ingress2gateway`: ingress2gateway weighs the canary against the weight total
+/// even at 10 (5 of 10: 50 %), where ingress-nginx draws 5 in 100; the same load through
+/// each is told apart. A header canary both translate alike is not.
+#[test]
+fn the_migration_check_finds_where_ingress2gateway_splits_otherwise() {
+    use canarysim::scenario::migration::migration_check;
+    let scenario = |name: &str| {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("scenarios")
+            .join(name);
+        canarysim::scenario::load_runnable(&path, &canarysim::scenario::Disk).unwrap()
+    };
+    let report = migration_check(&scenario("nginx-max-traffic-weight.yaml"), None);
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    let row = &report.rows[0];
+    assert_eq!(row.ingress_nginx.configured, 0.05);
+    assert_eq!(row.http_route.configured, 0.5);
+    assert!((row.ingress_nginx.observed - 0.05).abs() < 0.005, "{row:?}");
+    assert!((row.http_route.observed - 0.5).abs() < 0.01, "{row:?}");
+    assert!(row.differ, "{row:?}");
+    let report = migration_check(&scenario("nginx-header-canary.yaml"), None);
+    assert_eq!(report.rows.len(), 6, "{report:?}");
+    assert!(report.rows.iter().all(|r| !r.differ), "{report:?}");
+    assert!(report.notes.is_empty(), "{:?}", report.notes);
+}

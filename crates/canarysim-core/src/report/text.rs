@@ -422,6 +422,71 @@ pub fn compare(r: &crate::outcome::CompareReport) -> String {
     out
 }
 
+/// `canarysim compare --ingress2gateway`: per load, the canary's share through ingress-nginx
+/// and through the HTTPRoute ingress2gateway writes, and whether they differ.
+pub fn migration(r: &crate::outcome::MigrationReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "compare {} (seed {}) — {}", r.name, r.seed, r.file);
+    let _ = writeln!(out, "ingress-nginx: the scenario as written");
+    let _ = writeln!(
+        out,
+        "HTTPRoute:     the same load through the Gateway API objects ingress2gateway writes from the Ingresses of that moment"
+    );
+    let _ = writeln!(out);
+    let columns = [
+        ("STEP", Align::Right),
+        ("TIME", Align::Left),
+        ("THROUGH", Align::Left),
+        ("CONFIGURED %", Align::Right),
+        ("OBSERVED %", Align::Right),
+        ("DRAWS", Align::Right),
+        ("SPLITS", Align::Left),
+    ];
+    let mut rows = Vec::new();
+    for row in &r.rows {
+        let p = if row.p_value < 1e-4 {
+            "p < 0.0001".to_string()
+        } else {
+            format!("p = {:.4}", row.p_value)
+        };
+        let verdict = if row.differ {
+            format!("DIFFER ({p})")
+        } else {
+            format!("alike ({p})")
+        };
+        let side = |s: &crate::outcome::MigrationSide| {
+            [
+                percent(s.configured),
+                percent(s.observed),
+                s.effective_n.to_string(),
+            ]
+        };
+        let mut first = vec![
+            row.step.to_string(),
+            row.time.clone(),
+            "ingress-nginx".into(),
+        ];
+        first.extend(side(&row.ingress_nginx));
+        first.push(verdict);
+        rows.push(first);
+        let mut second = vec![String::new(), String::new(), "HTTPRoute".into()];
+        second.extend(side(&row.http_route));
+        second.push(String::new());
+        rows.push(second);
+    }
+    out.push_str(&table(&columns, &rows));
+    for w in &r.warnings {
+        push_wrapped(&mut out, &format!("ingress2gateway: {w}"), WIDTH, "  ");
+    }
+    for n in &r.notes {
+        push_wrapped(&mut out, &format!("note: {n}"), WIDTH, "  ");
+    }
+    for f in &r.failures {
+        push_wrapped(&mut out, &format!("FAIL: {f}"), WIDTH, "  ");
+    }
+    out
+}
+
 /// `canarysim check`: the settings once, then per Rollout its table (one row per pause:
 /// the weights, the share through its router with the verdict, the share without a mesh),
 /// its end, its lint findings and notes; then what was left out and the verdict.

@@ -8,6 +8,7 @@ pub mod expect;
 pub mod format;
 pub mod init;
 pub mod invariants;
+pub mod migration;
 pub mod plan;
 pub mod runner;
 pub mod snapshot;

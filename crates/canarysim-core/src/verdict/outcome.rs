@@ -249,6 +249,45 @@ pub struct CompareReport {
     pub failures: Vec<String>,
 }
 
+/// `canarysim compare --ingress2gateway`: per load through ingress-nginx, the same load
+/// through the HTTPRoutes ingress2gateway would write from the Ingresses of that moment.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MigrationReport {
+    pub name: String,
+    pub file: String,
+    pub seed: u64,
+    pub rows: Vec<MigrationRow>,
+    /// What ingress2gateway warns about (annotations it drops).
+    pub warnings: Vec<String>,
+    /// Loads not compared, and why.
+    pub notes: Vec<String>,
+    /// The scenario's own failed steps (exit 1).
+    pub failures: Vec<String>,
+}
+
+/// One load, through ingress-nginx and through the migrated HTTPRoute.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MigrationRow {
+    pub step: usize,
+    pub time: String,
+    pub ingress_nginx: MigrationSide,
+    pub http_route: MigrationSide,
+    /// A chi-square test of homogeneity of the two loads' canary counts.
+    pub p_value: f64,
+    /// p below 1 − the report's confidence (1 %): the splits differ.
+    pub differ: bool,
+}
+
+/// The canary's share one way.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MigrationSide {
+    /// The share the data plane was configured for (0–1).
+    pub configured: f64,
+    /// The share observed, in the unit of randomisation (0–1).
+    pub observed: f64,
+    pub effective_n: u64,
+}
+
 /// What `canarysim check` found: per Rollout of the manifests, the share each canary step
 /// sent through the router the Rollout configures and without a mesh, with the verdict.
 /// `schemas/check.schema.json` is this type's schema.

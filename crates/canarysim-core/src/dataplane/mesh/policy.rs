@@ -162,6 +162,28 @@ pub(crate) static DEFAULT_POLICY: HttpPolicy = HttpPolicy {
     },
 };
 
+/// ingress-nginx's defaults: `proxy-next-upstream: error timeout` with
+/// `proxy-next-upstream-tries: 3` (another pod after a failed connection, twice at most; a
+/// 503 answer is not retried), no route timeout, no fault.
+pub(crate) static INGRESS_NGINX_POLICY: HttpPolicy = HttpPolicy {
+    retry: RetryPolicy {
+        attempts: 2,
+        on: RetryOn {
+            five_xx: false,
+            gateway_error: false,
+            connect_failure: true,
+            codes: [0; 8],
+            n_codes: 0,
+        },
+        per_try_timeout_us: None,
+    },
+    timeout_us: None,
+    fault: Fault {
+        delay: None,
+        abort: None,
+    },
+};
+
 /// One attempt's outcome, as the caller observed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Attempt {

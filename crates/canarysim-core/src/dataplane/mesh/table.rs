@@ -641,9 +641,6 @@ pub(crate) struct HttpRouteEntry {
     pub mirrors: Box<[Mirror]>,
     pub policy: super::policy::HttpPolicy,
     pub source: RouteSource,
-    /// An Ingress location's canary (ingress-nginx): decides per request between the
-    /// canary, `clusters`, or a draw between them.
-    pub canary: Option<Box<super::ingress_nginx::IngressCanary>>,
 }
 
 /// One `match` entry: every condition given must hold.
@@ -1123,10 +1120,7 @@ impl RouteTable {
                         .iter()
                         .find(|r| r.matches.is_empty() || r.matches.iter().any(|m| m.matches(req)))
                         .map(|r| RouteChoice {
-                            clusters: match &r.canary {
-                                Some(c) => c.clusters_for(&r.clusters, req),
-                                None => &r.clusters,
-                            },
+                            clusters: &r.clusters,
                             mirrors: &r.mirrors,
                             policy: &r.policy,
                             scope: Scope::PerRequest,

@@ -528,7 +528,6 @@ impl<'a> Builder<'a> {
                         mirrors: r.mirrors.clone(),
                         policy: r.policy,
                         source: r.source.clone(),
-                        canary: None,
                     })
                 })
                 .collect();

@@ -285,7 +285,6 @@ impl Builder<'_> {
                                 virtual_service: Some(key.clone()),
                                 route: label.clone(),
                             },
-                            canary: None,
                         },
                     ));
                 }

@@ -16,7 +16,9 @@
 //!   canary), else `always` / `never`, and any other value falls through; then the
 //!   `canary-by-cookie` cookie's `always` / `never`; then a draw
 //!   `math.random(weightTotal) <= weight`, the total being `canary-weight-total` only above
-//!   100.
+//!   100. Each decision is a route of its own, tried in that order before the location's
+//!   weighted route, so the router, the simulated loads and the Envoy export all route
+//!   alike.
 //!
 //! Not simulated (noted): session affinity (`affinity: cookie`), regex paths
 //! (`use-regex`), a default backend's catch-all canary.
@@ -27,8 +29,8 @@ use regex::Regex;
 
 use super::matcher::{HostPattern, StrMatcher};
 use super::table::{
-    ClusterId, GatewayName, HttpMatch, HttpRouteEntry, Listener, RequestMeta, RouteSource,
-    VirtualHost, WeightedClusters,
+    ClusterId, GatewayName, HttpMatch, HttpRouteEntry, Listener, RouteSource, VirtualHost,
+    WeightedClusters,
 };
 use super::translate::Builder;
 use crate::endpoints::CLUSTER_DOMAIN_SUFFIX;
@@ -47,101 +49,81 @@ pub const CONTROLLER_NAME: &str = "ingress-nginx-controller";
 /// after it is written.
 pub const BACKENDS_SYNC_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// A location's canary: the alternative backend and how a request is sent to it.
-#[derive(Debug, Clone)]
-pub(crate) struct IngressCanary {
-    /// The primary and the canary by the weights.
-    weighted: WeightedClusters,
-    /// The canary alone.
-    canary: WeightedClusters,
-    header: Option<HeaderRule>,
-    /// `canary-by-cookie`.
-    cookie: Option<String>,
-}
-
-#[derive(Debug, Clone)]
-struct HeaderRule {
-    /// Lower case, `_` for `-`, as nginx's `$http_` variables name headers.
-    name: String,
-    value: String,
-    /// `canary-by-header-pattern` (searched, as `ngx.re.match` does); None when empty.
-    pattern: Option<Regex>,
-    /// The pattern did not compile: ingress-nginx logs it and keeps the primary.
-    broken_pattern: bool,
-}
-
-/// What `route_to_alternative_balancer` answers for one request.
+/// Where a decision of `route_to_alternative_balancer` sends the request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Alternative {
-    Yes,
-    No,
-    Draw,
+enum Decision {
+    Canary,
+    Primary,
 }
 
-impl IngressCanary {
-    /// The split this request is sent by: the canary alone, the primary alone, or the draw.
-    pub(crate) fn clusters_for<'t>(
-        &'t self,
-        primary: &'t WeightedClusters,
-        req: &RequestMeta,
-    ) -> &'t WeightedClusters {
-        match self.decide(req) {
-            Alternative::Yes => &self.canary,
-            Alternative::No => primary,
-            Alternative::Draw => &self.weighted,
-        }
-    }
+/// A header condition under which balancer.lua decides without the draw, and where to.
+struct Rule {
+    /// `canary-by-header`, `canary-by-cookie`: for the route's name.
+    why: String,
+    header: String,
+    matcher: StrMatcher,
+    to: Decision,
+}
 
-    fn decide(&self, req: &RequestMeta) -> Alternative {
-        if let Some(h) = &self.header {
-            if let Some(value) = header(req, &h.name) {
-                if !h.value.is_empty() {
-                    if h.value == value {
-                        return Alternative::Yes;
-                    }
-                } else if h.broken_pattern {
-                    return Alternative::No;
-                } else if let Some(p) = &h.pattern {
-                    if p.is_match(value) {
-                        return Alternative::Yes;
-                    }
-                } else if value == "always" {
-                    return Alternative::Yes;
-                } else if value == "never" {
-                    return Alternative::No;
+/// balancer.lua's decisions before the draw, in its order.
+fn rules(policy: &CanaryAnnotations) -> (Vec<Rule>, Option<String>) {
+    let mut rules = Vec::new();
+    let mut broken = None;
+    if !policy.header.is_empty() {
+        let header = policy.header.to_ascii_lowercase();
+        let rule = |matcher, to, what: &str| Rule {
+            why: format!("canary-by-header {what}"),
+            header: header.clone(),
+            matcher,
+            to,
+        };
+        if !policy.header_value.is_empty() {
+            let v = policy.header_value.clone();
+            rules.push(rule(StrMatcher::Exact(v.clone()), Decision::Canary, &v));
+        } else if !policy.header_pattern.is_empty() {
+            // `ngx.re.match` searches; a route's regex matches the whole value (anchored,
+            // as Envoy's full match: the export strips the anchors).
+            match Regex::new(&format!(
+                "^(?:(?s:.*?)(?:{})(?s:.*))$",
+                policy.header_pattern
+            )) {
+                Ok(r) => rules.push(rule(StrMatcher::Regex(r), Decision::Canary, "pattern")),
+                Err(e) => {
+                    // ingress-nginx logs the error and keeps the primary.
+                    broken = Some(format!(
+                        "canary-by-header-pattern {:?} does not compile ({e}); a request with the header goes to the primary",
+                        policy.header_pattern
+                    ));
+                    rules.push(rule(StrMatcher::Any, Decision::Primary, "pattern"));
                 }
             }
+        } else {
+            rules.push(rule(
+                StrMatcher::Exact("always".into()),
+                Decision::Canary,
+                "always",
+            ));
+            rules.push(rule(
+                StrMatcher::Exact("never".into()),
+                Decision::Primary,
+                "never",
+            ));
         }
-        if let Some(name) = &self.cookie {
-            match cookie(req, name) {
-                Some("always") => return Alternative::Yes,
-                Some("never") => return Alternative::No,
-                _ => {}
-            }
-        }
-        Alternative::Draw
     }
-}
-
-/// The request's header as nginx's `$http_<name>` reads it (case and `-`/`_` alike).
-fn header<'r>(req: &RequestMeta<'r>, name: &str) -> Option<&'r str> {
-    req.headers
-        .iter()
-        .find(|(k, _)| nginx_variable_name(k) == name)
-        .map(|(_, v)| *v)
-}
-
-/// Cookie `name` of the request's `Cookie` header, as `$cookie_<name>` reads it.
-fn cookie<'r>(req: &RequestMeta<'r>, name: &str) -> Option<&'r str> {
-    header(req, "cookie")?
-        .split(';')
-        .filter_map(|c| c.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v)
-}
-
-fn nginx_variable_name(header: &str) -> String {
-    header.to_ascii_lowercase().replace('-', "_")
+    if !policy.cookie.is_empty() {
+        for (value, to) in [("always", Decision::Canary), ("never", Decision::Primary)] {
+            let cookie = regex::escape(&policy.cookie);
+            let r = Regex::new(&format!("^(?:(?:.*;\\s*)?{cookie}={value}(?:;.*)?)$"))
+                .expect("an escaped name and a word");
+            rules.push(Rule {
+                why: format!("canary-by-cookie {value}"),
+                header: "cookie".into(),
+                matcher: StrMatcher::Regex(r),
+                to,
+            });
+        }
+    }
+    (rules, broken)
 }
 
 /// One location of a primary Ingress.
@@ -335,6 +317,13 @@ impl Builder<'_> {
                         primary.backend, first.key.namespace, first.key.name
                     ),
                 ),
+                Some(first) if first.key != key && first.policy != policy => self.note(
+                    &key,
+                    format!(
+                        "{label}: its canary settings are ignored: backend {} takes those of Ingress {}/{}, the first to name it (the controller creates each upstream once)",
+                        service.name, first.key.namespace, first.key.name
+                    ),
+                ),
                 Some(_) => {}
                 None => {
                     alternatives.insert(
@@ -354,9 +343,17 @@ impl Builder<'_> {
     /// canary of its backend.
     fn install_ingress_proxy(
         &mut self,
-        locations: Vec<Location>,
+        mut locations: Vec<Location>,
         alternatives: &BTreeMap<String, AlternativeBackend>,
     ) {
+        // nginx: an exact location first, then the longest prefix.
+        locations.sort_by_key(|l| {
+            let exact = l.path_type == "Exact";
+            (
+                !exact,
+                std::cmp::Reverse(l.path.trim_end_matches('/').len()),
+            )
+        });
         let mut hosts: Vec<VirtualHost<HttpRouteEntry>> = Vec::new();
         for l in locations {
             let host = if l.host.is_empty() {
@@ -364,40 +361,14 @@ impl Builder<'_> {
             } else {
                 HostPattern::server_name(&l.host)
             };
-            let canary = alternatives
-                .get(&l.backend)
-                .map(|alt| Box::new(self.ingress_canary(l.cluster, alt)));
-            let entry = HttpRouteEntry {
-                matches: Box::new([HttpMatch {
-                    uri: Some(path_matcher(&l.path, &l.path_type)),
-                    ..HttpMatch::default()
-                }]),
-                clusters: WeightedClusters::single(l.cluster),
-                mirrors: Box::new([]),
-                policy: super::policy::DEFAULT_POLICY,
-                source: l.source,
-                canary,
-            };
+            let entries = self.location_routes(&l, alternatives.get(&l.backend));
             match hosts.iter_mut().find(|v| v.host == host) {
-                Some(v) => v.routes.push(entry),
+                Some(v) => v.routes.extend(entries),
                 None => hosts.push(VirtualHost {
                     host,
-                    routes: vec![entry],
+                    routes: entries,
                 }),
             }
-        }
-        for v in &mut hosts {
-            // nginx: an exact location first, then the longest prefix.
-            v.routes.sort_by_key(|r| {
-                let uri = r.matches[0].uri.as_ref();
-                let exact = matches!(uri, Some(StrMatcher::Exact(_)));
-                let len = match uri {
-                    Some(StrMatcher::Exact(p) | StrMatcher::Prefix(p)) => p.len(),
-                    Some(StrMatcher::SegmentPrefix(p)) => p.len() + 1,
-                    _ => 0,
-                };
-                (!exact, std::cmp::Reverse(len))
-            });
         }
         let servers = hosts
             .iter()
@@ -413,33 +384,62 @@ impl Builder<'_> {
         });
     }
 
-    fn ingress_canary(&mut self, primary: ClusterId, alt: &AlternativeBackend) -> IngressCanary {
-        let p = &alt.policy;
-        let (weight, total) = p.weight_share();
-        let weighted = WeightedClusters::new([(primary, total - weight), (alt.cluster, weight)])
-            .unwrap_or_else(|| WeightedClusters::single(primary));
-        let header = (!p.header.is_empty()).then(|| {
-            let pattern = (!p.header_pattern.is_empty()).then(|| Regex::new(&p.header_pattern));
-            let broken_pattern = matches!(pattern, Some(Err(_)));
-            if let Some(Err(e)) = &pattern {
-                self.note(
-                    &alt.key,
-                    format!("canary-by-header-pattern {:?} does not compile ({e}); a request with the header goes to the primary", p.header_pattern),
-                );
-            }
-            HeaderRule {
-                name: nginx_variable_name(&p.header),
-                value: p.header_value.clone(),
-                pattern: pattern.and_then(Result::ok),
-                broken_pattern,
-            }
-        });
-        IngressCanary {
-            weighted,
-            canary: WeightedClusters::single(alt.cluster),
-            header,
-            cookie: (!p.cookie.is_empty()).then(|| p.cookie.clone()),
+    /// A location's routes: with a canary, balancer.lua's decisions before the draw, each a
+    /// route to the canary or the primary, then the draw; else the primary.
+    fn location_routes(
+        &mut self,
+        l: &Location,
+        alt: Option<&AlternativeBackend>,
+    ) -> Vec<HttpRouteEntry> {
+        let path = path_matcher(&l.path, &l.path_type);
+        let entry =
+            |matcher: HttpMatch, clusters: WeightedClusters, route: String| HttpRouteEntry {
+                matches: Box::new([matcher]),
+                clusters,
+                mirrors: Box::new([]),
+                policy: super::policy::INGRESS_NGINX_POLICY,
+                source: RouteSource {
+                    virtual_service: l.source.virtual_service.clone(),
+                    route,
+                },
+            };
+        let on_path = || HttpMatch {
+            uri: Some(path.clone()),
+            ..HttpMatch::default()
+        };
+        let label = &l.source.route;
+        let Some(alt) = alt else {
+            return vec![entry(
+                on_path(),
+                WeightedClusters::single(l.cluster),
+                label.clone(),
+            )];
+        };
+        let (rules, broken) = rules(&alt.policy);
+        if let Some(why) = broken {
+            self.note(&alt.key, why);
         }
+        let mut out: Vec<HttpRouteEntry> = rules
+            .into_iter()
+            .map(|r| {
+                let target = match r.to {
+                    Decision::Canary => alt.cluster,
+                    Decision::Primary => l.cluster,
+                };
+                let mut m = on_path();
+                m.headers = Box::new([(r.header, r.matcher)]);
+                entry(
+                    m,
+                    WeightedClusters::single(target),
+                    format!("{label} {}", r.why),
+                )
+            })
+            .collect();
+        let (weight, total) = alt.policy.weight_share();
+        let weighted = WeightedClusters::new([(l.cluster, total - weight), (alt.cluster, weight)])
+            .unwrap_or_else(|| WeightedClusters::single(l.cluster));
+        out.push(entry(on_path(), weighted, format!("{label} canary-weight")));
+        out
     }
 }
 
