@@ -177,3 +177,21 @@ fn the_migration_check_finds_where_ingress2gateway_splits_otherwise() {
     assert!(report.rows.iter().all(|r| !r.differ), "{report:?}");
     assert!(report.notes.is_empty(), "{:?}", report.notes);
 }
+
+/// `check` loads an NGINX Rollout through ingress-nginx at the first host and path of its
+/// stable Ingress that forwards to the stable Service, and judges each pause.
+#[test]
+fn check_loads_an_nginx_rollout_through_its_stable_ingress() {
+    let path = fixture("manifests.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let written = canarysim::scenario::init::scenario(&[(
+        canarysim::scenario::init::ManifestSource::File(path.display().to_string()),
+        canarysim::model::yaml::load_str(path.to_str().unwrap(), &text, "default").unwrap(),
+    )])
+    .unwrap();
+    assert!(
+        written.text.contains("host: shop.example.com") && written.text.contains("path: /checkout"),
+        "{}",
+        written.text
+    );
+}

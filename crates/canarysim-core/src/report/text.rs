@@ -615,7 +615,7 @@ fn rollout_check(out: &mut String, ro: &crate::outcome::RolloutCheck) {
     if rows.is_empty() {
         let _ = writeln!(
             out,
-            "no pause with a VirtualService to send traffic through"
+            "no pause with a route (VirtualService, HTTPRoute or Ingress) to send traffic through"
         );
     } else {
         out.push_str(&table(&columns, &rows));

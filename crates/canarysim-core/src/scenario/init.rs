@@ -355,6 +355,7 @@ fn rollout_steps(
         if let Some(LoadTarget {
             host,
             port,
+            path,
             through_service,
         }) = &target
         {
@@ -362,6 +363,9 @@ fn rollout_steps(
             let mut load = vec![("requests", requests.into()), ("host", host.clone().into())];
             if let Some(port) = port {
                 load.push(("port", (*port).into()));
+            }
+            if let Some(path) = path {
+                load.push(("path", path.clone().into()));
             }
             if *through_service {
                 // kube-proxy draws per connection: a new one per request makes each request a
@@ -441,6 +445,8 @@ struct LoadTarget {
     host: String,
     /// The port, when not the load's default (80).
     port: Option<u32>,
+    /// The path, when not the load's default (`/`).
+    path: Option<String>,
     /// A plain Service (no VirtualService or HTTPRoute): kube-proxy's split.
     through_service: bool,
 }
@@ -458,10 +464,14 @@ fn load_target(rollout: &Manifest, manifests: &[Manifest]) -> Option<LoadTarget>
         return Some(LoadTarget {
             host,
             port: None,
+            path: None,
             through_service: false,
         });
     }
     if let Some(target) = http_route_target(canary, manifests, namespace) {
+        return Some(target);
+    }
+    if let Some(target) = ingress_target(canary, manifests, namespace) {
         return Some(target);
     }
     let labels = &spec["template"]["metadata"]["labels"];
@@ -482,6 +492,7 @@ fn load_target(rollout: &Manifest, manifests: &[Manifest]) -> Option<LoadTarget>
         .map(|m| LoadTarget {
             host: m.object.name().to_string(),
             port: None,
+            path: None,
             through_service: true,
         })
 }
@@ -516,7 +527,48 @@ fn http_route_target(
     Some(LoadTarget {
         host,
         port: port.filter(|p| *p != 80),
+        path: None,
         through_service: false,
+    })
+}
+
+/// With NGINX: the first path of the first stable Ingress that forwards to the stable
+/// Service (its host, any name for a rule without one; its path, a prefix as it is). None
+/// when no such Ingress is among the manifests.
+fn ingress_target(
+    canary: &serde_json::Value,
+    manifests: &[Manifest],
+    namespace: &str,
+) -> Option<LoadTarget> {
+    let nginx = &canary["trafficRouting"]["nginx"];
+    let stable_service = canary["stableService"].as_str()?;
+    let mut names: Vec<&str> = nginx["stableIngresses"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    names.extend(nginx["stableIngress"].as_str());
+    let kind = crate::model::ingress::ingress_kind();
+    names.into_iter().find_map(|name| {
+        let ingress = manifests.iter().find(|m| {
+            m.object.kind == kind && m.object.namespace() == namespace && m.object.name() == name
+        })?;
+        let spec: crate::model::ingress::IngressSpec = ingress.object.spec_as().ok()?;
+        let p = spec
+            .paths()
+            .find(|p| p.service.is_some_and(|s| s.name == stable_service))?;
+        let host = match p.host.strip_prefix('*') {
+            _ if p.host.is_empty() => format!("{name}.example"),
+            None => p.host.to_string(),
+            Some(rest) => format!("www{rest}"),
+        };
+        Some(LoadTarget {
+            host,
+            port: None,
+            path: (p.path != "/").then(|| p.path.to_string()),
+            through_service: false,
+        })
     })
 }
 
