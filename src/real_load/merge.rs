@@ -14,7 +14,7 @@ use super::{Expectations, INCONCLUSIVE_EXIT, LoadShape, judge};
 use crate::load::http::HttpOutcome;
 use crate::load::result_file::ResultFile;
 use crate::load::tally::Tally;
-use crate::outcome::{Agreement, HttpLoadReport, MergeReport, ShardSummary};
+use crate::outcome::{Agreement, AgreementFinding, HttpLoadReport, MergeReport, ShardSummary};
 use crate::verify::{self, Outcome, SplitUnit};
 
 /// Adds the files up and judges them. Files of different URLs, canarysim versions,
@@ -249,15 +249,18 @@ fn agreement(draws: &[Vec<u64>], unit: SplitUnit, confidence: f64) -> Agreement 
         SplitUnit::Connection => "connections",
     };
     let (finding, explanation) = if draws.len() < 2 {
-        ("one shard", "one file: nothing to compare".to_string())
+        (
+            AgreementFinding::OneShard,
+            "one file: nothing to compare".to_string(),
+        )
     } else if test.dof == 0 {
         (
-            "same split",
+            AgreementFinding::SameSplit,
             format!("every shard's {unit_word} came from the same one version"),
         )
     } else if test.min_expected < 5.0 {
         (
-            "too few to tell",
+            AgreementFinding::TooFewToTell,
             format!(
                 "too few {unit_word} per shard and version to test whether the shards saw one split (smallest expected count {:.1}, the test needs 5): judged together",
                 test.min_expected
@@ -265,7 +268,7 @@ fn agreement(draws: &[Vec<u64>], unit: SplitUnit, confidence: f64) -> Agreement 
         )
     } else if test.p_value < 1.0 - confidence {
         (
-            "different splits",
+            AgreementFinding::DifferentSplits,
             format!(
                 "the shards' {unit_word} per version differ more than chance allows (chi-square {:.1}, {} degrees of freedom, p = {:.1e}): the workers reached gateways that split differently, so each shard is judged on its own",
                 test.statistic, test.dof, test.p_value
@@ -273,7 +276,7 @@ fn agreement(draws: &[Vec<u64>], unit: SplitUnit, confidence: f64) -> Agreement 
         )
     } else {
         (
-            "same split",
+            AgreementFinding::SameSplit,
             format!(
                 "the shards' {unit_word} per version agree (chi-square {:.1}, {} degrees of freedom, p = {:.2}): judged as one load",
                 test.statistic, test.dof, test.p_value
@@ -281,7 +284,7 @@ fn agreement(draws: &[Vec<u64>], unit: SplitUnit, confidence: f64) -> Agreement 
         )
     };
     Agreement {
-        finding: finding.to_string(),
+        finding,
         unit,
         statistic: test.statistic,
         dof: test.dof,

@@ -407,8 +407,7 @@ pub struct ShardSummary {
 /// shards' draws per version, at the verdict's confidence.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Agreement {
-    /// `same split`, `different splits`, `too few to tell` or `one shard`.
-    pub finding: String,
+    pub finding: AgreementFinding,
     pub unit: SplitUnit,
     pub statistic: f64,
     pub dof: u64,
@@ -420,7 +419,34 @@ pub struct Agreement {
 
 impl Agreement {
     pub fn shards_differ(&self) -> bool {
-        self.finding == "different splits"
+        self.finding == AgreementFinding::DifferentSplits
+    }
+}
+
+/// What the test of the shards' agreement found (in JSON and text: `same split`, …).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub enum AgreementFinding {
+    /// The shards' draws agree, or every shard saw one and the same version.
+    #[serde(rename = "same split")]
+    SameSplit,
+    /// Beyond chance: each shard is judged on its own.
+    #[serde(rename = "different splits")]
+    DifferentSplits,
+    /// An expected count below 5: judged together.
+    #[serde(rename = "too few to tell")]
+    TooFewToTell,
+    #[serde(rename = "one shard")]
+    OneShard,
+}
+
+impl std::fmt::Display for AgreementFinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AgreementFinding::SameSplit => "same split",
+            AgreementFinding::DifferentSplits => "different splits",
+            AgreementFinding::TooFewToTell => "too few to tell",
+            AgreementFinding::OneShard => "one shard",
+        })
     }
 }
 
