@@ -11,10 +11,10 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support;
+use crate::support::{self, KillOnDrop};
 
 use canarysim::cli::{Cli, execute};
 use canarysim::pod_server::{self, PodSpec, RunningPod};
@@ -52,15 +52,14 @@ fn pods() -> Pods {
 
 /// A gateway process, killed (and its directory removed) when dropped.
 struct Gateway {
-    child: Child,
+    child: KillOnDrop,
     dir: PathBuf,
     port: u16,
 }
 
 impl Drop for Gateway {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -85,10 +84,14 @@ fn start(name: &str, dir: PathBuf, port: u16, program: &str, args: &[String]) ->
         .stderr(std::fs::File::create(dir.join("stderr.log")).unwrap())
         .spawn()
         .unwrap_or_else(|e| panic!("{name}: cannot start {program}: {e} (is it installed?)"));
-    let mut gw = Gateway { child, dir, port };
+    let mut gw = Gateway {
+        child: KillOnDrop(child),
+        dir,
+        port,
+    };
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Ok(Some(status)) = gw.child.try_wait() {
+        if let Ok(Some(status)) = gw.child.0.try_wait() {
             let log = std::fs::read_to_string(gw.dir.join("stderr.log")).unwrap_or_default();
             panic!("{name} exited ({status}): {log}");
         }
@@ -564,16 +567,6 @@ fn three_shards_through_envoy_weighted_clusters_merge_to_a_pass() {
     assert_eq!(code, 0, "{text}");
 }
 
-/// A child process killed (if still running) when dropped: a failed test leaves none behind.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 #[ignore = "needs nginx (the real-gateway suite: .ci/run)"]
 fn a_coordinator_and_three_worker_processes_through_nginx_agree_with_merge() {
@@ -605,7 +598,7 @@ fn a_coordinator_and_three_worker_processes_through_nginx_agree_with_merge() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut coordinator = Running(coordinator);
+    let mut coordinator = KillOnDrop(coordinator);
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::net::TcpStream::connect(&listen).is_err() {
         assert!(
@@ -623,7 +616,7 @@ fn a_coordinator_and_three_worker_processes_through_nginx_agree_with_merge() {
                 .to_string()
         })
         .collect();
-    let workers: Vec<Running> = (0..3)
+    let workers: Vec<KillOnDrop> = (0..3)
         .map(|i| {
             let worker = Command::new(bin)
                 .args([
@@ -645,7 +638,7 @@ fn a_coordinator_and_three_worker_processes_through_nginx_agree_with_merge() {
                 .stdout(Stdio::null())
                 .spawn()
                 .unwrap();
-            Running(worker)
+            KillOnDrop(worker)
         })
         .collect();
     for mut worker in workers {

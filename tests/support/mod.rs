@@ -122,3 +122,21 @@ pub fn assert_committed_as_generated(path: &Path, generated: &str, rewrite: &str
         path.display()
     );
 }
+
+/// A child process killed (if still running) and reaped when dropped, so that a failed test
+/// leaves no process behind.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl KillOnDrop {
+    /// Kills and reaps the process now (again on drop: harmless).
+    pub fn stop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

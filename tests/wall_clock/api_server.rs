@@ -664,14 +664,7 @@ fn idle_slowloris_and_stalled_watchers_are_closed_while_the_server_answers() {
 fn out_of_descriptors_the_oldest_silent_connection_makes_room_for_a_request() {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
-    struct Killed(std::process::Child);
-    impl Drop for Killed {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut server = Killed(
+    let mut server = crate::support::KillOnDrop(
         Command::new("sh")
             .arg("-c")
             .arg(format!(
