@@ -463,6 +463,9 @@ pub struct LoadArgs {
     /// (default: header x-version, else JSON field version).
     #[arg(long)]
     pub classify: Option<String>,
+    // The verdict's flags, as in `MergeVerdictArgs`: not flattened from it, since clap
+    // leaves an `Option` of nested flattened args at None (clap-rs/clap#4697), and
+    // `LoadCommand::load` is such an Option.
     /// Expected share of a version, `VALUE=SHARE` (e.g. `yellow=20%`; repeatable).
     #[arg(long)]
     pub expect: Vec<String>,
