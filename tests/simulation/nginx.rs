@@ -195,3 +195,58 @@ fn check_loads_an_nginx_rollout_through_its_stable_ingress() {
         written.text
     );
 }
+
+/// `maxTrafficWeight: 1000` makes every weight Argo computes one of 1000
+/// (`weightutil.MaxTrafficWeight`): the stable side's is 1000 − 250, and ingress-nginx,
+/// whose total is above 100, draws 250 in 1000.
+#[test]
+fn a_max_traffic_weight_above_100_scales_every_weight() {
+    let mut w = world(|t| {
+        t.replace(
+            "      trafficRouting:\n        nginx:",
+            "      trafficRouting:\n        maxTrafficWeight: 1000\n        nginx:",
+        )
+        .replace("- setWeight: 20", "- setWeight: 250")
+        .replace("- setWeight: 50", "- setWeight: 500")
+    });
+    w.set_image(NS, "checkout", "checkout", "shop/checkout:v2")
+        .unwrap();
+    w.advance(Duration::from_secs(30)).unwrap();
+    let weights = &rollout_status(&w)["canary"]["weights"];
+    assert_eq!(weights["canary"]["weight"], 250, "{weights}");
+    assert_eq!(weights["stable"]["weight"], 750, "{weights}");
+    let public = "checkout-checkout-public-canary";
+    assert_eq!(canary_weight(&w, public).as_deref(), Some("250"));
+    let table = canarysim::mesh::translate(&w.api);
+    let r = canarysim::mesh::RequestMeta {
+        origin: canarysim::mesh::Origin::Gateway("ingress-nginx/ingress-nginx-controller"),
+        host: "shop.example.com",
+        path: "/checkout",
+        namespace: NS,
+        ..Default::default()
+    };
+    let choice = table.route(&r).unwrap();
+    assert_eq!(choice.clusters.total(), 1000);
+}
+
+/// A stable Ingress rule without `http` makes Argo's NGINX router dereference nil: the
+/// controller panics at every reconcile, and the rollout goes nowhere.
+#[test]
+fn a_stable_ingress_rule_argo_cannot_read_stops_the_rollout() {
+    let mut w = world(|t| {
+        t.replace("  - host: cdn.example.com\n    http:\n      paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: static, port: {number: 80}}}}", "  - host: cdn.example.com")
+    });
+    w.set_image(NS, "checkout", "checkout", "shop/checkout:v2")
+        .unwrap();
+    w.advance(Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        w.errors.values().next().map(String::as_str),
+        Some(canarysim::controller::nginx::NIL_POINTER_PANIC)
+    );
+    assert_ne!(
+        rollout_status(&w)["phase"],
+        "Paused",
+        "{}",
+        rollout_status(&w)
+    );
+}

@@ -609,9 +609,27 @@ fn check_stable_ingresses(
         return;
     };
     let ns = m.object.namespace();
+    let kind = crate::model::ingress::ingress_kind();
+    for stable in cfg.stable_ingress_list() {
+        let Some(ingress) = find(all, kind, ns, stable) else {
+            continue;
+        };
+        if let Some(field) = crate::controller::nginx::nil_pointer_in(ingress.object.spec()) {
+            out.push(diag(
+                ingress,
+                &format!("/spec/{}", field.replace(['.', '['], "/").replace(']', "")),
+                Severity::Error,
+                Check::Reference,
+                format!(
+                    "Argo's NGINX router reads spec.{field} of this stable Ingress of Rollout \"{name}\" without checking that it is there, and panics: the rollout never progresses"
+                ),
+            ));
+            return;
+        }
+    }
     let found =
         crate::controller::nginx::stable_ingresses_error(cfg, &canary.stable_service, |i| {
-            let ingress = find(all, crate::model::ingress::ingress_kind(), ns, i)?;
+            let ingress = find(all, kind, ns, i)?;
             Some(ingress.object.spec_as().unwrap_or_default())
         });
     if let Some((pointer, message)) = found {

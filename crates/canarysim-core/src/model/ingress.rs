@@ -104,9 +104,10 @@ pub struct IngressPath<'a> {
     pub label: String,
     /// Empty: every host.
     pub host: &'a str,
-    /// Default `/`.
+    /// `/` when empty or left out (ingress-nginx's store).
     pub path: &'a str,
-    /// Default `ImplementationSpecific`.
+    /// `Exact` or `Prefix`: ingress-nginx reads `ImplementationSpecific`, and a path type
+    /// left out, as `Prefix` (`SetDefaultNGINXPathType`).
     pub path_type: &'a str,
     /// None: a resource backend.
     pub service: Option<&'a IngressServiceBackend>,
@@ -128,8 +129,11 @@ impl IngressSpec {
             paths.enumerate().map(move |(j, p)| IngressPath {
                 label: format!("rules[{i}].http.paths[{j}]"),
                 host,
-                path: p.path.as_deref().unwrap_or("/"),
-                path_type: p.path_type.as_deref().unwrap_or("ImplementationSpecific"),
+                path: p.path.as_deref().filter(|p| !p.is_empty()).unwrap_or("/"),
+                path_type: match p.path_type.as_deref() {
+                    Some("Exact") => "Exact",
+                    _ => "Prefix",
+                },
                 service: p.backend.service.as_ref(),
             })
         })
@@ -208,7 +212,12 @@ impl CanaryAnnotations {
         } else {
             100
         };
-        let canary = self.weight.clamp(0, total);
+        let mut canary = self.weight.clamp(0, total);
+        let mut total = total;
+        // A route's weights are 32-bit: an absurd total keeps its ratio, halved.
+        while total > i64::from(u32::MAX) {
+            (canary, total) = (canary / 2, total / 2);
+        }
         (canary as u32, total as u32)
     }
 }
@@ -240,8 +249,8 @@ impl ClassFilter {
             }
         }
         if !classes.iter().any(|c| c == DEFAULT_CLASS) {
-            // The controller serves `--ingress-class` (default nginx) by annotation even
-            // without the IngressClass object.
+            // ingress-nginx's chart creates the IngressClass `nginx` of its controller: a
+            // cluster's manifests seldom carry it.
             classes.push(DEFAULT_CLASS.to_string());
         }
         ClassFilter {
@@ -252,13 +261,23 @@ impl ClassFilter {
 
     /// Whether the controller serves `ingress`; Err says why not.
     pub fn serves(&self, ingress: &Object, spec: &IngressSpec) -> Result<(), String> {
-        let annotated = ingress.annotations().get(CLASS_ANNOTATION).cloned();
-        let class = annotated.or_else(|| spec.ingress_class_name.clone());
-        match class {
-            Some(c) if self.classes.contains(&c) => Ok(()),
+        // store.go: `spec.ingressClassName` first (an IngressClass of the controller), else
+        // the annotation (exactly `--ingress-class`), else the default IngressClass (which
+        // the API server writes into `spec.ingressClassName` when the Ingress is created).
+        if let Some(c) = &spec.ingress_class_name {
+            return if self.classes.contains(c) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "spec.ingressClassName {c:?} names no IngressClass of {CONTROLLER} ({}); not served",
+                    self.classes.join(", ")
+                ))
+            };
+        }
+        match ingress.annotations().get(CLASS_ANNOTATION) {
+            Some(c) if c == DEFAULT_CLASS => Ok(()),
             Some(c) => Err(format!(
-                "class {c:?} is not ingress-nginx's ({}); not served",
-                self.classes.join(", ")
+                "{CLASS_ANNOTATION} {c:?} is not ingress-nginx's --ingress-class ({DEFAULT_CLASS}); not served"
             )),
             None if self.without_class => Ok(()),
             None => Err(format!(
@@ -299,6 +318,9 @@ mod tests {
         assert_eq!(c("5", "1000"), (5, 1000));
         assert_eq!(c("150", "100"), (100, 100));
         assert_eq!(c("x", "y"), (0, 100));
+        // No overflow past 32 bits (ingress-nginx reads a 64-bit integer).
+        let (w, t) = c("150", "4294967396");
+        assert!(w <= t && t > 0, "{w} of {t}");
     }
 
     #[test]

@@ -981,6 +981,11 @@ impl<'a> Builder<'a> {
         id
     }
 
+    /// Whether cluster `id` has an endpoint (a ready pod) to send to.
+    pub(super) fn has_endpoints(&self, id: ClusterId) -> bool {
+        !self.clusters[id.0 as usize].endpoints.is_empty()
+    }
+
     /// Marks cluster `id` as a backendRef that does not resolve.
     pub(super) fn mark_unresolved(&mut self, id: ClusterId) {
         self.clusters[id.0 as usize].unresolved = true;

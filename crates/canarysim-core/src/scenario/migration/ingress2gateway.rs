@@ -21,13 +21,14 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::model::gateway_api;
-use crate::model::ingress::{ClassFilter, DEFAULT_ANNOTATION_PREFIX, IngressSpec, ingress_kind};
+use crate::model::ingress::{DEFAULT_ANNOTATION_PREFIX, IngressSpec, ingress_kind};
 use crate::model::{Object, Objects};
 
-/// What ingress2gateway writes, and what it warned about.
+/// What ingress2gateway writes, and what it warned about; with errors it writes nothing.
 pub struct Converted {
     pub objects: Vec<Object>,
     pub warnings: Vec<String>,
+    pub errors: Vec<String>,
 }
 
 /// One backend of a path, and the Ingress it came from.
@@ -48,14 +49,15 @@ struct Group {
 
 /// The Gateway API objects for the Ingresses of `api` that ingress-nginx serves.
 pub fn convert(api: &dyn Objects) -> Converted {
-    let filter = ClassFilter::of(api);
     let mut groups: BTreeMap<(String, String, String), Group> = BTreeMap::new();
     let mut warnings = Vec::new();
     for ingress in api.objects(ingress_kind()) {
         let Ok(spec) = ingress.spec_as::<IngressSpec>() else {
             continue;
         };
-        if filter.serves(ingress, &spec).is_err() {
+        // `--ingress-nginx-ingress-class` (default nginx): the class name first, else the
+        // annotation; an Ingress of none is not read.
+        if class_of(ingress, &spec).as_deref() != Some(crate::model::ingress::DEFAULT_CLASS) {
             continue;
         }
         let annotations = ingress.annotations();
@@ -72,7 +74,7 @@ pub fn convert(api: &dyn Objects) -> Converted {
                 ));
             }
         }
-        let class = class_of(ingress, &spec);
+        let class = crate::model::ingress::DEFAULT_CLASS.to_string();
         for p in spec.paths() {
             let Some(service) = p.service else { continue };
             let key = (
@@ -102,6 +104,31 @@ pub fn convert(api: &dyn Objects) -> Converted {
             }
         }
     }
+    // `getCanaryInfo`: at most one canary and one other backend per rule with a canary;
+    // any error and ingress2gateway writes nothing.
+    let mut errors = Vec::new();
+    for ((ns, _, host), group) in &groups {
+        for ((path, _), backends) in &group.paths {
+            let canaries = backends.iter().filter(|b| b.canary.is_some()).count();
+            let others = backends.len() - canaries;
+            if canaries > 1 || (canaries == 1 && others > 1) {
+                errors.push(format!(
+                    "{ns} host {host:?} path {path:?}: {canaries} canary and {others} other backends; at most one of each is allowed per rule when using canary"
+                ));
+            } else if canaries == 1 && others == 0 {
+                errors.push(format!(
+                    "{ns} host {host:?} path {path:?}: canary backend without non-canary backend"
+                ));
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return Converted {
+            objects: Vec::new(),
+            warnings,
+            errors,
+        };
+    }
     let mut objects = Vec::new();
     let mut gateways: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     for ((ns, class, host), group) in &groups {
@@ -114,20 +141,21 @@ pub fn convert(api: &dyn Objects) -> Converted {
     for ((ns, class), hosts) in gateways {
         objects.insert(0, gateway(&ns, &class, &hosts));
     }
-    Converted { objects, warnings }
+    Converted {
+        objects,
+        warnings,
+        errors,
+    }
 }
 
-/// The Ingress's class as ingress2gateway reads it (`GetIngressClass`).
-fn class_of(ingress: &Object, spec: &IngressSpec) -> String {
-    spec.ingress_class_name
-        .clone()
-        .or_else(|| {
-            ingress
-                .annotations()
-                .get(crate::model::ingress::CLASS_ANNOTATION)
-                .cloned()
-        })
-        .unwrap_or_else(|| crate::model::ingress::DEFAULT_CLASS.to_string())
+/// The Ingress's class as ingress2gateway reads it (`GetIngressClass`): None for none.
+fn class_of(ingress: &Object, spec: &IngressSpec) -> Option<String> {
+    spec.ingress_class_name.clone().or_else(|| {
+        ingress
+            .annotations()
+            .get(crate::model::ingress::CLASS_ANNOTATION)
+            .cloned()
+    })
 }
 
 /// `common.NameFromHost`.

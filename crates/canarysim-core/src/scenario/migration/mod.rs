@@ -76,6 +76,12 @@ fn migrated_load(
     workload: &crate::load::Workload,
 ) -> Result<(LoadReport, Vec<String>), String> {
     let converted = ingress2gateway::convert(&world.api);
+    if !converted.errors.is_empty() {
+        return Err(format!(
+            "ingress2gateway writes nothing for these Ingresses: {}",
+            converted.errors.join("; ")
+        ));
+    }
     let gateway = converted
         .objects
         .iter()

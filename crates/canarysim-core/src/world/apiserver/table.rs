@@ -58,6 +58,20 @@ enum Cell {
     Count(&'static str),
     /// A Deployment's or StatefulSet's READY: ready replicas / `spec.replicas` (1 unset).
     ReadyOfDesired,
+    /// An Ingress's cells.
+    Ingress(IngressCell),
+}
+
+#[derive(Debug, Clone, Copy)]
+enum IngressCell {
+    /// CLASS: `spec.ingressClassName`, `<none>` when unset.
+    Class,
+    /// HOSTS: its rules' hosts (`*` for none), three at most, `+ N more...`.
+    Hosts,
+    /// ADDRESS: its load balancer's IPs and host names.
+    Address,
+    /// PORTS: `80`, and `443` with TLS.
+    Ports,
 }
 
 struct Column {
@@ -196,6 +210,25 @@ fn columns(kind: Kind) -> Vec<Column> {
             col("Data", "integer", Cell::DataCount),
             col("Age", "string", Cell::Age),
         ],
+        // kubectl's printIngress and printIngressClass.
+        Kind::Stored(s) if s.info().group == "networking.k8s.io" && s.info().kind == "Ingress" => {
+            vec![
+                col("Class", "string", Cell::Ingress(IngressCell::Class)),
+                col("Hosts", "string", Cell::Ingress(IngressCell::Hosts)),
+                col("Address", "string", Cell::Ingress(IngressCell::Address)),
+                col("Ports", "string", Cell::Ingress(IngressCell::Ports)),
+                col("Age", "string", Cell::Age),
+            ]
+        }
+        Kind::Stored(s)
+            if s.info().group == "networking.k8s.io" && s.info().kind == "IngressClass" =>
+        {
+            vec![
+                col("Controller", "string", Cell::Path("spec.controller")),
+                col("Parameters", "string", Cell::Path("spec.parameters")),
+                col("Age", "string", Cell::Age),
+            ]
+        }
         // A CRD without printer columns, and the built-in kinds canarysim only stores.
         Kind::Gateway
         | Kind::AnalysisTemplate
@@ -294,6 +327,7 @@ fn cell(object: &Object, cell: Cell, now: SimTime) -> Value {
         }
         Cell::PodStatus => json!(pod_status(object)),
         Cell::Count(path) => json!(at_path(object, path).as_i64().unwrap_or(0)),
+        Cell::Ingress(c) => ingress_cell(object, c),
         Cell::ReadyOfDesired => json!(format!(
             "{}/{}",
             object.status()["readyReplicas"].as_i64().unwrap_or(0),
@@ -379,6 +413,60 @@ fn cell(object: &Object, cell: Cell, now: SimTime) -> Value {
     }
 }
 
+/// An Ingress's cells, as kubectl's `printIngress` prints them.
+fn ingress_cell(object: &Object, cell: IngressCell) -> Value {
+    match cell {
+        IngressCell::Class => json!(
+            object.spec()["ingressClassName"]
+                .as_str()
+                .unwrap_or("<none>")
+        ),
+        IngressCell::Hosts => {
+            // kubectl's formatHosts: three at most, the rest counted as rules.
+            let rules = object.spec()["rules"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let mut hosts: Vec<&str> = Vec::new();
+            let mut more = false;
+            for r in &rules {
+                more |= hosts.len() == 3;
+                if let (false, Some(h)) = (more, r["host"].as_str().filter(|h| !h.is_empty())) {
+                    hosts.push(h);
+                }
+            }
+            json!(match (hosts.is_empty(), more) {
+                (true, _) => "*".to_string(),
+                (false, false) => hosts.join(","),
+                (false, true) => format!("{} + {} more...", hosts.join(","), rules.len() - 3),
+            })
+        }
+        IngressCell::Address => {
+            // kubectl's ingressLoadBalancerStatusStringer: sorted, unique, 16 characters.
+            let entries = object.status()["loadBalancer"]["ingress"].as_array();
+            let addresses: std::collections::BTreeSet<&str> = entries
+                .into_iter()
+                .flatten()
+                .filter_map(|i| {
+                    let ip = i["ip"].as_str().filter(|v| !v.is_empty());
+                    ip.or_else(|| i["hostname"].as_str().filter(|v| !v.is_empty()))
+                })
+                .collect();
+            let mut text = addresses.into_iter().collect::<Vec<_>>().join(",");
+            if text.len() > 16 {
+                text = format!("{}...", &text[..13]);
+            }
+            json!(text)
+        }
+        IngressCell::Ports => {
+            let tls = object.spec()["tls"]
+                .as_array()
+                .is_some_and(|t| !t.is_empty());
+            json!(if tls { "80, 443" } else { "80" })
+        }
+    }
+}
+
 fn container_statuses(pod: &Object) -> Vec<Value> {
     pod.status()["containerStatuses"]
         .as_array()
@@ -447,6 +535,36 @@ mod tests {
         assert_eq!(t["rows"][0]["cells"], json!(["demo", 4, 5, 1, 5, "2m30s"]));
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
         assert_eq!(t["metadata"]["resourceVersion"], "7");
+    }
+
+    #[test]
+    fn ingresses_print_as_kubectl_prints_them() {
+        let kind = crate::model::ingress::ingress_kind();
+        let ingress = Object::new(
+            kind,
+            json!({"metadata": {"name": "i"},
+                   "spec": {"ingressClassName": "nginx", "tls": [{"hosts": ["a"]}],
+                            "rules": [{"host": "a"}, {"host": "b"}, {"host": "c"}, {"host": "d"}, {}]},
+                   "status": {"loadBalancer": {"ingress": [{"ip": "10.0.0.1"}, {"hostname": "lb"}]}}}),
+        );
+        let t = table(kind, &[&ingress], SimTime::ZERO, 1, IncludeObject::None);
+        assert_eq!(
+            t["rows"][0]["cells"],
+            json!([
+                "i",
+                "nginx",
+                "a,b,c + 2 more...",
+                "10.0.0.1,lb",
+                "80, 443",
+                "<unknown>"
+            ])
+        );
+        let bare = Object::new(kind, json!({"metadata": {"name": "j"}, "spec": {}}));
+        let t = table(kind, &[&bare], SimTime::ZERO, 1, IncludeObject::None);
+        assert_eq!(
+            t["rows"][0]["cells"],
+            json!(["j", "<none>", "*", "", "80", "<unknown>"])
+        );
     }
 
     #[test]

@@ -137,6 +137,24 @@ struct Location {
     source: RouteSource,
 }
 
+/// No traffic shaping: weight 0, no header, no cookie.
+fn no_shaping() -> CanaryAnnotations {
+    CanaryAnnotations::parse(&BTreeMap::new(), DEFAULT_ANNOTATION_PREFIX).expect("none parse")
+}
+
+/// A canary Ingress's own settings (as it was merged: enabled, so they parse).
+fn current_policy(ingress: &Object) -> CanaryAnnotations {
+    CanaryAnnotations::parse(&ingress.annotations(), DEFAULT_ANNOTATION_PREFIX)
+        .unwrap_or_else(|_| no_shaping())
+}
+
+/// The first Ingress that names an upstream, and the traffic shaping it gives it (None: it
+/// is no canary Ingress, and the upstream has none).
+struct FirstNamed {
+    key: ObjectKey,
+    policy: Option<CanaryAnnotations>,
+}
+
 /// A canary Ingress's alternative for one primary backend.
 struct AlternativeBackend {
     cluster: ClusterId,
@@ -151,15 +169,17 @@ impl Builder<'_> {
         if ingresses.is_empty() {
             return false;
         }
-        // The controller's store lists Ingresses oldest first (within a second, in the
-        // order this API server created them: its uids count up).
+        // The controller's store lists Ingresses oldest first, and those of the same second
+        // by `namespace/name` descending (store.go, `ListIngresses`).
         ingresses.sort_by(|a, b| {
             a.creation_timestamp()
                 .cmp(b.creation_timestamp())
-                .then_with(|| a.uid().cmp(b.uid()))
-                .then_with(|| a.key().cmp(&b.key()))
+                .then_with(|| b.key().cmp(&a.key()))
         });
         let filter = ClassFilter::of(self.api);
+        // `createUpstreams` makes each upstream once, for the first Ingress that names it:
+        // only a canary one gives it traffic shaping.
+        let mut upstreams: BTreeMap<String, FirstNamed> = BTreeMap::new();
         let mut primaries: Vec<Location> = Vec::new();
         let mut canaries: Vec<(&Object, IngressSpec, CanaryAnnotations)> = Vec::new();
         for ingress in ingresses {
@@ -186,6 +206,16 @@ impl Builder<'_> {
                         CanaryAnnotations::parse(&BTreeMap::new(), DEFAULT_ANNOTATION_PREFIX)
                             .expect("no annotations parse")
                     });
+            for p in spec.paths() {
+                let Some(service) = p.service else { continue };
+                let ns = key.namespace.as_str();
+                upstreams
+                    .entry(backend_name(ns, service))
+                    .or_insert_with(|| FirstNamed {
+                        key: key.clone(),
+                        policy: canary.enabled.then(|| canary.clone()),
+                    });
+            }
             if canary.enabled {
                 canaries.push((ingress, spec, canary));
             } else {
@@ -193,8 +223,8 @@ impl Builder<'_> {
             }
         }
         let mut alternatives: BTreeMap<String, AlternativeBackend> = BTreeMap::new();
-        for (ingress, spec, policy) in canaries {
-            self.merge_canary(ingress, &spec, policy, &primaries, &mut alternatives);
+        for (ingress, spec, _) in canaries {
+            self.merge_canary(ingress, &spec, &upstreams, &primaries, &mut alternatives);
         }
         self.install_ingress_proxy(primaries, &alternatives);
         true
@@ -265,13 +295,8 @@ impl Builder<'_> {
             subset: String::new(),
             port: service.port.number.map(|number| PortSelector { number }),
         };
-        let port = match (&service.port.number, &service.port.name) {
-            (Some(n), _) => n.to_string(),
-            (None, Some(name)) => name.clone(),
-            (None, None) => String::new(),
-        };
         let cluster = self.destination(key, ns, &destination, None, label);
-        (cluster, format!("{ns}/{}:{port}", service.name))
+        (cluster, backend_name(ns, service))
     }
 
     /// `mergeAlternativeBackends` for one canary Ingress.
@@ -279,7 +304,7 @@ impl Builder<'_> {
         &mut self,
         ingress: &Object,
         spec: &IngressSpec,
-        policy: CanaryAnnotations,
+        upstreams: &BTreeMap<String, FirstNamed>,
         primaries: &[Location],
         alternatives: &mut BTreeMap<String, AlternativeBackend>,
     ) {
@@ -309,19 +334,33 @@ impl Builder<'_> {
                 );
                 continue;
             }
+            // The traffic shaping is the upstream's: its first Ingress's.
+            let Some(first) = upstreams.get(&backend) else {
+                continue; // every served path's upstream is listed
+            };
+            let policy = first.policy.clone().unwrap_or_else(no_shaping);
+            if first.key != key {
+                let why = match &first.policy {
+                    None => format!(
+                        "its canary settings are never read: Service {} was first named by Ingress {}/{}, which is no canary Ingress, so its backend has no traffic shaping and no request is sent to it as a canary (kubernetes/ingress-nginx#9458)",
+                        service.name, first.key.namespace, first.key.name
+                    ),
+                    Some(p) if *p != current_policy(ingress) => format!(
+                        "its canary settings are ignored: backend {} takes those of Ingress {}/{}, the first to name it (the controller creates each upstream once)",
+                        service.name, first.key.namespace, first.key.name
+                    ),
+                    Some(_) => String::new(),
+                };
+                if !why.is_empty() {
+                    self.note(&key, format!("{label}: {why}"));
+                }
+            }
             match alternatives.get(&primary.backend) {
                 Some(first) if first.cluster != cluster => self.note(
                     &key,
                     format!(
                         "{label}: backend {} already has the canary of Ingress {}/{}; only the first counts (balancer.lua: alternative_backends[1])",
                         primary.backend, first.key.namespace, first.key.name
-                    ),
-                ),
-                Some(first) if first.key != key && first.policy != policy => self.note(
-                    &key,
-                    format!(
-                        "{label}: its canary settings are ignored: backend {} takes those of Ingress {}/{}, the first to name it (the controller creates each upstream once)",
-                        service.name, first.key.namespace, first.key.name
                     ),
                 ),
                 Some(_) => {}
@@ -408,7 +447,9 @@ impl Builder<'_> {
             ..HttpMatch::default()
         };
         let label = &l.source.route;
-        let Some(alt) = alt else {
+        // A backend without endpoints has no balancer (balancer.lua's sync drops it), and
+        // without the alternative's balancer every request stays on the primary.
+        let Some(alt) = alt.filter(|a| self.has_endpoints(a.cluster)) else {
             return vec![entry(
                 on_path(),
                 WeightedClusters::single(l.cluster),
@@ -443,14 +484,24 @@ impl Builder<'_> {
     }
 }
 
-/// An Ingress path as nginx matches it: `Exact` the path itself; `Prefix` the path and
-/// whatever continues it after `/`; `ImplementationSpecific` (ingress-nginx without
-/// `use-regex`) a plain string prefix.
+/// The upstream ingress-nginx makes of a Service backend (`namespace/service:port`).
+fn backend_name(ns: &str, service: &crate::model::ingress::IngressServiceBackend) -> String {
+    let port = match (&service.port.number, &service.port.name) {
+        (Some(n), _) => n.to_string(),
+        (None, Some(name)) => name.clone(),
+        (None, None) => String::new(),
+    };
+    format!("{ns}/{}:{port}", service.name)
+}
+
+/// An Ingress path as nginx matches it (`internal/ingress/controller/location.go`): `Exact`
+/// the path itself; `Prefix` a location for the path with a `/` added, and one for the path
+/// exactly (`/foo`: `/foo` and `/foo/…`; `/foo/`: `/foo/` and what follows it, not `/foo`).
 fn path_matcher(path: &str, path_type: &str) -> StrMatcher {
     match path_type {
         "Exact" => StrMatcher::Exact(path.to_string()),
-        "Prefix" => StrMatcher::path_prefix(path),
-        _ => StrMatcher::Prefix(path.to_string()),
+        _ if path.ends_with('/') && path != "/" => StrMatcher::Prefix(path.to_string()),
+        _ => StrMatcher::path_prefix(path),
     }
 }
 

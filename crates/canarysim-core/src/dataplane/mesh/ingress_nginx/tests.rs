@@ -19,10 +19,15 @@ const PROXY: &str = "ingress-nginx/ingress-nginx-controller";
 /// Two stable and two canary pods behind `demo-stable` and `demo-canary`, and the stable
 /// Ingress of Argo's NGINX getting-started guide.
 fn store() -> ApiServer {
+    store_with_canary_pods(2)
+}
+
+/// [`store`] with this many canary pods.
+fn store_with_canary_pods(canary_pods: usize) -> ApiServer {
     let mut api = ApiServer::new();
     rollout(&mut api, NS, "demo", "demo", "s1", "c1");
     pods(&mut api, NS, "demo", "s1", "demo:blue", 2);
-    pods(&mut api, NS, "demo", "c1", "demo:yellow", 2);
+    pods(&mut api, NS, "demo", "c1", "demo:yellow", canary_pods);
     for (name, hash) in [("demo-stable", "s1"), ("demo-canary", "c1")] {
         service(
             &mut api,
@@ -198,17 +203,18 @@ fn a_cookie_decides_after_the_header() {
 #[test]
 fn only_the_first_canary_of_a_backend_counts() {
     // Two canary Ingresses of one canary Service: one alternative backend, whose traffic
-    // shaping is the first Ingress's (the controller creates each upstream once).
+    // shaping is the first Ingress's (the controller creates each upstream once). Created
+    // in the same second, they are listed by name, descending: canary-b first.
     let mut api = store();
     ingress(
         &mut api,
-        "canary-a",
+        "canary-b",
         canary(&[("canary-weight", "10")]),
         "demo-canary",
     );
     ingress(
         &mut api,
-        "canary-b",
+        "canary-a",
         canary(&[("canary-weight", "90")]),
         "demo-canary",
     );
@@ -232,13 +238,13 @@ fn only_the_first_canary_of_a_backend_counts() {
     );
     ingress(
         &mut api,
-        "canary-a",
+        "canary-b",
         canary(&[("canary-weight", "10")]),
         "demo-canary",
     );
     ingress(
         &mut api,
-        "canary-b",
+        "canary-a",
         canary(&[("canary-weight", "90")]),
         "demo-preview",
     );
@@ -302,7 +308,7 @@ fn ingresses_of_another_class_or_none_are_not_served() {
     let n = notes(&table);
     assert!(
         n.iter()
-            .any(|n| n.contains("\"traefik\" is not ingress-nginx's")),
+            .any(|n| n.contains("\"traefik\" names no IngressClass")),
         "{n:?}"
     );
     assert!(n.iter().any(|n| n.contains("names no class")), "{n:?}");
@@ -344,4 +350,55 @@ fn canary_settings_without_canary_true_leave_a_second_primary() {
         "{n:?}"
     );
     assert!(n.iter().any(|n| n.contains("older Ingress's")), "{n:?}");
+}
+
+#[test]
+fn a_canary_without_ready_pods_leaves_every_request_on_the_primary() {
+    // balancer.lua keeps no balancer for a backend without endpoints, and a request whose
+    // alternative has none stays on the primary: no 503s.
+    let mut api = store_with_canary_pods(0);
+    let a = canary(&[("canary-weight", "50"), ("canary-by-header", "X-Canary")]);
+    ingress(&mut api, "canary", a, "demo-canary");
+    let table = translate(&api);
+    assert_eq!(canary_percent(&table, &request("/", &[]), 1_000), 0.0);
+    let always = [("x-canary", "always")];
+    assert_eq!(canary_percent(&table, &request("/", &always), 1_000), 0.0);
+}
+
+#[test]
+fn a_prefix_path_with_a_trailing_slash_does_not_take_the_path_without_it() {
+    let mut api = store();
+    ingress_at(&mut api, "v2", json!({}), HOST, "/v2/", "demo-canary");
+    let table = translate(&api);
+    assert_eq!(canary_percent(&table, &request("/v2/x", &[]), 100), 100.0);
+    assert_eq!(canary_percent(&table, &request("/v2/", &[]), 100), 100.0);
+    assert_eq!(canary_percent(&table, &request("/v2", &[]), 100), 0.0);
+}
+
+#[test]
+fn a_non_canary_ingress_that_names_the_canary_service_first_voids_the_canary() {
+    // kubernetes/ingress-nginx#9458: a preview Ingress to the canary Service, older than
+    // the canary Ingress, makes the upstream without traffic shaping: weight 0.
+    let mut api = store();
+    ingress_at(
+        &mut api,
+        "preview",
+        json!({}),
+        "preview.example.com",
+        "/",
+        "demo-canary",
+    );
+    ingress(
+        &mut api,
+        "canary",
+        canary(&[("canary-weight", "20")]),
+        "demo-canary",
+    );
+    let table = translate(&api);
+    assert_eq!(canary_percent(&table, &request("/", &[]), 5_000), 0.0);
+    assert!(
+        notes(&table).iter().any(|n| n.contains("never read")),
+        "{:?}",
+        notes(&table)
+    );
 }

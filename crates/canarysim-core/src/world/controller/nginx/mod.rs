@@ -57,8 +57,36 @@ pub struct CanaryFor<'a> {
     pub owner: Value,
 }
 
+/// What Go prints when the controller dereferences a nil pointer: a stable Ingress rule
+/// without `http`, or a path without a Service backend, makes `buildCanaryIngress` (and
+/// the reference validation) panic. The controller recovers, logs it and requeues the
+/// rollout, which never progresses.
+pub const NIL_POINTER_PANIC: &str =
+    "runtime error: invalid memory address or nil pointer dereference";
+
+/// Where Argo's NGINX code would dereference a nil pointer in `stable`'s rules, if it would:
+/// `rules[i].http` absent, or `rules[i].http.paths[j].backend.service` absent.
+pub fn nil_pointer_in(stable_spec: &Value) -> Option<String> {
+    for (i, rule) in stable_spec["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let Some(paths) = rule.get("http").filter(|h| !h.is_null()) else {
+            return Some(format!("rules[{i}].http"));
+        };
+        for (j, path) in paths["paths"].as_array().into_iter().flatten().enumerate() {
+            if path["backend"]["service"].is_null() {
+                return Some(format!("rules[{i}].http.paths[{j}].backend.service"));
+            }
+        }
+    }
+    None
+}
+
 /// `buildCanaryIngress`: the canary Ingress named `name` for `stable` at `weight`; Err is
-/// the message Argo returns.
+/// the message Argo returns ([`NIL_POINTER_PANIC`] for a rule its code cannot read).
 pub fn canary_ingress(
     stable: &Value,
     namespace: &str,
@@ -67,6 +95,9 @@ pub fn canary_ingress(
     cfg: &CanaryFor,
 ) -> Result<Value, String> {
     let spec = &stable["spec"];
+    if nil_pointer_in(spec).is_some() {
+        return Err(NIL_POINTER_PANIC.to_string());
+    }
     let mut rules = Vec::new();
     for rule in spec["rules"].as_array().into_iter().flatten() {
         let mut rule = rule.clone();
@@ -232,6 +263,10 @@ pub fn stable_ingresses_error(
         found.push((name, spec));
     }
     for (name, spec) in found {
+        if spec.paths().any(|p| p.service.is_none()) {
+            // `hasIngressRuleWithService` reads `path.Backend.Service.Name`.
+            return Some((pointer, NIL_POINTER_PANIC.to_string()));
+        }
         if !spec.rule_services().any(|s| s == stable_service) {
             let value = if multiple { name } else { &cfg.stable_ingress };
             return Some((

@@ -287,6 +287,11 @@ impl Reconciler<'_> {
             (None, None) => None,
         };
         if let Some(message) = missing {
+            if message == nginx::NIL_POINTER_PANIC {
+                // Argo's controller panics, recovers and requeues: nothing is written.
+                self.outcome.error = Some(message);
+                return Ok(());
+            }
             return self.invalid_spec(message);
         }
         remove_condition(&mut self.status.conditions, "InvalidSpec");

@@ -56,7 +56,8 @@ impl Reconciler<'_> {
 
         // The stable ReplicaSet must be able to take the rest of the traffic.
         let stable_available = stable_rs.map(|s| s.available).unwrap_or(0);
-        let needed = ((100 - weight).max(0) as i64 * n as i64 / 100) as i32;
+        let max = max_traffic_weight(canary);
+        let needed = ((max - weight).max(0) as i64 * n as i64 / max.max(1) as i64) as i32;
         let threshold_met = replicas::replica_progress_threshold_met(
             progress_threshold(canary),
             stable_rs.map(Rs::counts),
@@ -82,10 +83,8 @@ impl Reconciler<'_> {
                     istio: istio_cfg.map(|i| (i, &ctx)),
                     plugin: plugin.as_ref().map(|p| (p, &plugin_ctx)),
                 };
-                match self.apply_step_routes(routers, step, dr_object.as_ref())? {
-                    Ok(()) => {}
-                    Err(StepRouteError::Reported(e)) => return self.traffic_error(e),
-                    Err(StepRouteError::Returned(e)) => return self.traffic_failure(e),
+                if let Err(e) = self.apply_step_routes(routers, step, dr_object.as_ref())? {
+                    return self.route_failure(e);
                 }
             }
         }
@@ -103,7 +102,7 @@ impl Reconciler<'_> {
             }
         }
         if let Err(e) = self.set_canary_ingress_weights(canary, weight)? {
-            return self.traffic_error(e);
+            return self.route_failure(e);
         }
         let set = plugin
             .as_ref()
@@ -119,7 +118,7 @@ impl Reconciler<'_> {
                 pod_template_hash: new_rs.hash.clone(),
             },
             stable: WeightDestination {
-                weight: 100 - weight,
+                weight: max - weight,
                 service_name: services.0.clone(),
                 pod_template_hash: self.status.stable_r_s.clone(),
             },
@@ -146,6 +145,7 @@ impl Reconciler<'_> {
         fully_promoted: bool,
     ) -> (i32, bool) {
         let steps = &canary.steps;
+        let max = max_traffic_weight(canary);
         let index = self.status.current_step_index.unwrap_or(0) as usize;
         let last_weight = self
             .status
@@ -161,7 +161,7 @@ impl Reconciler<'_> {
                 let set_weights: Vec<i32> = steps.iter().filter_map(|s| s.set_weight).collect();
                 let w = replicas::dynamic_abort_weight(
                     n,
-                    100,
+                    max,
                     &set_weights,
                     new_rs.available,
                     stable_rs.map(|s| s.available).unwrap_or(0),
@@ -181,7 +181,7 @@ impl Reconciler<'_> {
                 // Unclamped, as Argo computes it: above 100 when the canary has more pods
                 // than spec.replicas (setCanaryScale), argo-rollouts#4424; the Istio
                 // module then writes stable 0, which istiod before 1.15 rejects.
-                (100 * new_rs.available / n, true)
+                (max * new_rs.available / n, true)
             } else {
                 (last_weight, true)
             }
@@ -190,7 +190,7 @@ impl Reconciler<'_> {
         } else if index < steps.len() {
             (current_set_weight(steps, index), false)
         } else {
-            (100, false)
+            (max, false)
         }
     }
 
@@ -282,7 +282,7 @@ impl Reconciler<'_> {
         &mut self,
         canary: &CanaryStrategy,
         weight: i32,
-    ) -> Result<Result<(), String>, ApiError> {
+    ) -> Result<Result<(), StepRouteError>, ApiError> {
         let tr = canary.traffic_routing.as_ref();
         let Some(config) = tr.and_then(|t| t.nginx.as_ref()) else {
             return Ok(Ok(()));
@@ -300,11 +300,17 @@ impl Reconciler<'_> {
         for stable_name in target.config.stable_ingress_list() {
             let name = nginx::canary_ingress_name(&self.name(), stable_name);
             let Ok(stable) = self.api.get(kind, &ns, stable_name) else {
-                return Ok(Err(nginx::stable_ingress_error(stable_name)));
+                return Ok(Err(StepRouteError::Reported(nginx::stable_ingress_error(
+                    stable_name,
+                ))));
             };
             let desired = match nginx::canary_ingress(&stable.value, &ns, &name, weight, target) {
                 Ok(d) => d,
-                Err(e) => return Ok(Err(e)),
+                // A panic is logged and the rollout requeued: no event.
+                Err(e) if e == nginx::NIL_POINTER_PANIC => {
+                    return Ok(Err(StepRouteError::Returned(e)));
+                }
+                Err(e) => return Ok(Err(StepRouteError::Reported(e))),
             };
             let current = self.api.get(kind, &ns, &name).ok().map(|o| o.value.clone());
             let Some(current) = current else {
@@ -314,13 +320,15 @@ impl Reconciler<'_> {
                     nginx::creating_event(&name, weight),
                 );
                 if let Err(e) = self.api.create(Object::new(kind, desired)) {
-                    return Ok(Err(format!("error creating canary ingress `{name}`: {e}")));
+                    let e = format!("error creating canary ingress `{name}`: {e}");
+                    return Ok(Err(StepRouteError::Reported(e)));
                 }
                 self.outcome.changed = true;
                 continue;
             };
             if !nginx::controlled_by(&current, &uid) {
-                return Ok(Err(nginx::controlled_by_other_error(&name)));
+                let e = nginx::controlled_by_other_error(&name);
+                return Ok(Err(StepRouteError::Reported(e)));
             }
             let Some(next) = nginx::patched(&current, &desired) else {
                 continue;
@@ -331,7 +339,8 @@ impl Reconciler<'_> {
                 nginx::patching_event(&name, weight),
             );
             if let Err(e) = self.write(Object::new(kind, next)) {
-                return Ok(Err(format!("error patching canary ingress `{name}`: {e}")));
+                let e = format!("error patching canary ingress `{name}`: {e}");
+                return Ok(Err(StepRouteError::Reported(e)));
             }
         }
         Ok(Ok(()))
@@ -353,6 +362,14 @@ impl Reconciler<'_> {
     pub(super) fn traffic_error(&mut self, message: String) -> Result<bool, ApiError> {
         self.event(true, "TrafficRoutingError", message.clone());
         self.traffic_failure(message)
+    }
+
+    /// A router's error, reported as Argo reports it.
+    fn route_failure(&mut self, e: StepRouteError) -> Result<bool, ApiError> {
+        match e {
+            StepRouteError::Reported(e) => self.traffic_error(e),
+            StepRouteError::Returned(e) => self.traffic_failure(e),
+        }
     }
 
     /// A traffic routing error Argo returns without an event: the reconcile stops.
@@ -554,6 +571,15 @@ impl Reconciler<'_> {
             Ok(gateway_api::remove_managed_routes(r, ctx))
         })
     }
+}
+
+/// `weightutil.MaxTrafficWeight`: the weight that stands for all the traffic.
+fn max_traffic_weight(canary: &CanaryStrategy) -> i32 {
+    canary
+        .traffic_routing
+        .as_ref()
+        .and_then(|t| t.max_traffic_weight)
+        .unwrap_or(100)
 }
 
 /// The names the Gateway API plugin writes for: the Rollout's Services as written (the
