@@ -250,3 +250,28 @@ fn a_stable_ingress_rule_argo_cannot_read_stops_the_rollout() {
         rollout_status(&w)
     );
 }
+
+/// With `maxTrafficWeight: 10`, a step's `setWeight: 2` means 20 % to Argo: the scenario
+/// `init` writes (and `check` plays) expects 20 %, which ingress-nginx's 2 in 100 fails.
+#[test]
+fn init_expects_a_steps_share_of_max_traffic_weight() {
+    let path = fixture("manifests.yaml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace(
+            "      trafficRouting:\n        nginx:",
+            "      trafficRouting:\n        maxTrafficWeight: 10\n        nginx:",
+        )
+        .replace("- setWeight: 20", "- setWeight: 2")
+        .replace("- setWeight: 50", "- setWeight: 5");
+    let written = canarysim::scenario::init::scenario(&[(
+        canarysim::scenario::init::ManifestSource::File(path.display().to_string()),
+        canarysim::model::yaml::load_str("manifests.yaml", &text, "default").unwrap(),
+    )])
+    .unwrap();
+    assert!(
+        written.text.contains("canary: 20%") && written.text.contains("canary: 50%"),
+        "{}",
+        written.text
+    );
+}

@@ -68,7 +68,7 @@ pub fn view(api: &ApiServer, ns: &str, name: &str, now: SimTime) -> Result<Rollo
         .current_step_index
         .is_none_or(|i| i as usize >= steps.len());
     let actual_weight = if last_step && !steps.is_empty() {
-        100
+        max_traffic_weight(&spec)
     } else if status.available_replicas == 0 {
         0
     } else if traffic_routed {
@@ -256,14 +256,23 @@ pub fn set_weight(spec: &RolloutSpec, status: &RolloutStatus) -> i32 {
         return 0;
     }
     if status.stable_r_s.is_empty() || status.stable_r_s == status.current_pod_hash {
-        return 100;
+        return max_traffic_weight(spec);
     }
     match status.current_step_index {
         Some(i) if (i as usize) < steps.len() => {
             crate::model::vocabulary::latest_set_weight(steps, i as usize, |s| s.set_weight)
         }
-        _ => 100,
+        _ => max_traffic_weight(spec),
     }
+}
+
+/// `weightutil.MaxTrafficWeight`: what a weight is one of (100 unless the traffic routing's
+/// `maxTrafficWeight` says otherwise), and the weight of everything.
+fn max_traffic_weight(spec: &RolloutSpec) -> i32 {
+    spec.canary()
+        .and_then(|c| c.traffic_routing.as_ref())
+        .and_then(|t| t.max_traffic_weight)
+        .unwrap_or(100)
 }
 
 /// Where a canary rollout stands, read from the Rollout alone: what `canarysim watch`

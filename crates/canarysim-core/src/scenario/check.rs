@@ -204,6 +204,12 @@ fn play(
         .collect();
     let view = c.mesh.final_views.iter().find(|v| v.name == name);
     let mut notes = notes;
+    let max = &rollout.object.spec()["strategy"]["canary"]["trafficRouting"]["maxTrafficWeight"];
+    if let Some(max) = max.as_i64().filter(|m| *m != 100) {
+        notes.push(format!(
+            "maxTrafficWeight {max}: SET and ROUTER are of {max}, so the share each pause must reach is SET ÷ {max}"
+        ));
+    }
     notes.extend(c.report.notes.iter().cloned());
     // A wrong share is the table's own row; what else failed (a wait that timed out, a
     // rollout that degraded) is said apart.

@@ -324,6 +324,7 @@ fn rollout_steps(
         return Ok(out);
     }
     let mut weight = 0.0;
+    let max_weight = max_traffic_weight(canary);
     let mut checked_where_it_stood = false;
     for (index, s) in canary["steps"].as_array().into_iter().flatten().enumerate() {
         if let Some(w) = s["setWeight"].as_f64() {
@@ -376,7 +377,7 @@ fn rollout_steps(
                 load.push(("connections", c.into()));
             }
             out.push(step("load", map(load)));
-            out.push(expect_split("canary", weight));
+            out.push(expect_split("canary", weight * 100.0 / max_weight));
         }
         out.push(step("promote", name.clone().into()));
     }
@@ -386,6 +387,15 @@ fn rollout_steps(
         map(vec![("rollout", name.into()), ("phase", "Healthy".into())]),
     ));
     Ok(out)
+}
+
+/// What a weight is one of (Argo's `MaxTrafficWeight`): a step's share of the traffic is its
+/// weight over it.
+fn max_traffic_weight(canary: &Value) -> f64 {
+    canary["trafficRouting"]["maxTrafficWeight"]
+        .as_f64()
+        .filter(|m| *m > 0.0)
+        .unwrap_or(100.0)
 }
 
 /// A blue-green Rollout's steps after the new image: at the pause (when it makes one) the
