@@ -170,13 +170,42 @@ impl CanaryAnnotations {
         annotations: &BTreeMap<String, String>,
         prefix: &str,
     ) -> Result<CanaryAnnotations, String> {
+        Self::parse_noting(annotations, prefix, &mut Vec::new())
+    }
+
+    /// [`CanaryAnnotations::parse`], with a note in `dropped` for each value ingress-nginx's
+    /// annotation validation (on by default) refuses: it reads such a value as empty.
+    pub fn parse_noting(
+        annotations: &BTreeMap<String, String>,
+        prefix: &str,
+        dropped: &mut Vec<String>,
+    ) -> Result<CanaryAnnotations, String> {
         let get = |name: &str| annotations.get(&format!("{prefix}/{name}"));
+        // `strconv.Atoi`: no spaces.
         let int = |name: &str, default: i64| {
             get(name)
-                .and_then(|v| v.trim().parse::<i64>().ok())
+                .and_then(|v| v.parse::<i64>().ok())
                 .unwrap_or(default)
         };
-        let text = |name: &str| get(name).cloned().unwrap_or_default();
+        let mut text = |name: &str, valid: fn(&str) -> bool| {
+            let Some(raw) = get(name).filter(|v| !v.is_empty()) else {
+                return String::new();
+            };
+            if !valid(raw) || raw.contains(['\r', '\n']) {
+                dropped.push(format!(
+                    "{prefix}/{name}: {raw:?} has characters ingress-nginx's annotation validation refuses; it reads the annotation as empty"
+                ));
+                return String::new();
+            }
+            // `normalizeString`: each line trimmed.
+            raw.lines().map(str::trim).collect::<Vec<_>>().join("\n")
+        };
+        let (header, header_value, header_pattern, cookie) = (
+            text("canary-by-header", basic_chars),
+            text("canary-by-header-value", basic_chars),
+            text("canary-by-header-pattern", regex_chars),
+            text("canary-by-cookie", basic_chars),
+        );
         let c = CanaryAnnotations {
             // Go's strconv.ParseBool.
             enabled: matches!(
@@ -185,10 +214,10 @@ impl CanaryAnnotations {
             ),
             weight: int("canary-weight", 0),
             weight_total: int("canary-weight-total", 100),
-            header: text("canary-by-header"),
-            header_value: text("canary-by-header-value"),
-            header_pattern: text("canary-by-header-pattern"),
-            cookie: text("canary-by-cookie"),
+            header,
+            header_value,
+            header_pattern,
+            cookie,
         };
         let configured = c.weight > 0
             || !c.header.is_empty()
@@ -220,6 +249,21 @@ impl CanaryAnnotations {
         }
         (canary as u32, total as u32)
     }
+}
+
+/// ingress-nginx's `BasicCharsRegex` (spaces removed first): letters, digits, `-._~/:`.
+fn basic_chars(value: &str) -> bool {
+    value
+        .chars()
+        .filter(|c| *c != ' ')
+        .all(|c| c.is_ascii_alphanumeric() || "-._~/:".contains(c))
+}
+
+/// ingress-nginx's `IsValidRegex`: letters, digits, `-._~/:` and `^$[](){}*+?|&=\`.
+fn regex_chars(value: &str) -> bool {
+    value
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-._~/:^$[](){}*+?|&=\\".contains(c))
 }
 
 /// Which Ingresses ingress-nginx serves: those of its class, by `spec.ingressClassName`
@@ -333,5 +377,29 @@ mod tests {
         assert!(e.contains("configured but not enabled"), "{e}");
         let off = CanaryAnnotations::parse(&annotations(&[]), DEFAULT_ANNOTATION_PREFIX).unwrap();
         assert!(!off.enabled);
+    }
+
+    #[test]
+    fn values_ingress_nginx_validation_refuses_are_read_as_empty() {
+        let mut dropped = Vec::new();
+        let c = CanaryAnnotations::parse_noting(
+            &annotations(&[
+                ("canary", "true"),
+                ("canary-weight", " 5"),
+                ("canary-by-header", "X-Canary"),
+                ("canary-by-header-value", "v=2"),
+                ("canary-by-header-pattern", "^beta.*$"),
+                ("canary-by-cookie", "a b"),
+            ]),
+            DEFAULT_ANNOTATION_PREFIX,
+            &mut dropped,
+        )
+        .unwrap();
+        assert_eq!(c.weight, 0, "Atoi refuses a space");
+        assert_eq!(c.header, "X-Canary");
+        assert_eq!(c.header_value, "", "`=` is no basic character");
+        assert_eq!(c.header_pattern, "^beta.*$");
+        assert_eq!(c.cookie, "a b", "spaces are removed before the check only");
+        assert_eq!(dropped.len(), 1, "{dropped:?}");
     }
 }

@@ -199,13 +199,20 @@ impl Builder<'_> {
             if spec.default_backend.is_some() {
                 self.note(&key, "spec.defaultBackend is not simulated: a request no rule matches is answered 404");
             }
-            let canary =
-                CanaryAnnotations::parse(&ingress.annotations(), DEFAULT_ANNOTATION_PREFIX)
-                    .unwrap_or_else(|e| {
-                        self.note(&key, e);
-                        CanaryAnnotations::parse(&BTreeMap::new(), DEFAULT_ANNOTATION_PREFIX)
-                            .expect("no annotations parse")
-                    });
+            let mut dropped = Vec::new();
+            let annotations = ingress.annotations();
+            let parsed = CanaryAnnotations::parse_noting(
+                &annotations,
+                DEFAULT_ANNOTATION_PREFIX,
+                &mut dropped,
+            );
+            for why in dropped {
+                self.note(&key, why);
+            }
+            let canary = parsed.unwrap_or_else(|e| {
+                self.note(&key, e);
+                no_shaping()
+            });
             for p in spec.paths() {
                 let Some(service) = p.service else { continue };
                 let ns = key.namespace.as_str();
