@@ -423,14 +423,7 @@ fn a_coordinator_releases_three_workers_together_and_judges_them_as_merge_does()
     let coordinated = json(&out);
     assert_eq!(coordinated["merged"]["sent"], 12_000, "{out}");
     // `load merge` of the same results gives the same verdict and exit code.
-    let files: Vec<String> = (0..3)
-        .map(|i| {
-            dir.path()
-                .join(format!("worker-{i}.json"))
-                .display()
-                .to_string()
-        })
-        .collect();
+    let files = support::worker_files(dir.path(), 3);
     let mut args: Vec<&str> = files.iter().map(String::as_str).collect();
     args.extend_from_slice(&["--expect", "yellow=20%", "--format", "json"]);
     for file in &files {

@@ -608,14 +608,7 @@ fn a_coordinator_and_three_worker_processes_through_nginx_agree_with_merge() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let connect_to = format!("gateway.local:80:127.0.0.1:{}", gw.port);
-    let files: Vec<String> = (0..3)
-        .map(|i| {
-            dir.path()
-                .join(format!("worker-{i}.json"))
-                .display()
-                .to_string()
-        })
-        .collect();
+    let files = support::worker_files(dir.path(), 3);
     let workers: Vec<KillOnDrop> = (0..3)
         .map(|i| {
             let worker = Command::new(bin)

@@ -140,3 +140,10 @@ impl Drop for KillOnDrop {
         self.stop();
     }
 }
+
+/// The result files `worker-0.json` … of `n` load workers in `dir`.
+pub fn worker_files(dir: &Path, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| dir.join(format!("worker-{i}.json")).display().to_string())
+        .collect()
+}

@@ -266,13 +266,9 @@ pub fn set_weight(spec: &RolloutSpec, status: &RolloutStatus) -> i32 {
     }
 }
 
-/// `weightutil.MaxTrafficWeight`: what a weight is one of (100 unless the traffic routing's
-/// `maxTrafficWeight` says otherwise), and the weight of everything.
+/// `weightutil.MaxTrafficWeight` of the Rollout (100 for blue-green).
 fn max_traffic_weight(spec: &RolloutSpec) -> i32 {
-    spec.canary()
-        .and_then(|c| c.traffic_routing.as_ref())
-        .and_then(|t| t.max_traffic_weight)
-        .unwrap_or(100)
+    spec.canary().map_or(100, |c| c.max_traffic_weight())
 }
 
 /// Where a canary rollout stands, read from the Rollout alone: what `canarysim watch`

@@ -141,11 +141,8 @@ impl IngressSpec {
 
     /// The Services every path of every rule names.
     pub fn rule_services(&self) -> impl Iterator<Item = &str> {
-        self.rules
-            .iter()
-            .filter_map(|r| r.http.as_ref())
-            .flat_map(|h| h.paths.iter())
-            .filter_map(|p| p.backend.service.as_ref())
+        self.paths()
+            .filter_map(|p| p.service)
             .map(|s| s.name.as_str())
     }
 }

@@ -130,6 +130,17 @@ pub struct CanaryStrategy {
     pub stable_metadata: Option<PodTemplateMetadata>,
 }
 
+impl CanaryStrategy {
+    /// `weightutil.MaxTrafficWeight`: what a weight is one of (100 unless the traffic
+    /// routing's `maxTrafficWeight` says otherwise), and the weight of all the traffic.
+    pub fn max_traffic_weight(&self) -> i32 {
+        self.traffic_routing
+            .as_ref()
+            .and_then(|t| t.max_traffic_weight)
+            .unwrap_or(100)
+    }
+}
+
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PingPong {

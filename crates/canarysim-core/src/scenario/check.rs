@@ -204,8 +204,15 @@ fn play(
         .collect();
     let view = c.mesh.final_views.iter().find(|v| v.name == name);
     let mut notes = notes;
-    let max = &rollout.object.spec()["strategy"]["canary"]["trafficRouting"]["maxTrafficWeight"];
-    if let Some(max) = max.as_i64().filter(|m| *m != 100) {
+    let spec = rollout
+        .object
+        .spec_as::<crate::model::rollout::RolloutSpec>()
+        .ok();
+    let max = spec
+        .as_ref()
+        .and_then(|s| s.canary())
+        .map(|c| c.max_traffic_weight());
+    if let Some(max) = max.filter(|m| *m != 100) {
         notes.push(format!(
             "maxTrafficWeight {max}: SET and ROUTER are of {max}, so the share each pause must reach is SET ÷ {max}"
         ));

@@ -324,7 +324,7 @@ fn rollout_steps(
         return Ok(out);
     }
     let mut weight = 0.0;
-    let max_weight = max_traffic_weight(canary);
+    let max_weight = max_traffic_weight(rollout);
     let mut checked_where_it_stood = false;
     for (index, s) in canary["steps"].as_array().into_iter().flatten().enumerate() {
         if let Some(w) = s["setWeight"].as_f64() {
@@ -389,13 +389,13 @@ fn rollout_steps(
     Ok(out)
 }
 
-/// What a weight is one of (Argo's `MaxTrafficWeight`): a step's share of the traffic is its
-/// weight over it.
-fn max_traffic_weight(canary: &Value) -> f64 {
-    canary["trafficRouting"]["maxTrafficWeight"]
-        .as_f64()
-        .filter(|m| *m > 0.0)
-        .unwrap_or(100.0)
+/// The Rollout's `MaxTrafficWeight`: a step's share of the traffic is its weight over it.
+fn max_traffic_weight(rollout: &Manifest) -> f64 {
+    let spec = rollout
+        .object
+        .spec_as::<crate::model::rollout::RolloutSpec>();
+    let canary = spec.ok().and_then(|s| s.canary().cloned());
+    canary.map_or(100.0, |c| f64::from(c.max_traffic_weight()))
 }
 
 /// A blue-green Rollout's steps after the new image: at the pause (when it makes one) the
@@ -550,17 +550,11 @@ fn ingress_target(
     manifests: &[Manifest],
     namespace: &str,
 ) -> Option<LoadTarget> {
-    let nginx = &canary["trafficRouting"]["nginx"];
+    let nginx: crate::model::rollout::NginxTrafficRouting =
+        serde_json::from_value(canary["trafficRouting"]["nginx"].clone()).ok()?;
     let stable_service = canary["stableService"].as_str()?;
-    let mut names: Vec<&str> = nginx["stableIngresses"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    names.extend(nginx["stableIngress"].as_str());
     let kind = crate::model::ingress::ingress_kind();
-    names.into_iter().find_map(|name| {
+    nginx.stable_ingress_list().into_iter().find_map(|name| {
         let ingress = manifests.iter().find(|m| {
             m.object.kind == kind && m.object.namespace() == namespace && m.object.name() == name
         })?;

@@ -142,17 +142,19 @@ fn no_shaping() -> CanaryAnnotations {
     CanaryAnnotations::parse(&BTreeMap::new(), DEFAULT_ANNOTATION_PREFIX).expect("none parse")
 }
 
-/// A canary Ingress's own settings (as it was merged: enabled, so they parse).
-fn current_policy(ingress: &Object) -> CanaryAnnotations {
-    CanaryAnnotations::parse(&ingress.annotations(), DEFAULT_ANNOTATION_PREFIX)
-        .unwrap_or_else(|_| no_shaping())
-}
-
 /// The first Ingress that names an upstream, and the traffic shaping it gives it (None: it
 /// is no canary Ingress, and the upstream has none).
 struct FirstNamed {
     key: ObjectKey,
     policy: Option<CanaryAnnotations>,
+}
+
+/// What a canary Ingress is merged with: its own settings, the upstreams' first Ingresses,
+/// the primary locations.
+struct Merging<'a> {
+    own: &'a CanaryAnnotations,
+    upstreams: &'a BTreeMap<String, FirstNamed>,
+    primaries: &'a [Location],
 }
 
 /// A canary Ingress's alternative for one primary backend.
@@ -230,8 +232,13 @@ impl Builder<'_> {
             }
         }
         let mut alternatives: BTreeMap<String, AlternativeBackend> = BTreeMap::new();
-        for (ingress, spec, _) in canaries {
-            self.merge_canary(ingress, &spec, &upstreams, &primaries, &mut alternatives);
+        for (ingress, spec, own) in canaries {
+            let merging = Merging {
+                own: &own,
+                upstreams: &upstreams,
+                primaries: &primaries,
+            };
+            self.merge_canary(ingress, &spec, &merging, &mut alternatives);
         }
         self.install_ingress_proxy(primaries, &alternatives);
         true
@@ -311,8 +318,7 @@ impl Builder<'_> {
         &mut self,
         ingress: &Object,
         spec: &IngressSpec,
-        upstreams: &BTreeMap<String, FirstNamed>,
-        primaries: &[Location],
+        merging: &Merging,
         alternatives: &mut BTreeMap<String, AlternativeBackend>,
     ) {
         let key = ingress.key();
@@ -321,7 +327,8 @@ impl Builder<'_> {
                 continue;
             };
             let label = &p.label;
-            let location = primaries
+            let location = merging
+                .primaries
                 .iter()
                 .find(|l| p.same_location(&l.host, &l.path, &l.path_type));
             let Some(primary) = location else {
@@ -342,7 +349,7 @@ impl Builder<'_> {
                 continue;
             }
             // The traffic shaping is the upstream's: its first Ingress's.
-            let Some(first) = upstreams.get(&backend) else {
+            let Some(first) = merging.upstreams.get(&backend) else {
                 continue; // every served path's upstream is listed
             };
             let policy = first.policy.clone().unwrap_or_else(no_shaping);
@@ -352,7 +359,7 @@ impl Builder<'_> {
                         "its canary settings are never read: Service {} was first named by Ingress {}/{}, which is no canary Ingress, so its backend has no traffic shaping and no request is sent to it as a canary (kubernetes/ingress-nginx#9458)",
                         service.name, first.key.namespace, first.key.name
                     ),
-                    Some(p) if *p != current_policy(ingress) => format!(
+                    Some(p) if p != merging.own => format!(
                         "its canary settings are ignored: backend {} takes those of Ingress {}/{}, the first to name it (the controller creates each upstream once)",
                         service.name, first.key.namespace, first.key.name
                     ),

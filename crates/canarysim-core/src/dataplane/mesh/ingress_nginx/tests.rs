@@ -205,59 +205,35 @@ fn only_the_first_canary_of_a_backend_counts() {
     // Two canary Ingresses of one canary Service: one alternative backend, whose traffic
     // shaping is the first Ingress's (the controller creates each upstream once). Created
     // in the same second, they are listed by name, descending: canary-b first.
-    let mut api = store();
-    ingress(
-        &mut api,
-        "canary-b",
-        canary(&[("canary-weight", "10")]),
-        "demo-canary",
-    );
-    ingress(
-        &mut api,
-        "canary-a",
-        canary(&[("canary-weight", "90")]),
-        "demo-canary",
-    );
-    let table = translate(&api);
-    let share = canary_percent(&table, &request("/", &[]), 50_000);
-    assert!((share - 10.0).abs() < 0.6, "canary share {share}");
-    assert!(
-        notes(&table)
-            .iter()
-            .any(|n| n.contains("canary settings are ignored")),
-        "{:?}",
-        notes(&table)
-    );
     // Of another Service: a second alternative, which balancer.lua never reads.
-    let mut api = store();
-    service(
-        &mut api,
-        NS,
-        "demo-preview",
-        json!({"app": "demo", "rollouts-pod-template-hash": "c1"}),
-    );
-    ingress(
-        &mut api,
-        "canary-b",
-        canary(&[("canary-weight", "10")]),
-        "demo-canary",
-    );
-    ingress(
-        &mut api,
-        "canary-a",
-        canary(&[("canary-weight", "90")]),
-        "demo-preview",
-    );
-    let table = translate(&api);
-    let share = canary_percent(&table, &request("/", &[]), 50_000);
-    assert!((share - 10.0).abs() < 0.6, "canary share {share}");
-    assert!(
-        notes(&table)
-            .iter()
-            .any(|n| n.contains("only the first counts")),
-        "{:?}",
-        notes(&table)
-    );
+    for (second, noted) in [
+        ("demo-canary", "canary settings are ignored"),
+        ("demo-preview", "only the first counts"),
+    ] {
+        let mut api = store();
+        service(
+            &mut api,
+            NS,
+            "demo-preview",
+            json!({"app": "demo", "rollouts-pod-template-hash": "c1"}),
+        );
+        let first = canary(&[("canary-weight", "10")]);
+        ingress(&mut api, "canary-b", first, "demo-canary");
+        ingress(
+            &mut api,
+            "canary-a",
+            canary(&[("canary-weight", "90")]),
+            second,
+        );
+        let table = translate(&api);
+        let share = canary_percent(&table, &request("/", &[]), 50_000);
+        assert!((share - 10.0).abs() < 0.6, "{second}: canary share {share}");
+        assert!(
+            notes(&table).iter().any(|n| n.contains(noted)),
+            "{second}: {:?}",
+            notes(&table)
+        );
+    }
 }
 
 #[test]

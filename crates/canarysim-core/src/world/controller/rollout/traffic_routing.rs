@@ -56,7 +56,7 @@ impl Reconciler<'_> {
 
         // The stable ReplicaSet must be able to take the rest of the traffic.
         let stable_available = stable_rs.map(|s| s.available).unwrap_or(0);
-        let max = max_traffic_weight(canary);
+        let max = canary.max_traffic_weight();
         let needed = ((max - weight).max(0) as i64 * n as i64 / max.max(1) as i64) as i32;
         let threshold_met = replicas::replica_progress_threshold_met(
             progress_threshold(canary),
@@ -145,7 +145,7 @@ impl Reconciler<'_> {
         fully_promoted: bool,
     ) -> (i32, bool) {
         let steps = &canary.steps;
-        let max = max_traffic_weight(canary);
+        let max = canary.max_traffic_weight();
         let index = self.status.current_step_index.unwrap_or(0) as usize;
         let last_weight = self
             .status
@@ -571,15 +571,6 @@ impl Reconciler<'_> {
             Ok(gateway_api::remove_managed_routes(r, ctx))
         })
     }
-}
-
-/// `weightutil.MaxTrafficWeight`: the weight that stands for all the traffic.
-fn max_traffic_weight(canary: &CanaryStrategy) -> i32 {
-    canary
-        .traffic_routing
-        .as_ref()
-        .and_then(|t| t.max_traffic_weight)
-        .unwrap_or(100)
 }
 
 /// The names the Gateway API plugin writes for: the Rollout's Services as written (the
