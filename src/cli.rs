@@ -486,8 +486,8 @@ pub struct LoadArgs {
     pub format: Format,
     /// `I/N`: send shard I (0 to N−1, as a Job's `JOB_COMPLETION_INDEX`) of a load sent
     /// from N places: its part of -n and -q. `load merge` adds the shards' --out files up.
-    #[arg(long, value_name = "I/N")]
-    pub shard: Option<String>,
+    #[arg(long, value_name = "I/N", value_parser = crate::load::result_file::Shard::parse)]
+    pub shard: Option<crate::load::result_file::Shard>,
     /// Also write everything the verdict needs to FILE (counts, connections, latency
     /// histograms), for `load merge`.
     #[arg(long, value_name = "FILE")]
@@ -1226,10 +1226,9 @@ fn coordinate_command(a: &CoordinateArgs) -> (u8, String, String) {
 
 /// This shard's part of -n and -q (all of them without --shard).
 fn shard_share(a: &LoadArgs) -> Result<(Option<u64>, Option<f64>), String> {
-    let Some(shard) = &a.shard else {
+    let Some(shard) = a.shard else {
         return Ok((a.requests, a.rate));
     };
-    let shard = crate::load::result_file::Shard::parse(shard)?;
     if a.until_decided {
         return Err("--until-decided stops one load when its own test decides; shards are judged together by `load merge`, so it cannot go with --shard".into());
     }
@@ -1260,10 +1259,7 @@ fn load_command(a: &LoadArgs) -> (u8, String, String) {
         load.extent.requests(),
         load.extent.duration(),
     );
-    let shard = a
-        .shard
-        .as_deref()
-        .and_then(|s| crate::load::result_file::Shard::parse(s).ok());
+    let shard = a.shard;
     if let (Some(url), Some(shard)) = (&a.coordinator, shard) {
         // Released with the other workers, so that the shards load the gateway together.
         let waited = crate::real_load::coordinator::wait_for_go(url, shard.index, MAX_REAL_LOAD);

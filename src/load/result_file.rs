@@ -57,10 +57,9 @@ pub struct Shard {
 impl Shard {
     /// `I/N` (`--shard`), I from 0 as Kubernetes numbers an Indexed Job's pods.
     pub fn parse(text: &str) -> Result<Shard, String> {
+        // clap names the flag and the value before this.
         let expected = || {
-            format!(
-                "--shard {text:?}: expected I/N with 0 ≤ I < N ≤ 10000, e.g. 0/3 (I counts from 0, as JOB_COMPLETION_INDEX)"
-            )
+            "expected I/N with 0 ≤ I < N ≤ 10000, e.g. 0/3 (I counts from 0, as JOB_COMPLETION_INDEX)".to_string()
         };
         let (index, count) = text.split_once('/').ok_or_else(expected)?;
         let index: u32 = index.trim().parse().map_err(|_| expected())?;

@@ -14,7 +14,7 @@ use super::{Expectations, INCONCLUSIVE_EXIT, LoadShape, judge};
 use crate::load::http::HttpOutcome;
 use crate::load::result_file::ResultFile;
 use crate::load::tally::Tally;
-use crate::outcome::{Agreement, AgreementFinding, HttpLoadReport, MergeReport, ShardSummary};
+use crate::outcome::{Agreement, AgreementFinding, MergeReport, ShardSummary};
 use crate::verify::{self, Outcome, SplitUnit};
 
 /// Adds the files up and judges them. Files of different URLs, canarysim versions,
@@ -96,22 +96,13 @@ pub fn merge(
     })
 }
 
-/// `load`'s exit code for the merge: the merged verdict's; when the shards differ, the
-/// worst of theirs (a fail, else a verdict that cannot tell).
+/// `load`'s exit code for the merge: that of the verdict it stands on (the union's, or
+/// when the shards differ the worst shard's).
 pub fn exit_code(report: &MergeReport) -> u8 {
-    let code = |r: &HttpLoadReport| match r.verdict.as_ref().map(|v| v.outcome) {
+    match report.deciding_verdict().map(|(outcome, _)| outcome) {
         Some(Outcome::Fail) => 1,
         Some(Outcome::Inconclusive) => INCONCLUSIVE_EXIT,
         _ => 0,
-    };
-    if !report.agreement.shards_differ() {
-        return code(&report.merged);
-    }
-    let codes: Vec<u8> = report.per_shard.iter().map(code).collect();
-    if codes.contains(&1) {
-        1
-    } else {
-        codes.into_iter().max().unwrap_or(0)
     }
 }
 

@@ -164,9 +164,22 @@ fn shards_through_a_gateway_that_splits_differently_are_flagged_and_judged_apart
         .collect();
     assert_eq!(outcomes, ["pass", "pass", "fail"]);
     assert_eq!(code, 1, "a shard's split is wrong");
-    // The text says so before the merged figures.
-    let (_, text, _) = merge(&files.iter().map(String::as_str).collect::<Vec<_>>());
+    // The text says so before the merged figures, shows the union only for reference, and
+    // ends on the worst shard's verdict.
+    let mut args: Vec<&str> = files.iter().map(String::as_str).collect();
+    args.extend_from_slice(&["--expect", "yellow=20%"]);
+    let (_, text, _) = merge(&args);
     assert!(text.contains("shards: different splits"), "{text}");
+    let verdicts: Vec<&str> = text.lines().filter(|l| l.starts_with("verdict:")).collect();
+    assert_eq!(verdicts.len(), 4, "three shards' and the merge's: {text}");
+    assert!(
+        verdicts[3].starts_with("verdict: FAIL — the shards split differently"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the union, were it one split (not the verdict: the shards differ):"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -226,9 +239,23 @@ fn files_that_are_not_one_loads_shards_are_refused_with_the_reason() {
     let (code, _, err) = merge(&[broken.to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(err.contains("broken.json:2:13: invalid type"), "{err}");
-    // A shard's flags are checked before any request.
+    // A shard's flags are checked before any request: its index as the flag is read...
+    let refused = <canarysim::cli::Cli as clap::Parser>::try_parse_from([
+        "canarysim",
+        "load",
+        &url,
+        "--shard",
+        "3/3",
+    ])
+    .map(|_| ())
+    .unwrap_err()
+    .to_string();
+    assert!(
+        refused.contains("invalid value '3/3' for '--shard <I/N>': expected I/N"),
+        "{refused}"
+    );
+    // ...and with the other flags.
     for (flags, says) in [
-        (vec!["--shard", "3/3"], "expected I/N"),
         (
             vec!["-n", "2", "--shard", "2/3"],
             "fewer requests than the 3 shards",

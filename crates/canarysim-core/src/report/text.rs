@@ -449,10 +449,12 @@ pub fn migration(r: &crate::outcome::MigrationReport) -> String {
         } else {
             format!("p = {:.4}", row.p_value)
         };
-        let verdict = if row.differ {
+        let verdict = if row.configured_differ {
+            format!("DIFFER as configured ({p})")
+        } else if row.differ {
             format!("DIFFER ({p})")
         } else {
-            format!("alike ({p})")
+            format!("no difference seen ({p})")
         };
         let side = |s: &crate::outcome::MigrationSide| {
             [
@@ -664,13 +666,19 @@ fn push_findings(out: &mut String, heading: &str, findings: &[crate::outcome::Fi
     }
 }
 
-// Long: the report top to bottom, one block per section it shows; every block only reads the
-// report.
 /// `canarysim load`: what was sent and how each request ended, the unit of randomisation as
 /// measured (prominent: it changes what the shares mean), the shares with their intervals,
 /// errors and latency per version (two tables: one would not fit [`WIDTH`]), and the
 /// verdict.
 pub fn http_load(r: &crate::outcome::HttpLoadReport) -> String {
+    http_load_judged_as(r, "verdict")
+}
+
+// Long: the report top to bottom, one block per section it shows; every block only reads the
+// report.
+/// [`http_load`], its verdict line headed `label`: a merge whose shards split differently
+/// shows their union for reference, not as the verdict.
+fn http_load_judged_as(r: &crate::outcome::HttpLoadReport, label: &str) -> String {
     let mut out = String::new();
     let prose =
         |out: &mut String, line: String, hanging: &str| push_wrapped(out, &line, WIDTH, hanging);
@@ -806,9 +814,9 @@ pub fn http_load(r: &crate::outcome::HttpLoadReport) -> String {
         Some(v) => {
             let s = &v.split;
             let verdict = match v.decided_by.as_str() {
-                "interval" => format!("verdict: {} — {}", v.outcome.heading(), s.explanation),
+                "interval" => format!("{label}: {} — {}", v.outcome.heading(), s.explanation),
                 by => format!(
-                    "verdict: {} — decided by the {by} (see above); the intervals at the stopping point, for information: {}",
+                    "{label}: {} — decided by the {by} (see above); the intervals at the stopping point, for information: {}",
                     v.outcome.heading(),
                     s.explanation
                 ),
@@ -1098,10 +1106,31 @@ pub fn load_merge(report: &crate::outcome::MergeReport) -> String {
         "shards: {}: {}\n\n",
         report.agreement.finding, report.agreement.explanation
     ));
-    out.push_str(&http_load(&report.merged));
+    if !report.agreement.shards_differ() {
+        out.push_str(&http_load(&report.merged));
+        return out;
+    }
+    // The union of two different splits is the split of neither: shown, never the verdict.
+    out.push_str(&http_load_judged_as(
+        &report.merged,
+        "the union, were it one split (not the verdict: the shards differ)",
+    ));
     for (s, r) in report.shards.iter().zip(&report.per_shard) {
         out.push_str(&format!("\n== {} ({})\n", s.file, s.address));
         out.push_str(&http_load(r));
+    }
+    if let Some((outcome, file)) = report.deciding_verdict() {
+        out.push('\n');
+        push_wrapped(
+            &mut out,
+            &format!(
+                "verdict: {} — the shards split differently, so the merge takes the worst of their verdicts ({})",
+                outcome.heading(),
+                file.unwrap_or("the union")
+            ),
+            WIDTH,
+            "  ",
+        );
     }
     out
 }

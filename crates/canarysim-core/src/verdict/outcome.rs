@@ -274,7 +274,10 @@ pub struct MigrationRow {
     pub http_route: MigrationSide,
     /// A chi-square test of homogeneity of the two loads' canary counts.
     pub p_value: f64,
-    /// p below 1 − the report's confidence (1 %): the splits differ.
+    /// The two data planes are configured for different canary shares.
+    pub configured_differ: bool,
+    /// The splits differ: as configured, or as observed (p below 1 − the report's
+    /// confidence, 1 %). When false, no difference was seen, which is not proof of none.
     pub differ: bool,
 }
 
@@ -389,6 +392,29 @@ pub struct MergeReport {
     pub merged: HttpLoadReport,
     /// When the shards disagree: each judged on its own, in the order given.
     pub per_shard: Vec<HttpLoadReport>,
+}
+
+impl MergeReport {
+    /// The verdict the merge stands on, with the file it comes from: the union's when the
+    /// shards saw one split; when they differ, the worst shard's (a fail, then one that
+    /// cannot tell), since the union of two different splits is the split of neither.
+    pub fn deciding_verdict(&self) -> Option<(crate::verify::Outcome, Option<&str>)> {
+        use crate::verify::Outcome;
+        if !self.agreement.shards_differ() {
+            return self.merged.verdict.as_ref().map(|v| (v.outcome, None));
+        }
+        let severity = |o: Outcome| match o {
+            Outcome::Pass => 0,
+            Outcome::Inconclusive => 1,
+            Outcome::Fail => 2,
+        };
+        self.shards
+            .iter()
+            .zip(&self.per_shard)
+            .filter_map(|(s, r)| Some((r.verdict.as_ref()?.outcome, Some(s.file.as_str()))))
+            .rev()
+            .max_by_key(|(o, _)| severity(*o))
+    }
 }
 
 /// One file's part.
