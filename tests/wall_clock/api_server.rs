@@ -261,7 +261,8 @@ impl Served {
         }
     }
 
-    /// The live router's address, as `serve` printed it.
+    /// The live router's address, as `serve` printed it (for `watch`, with `cluster`).
+    #[cfg(feature = "cluster")]
     pub(crate) fn router(&self) -> String {
         self.out
             .text()

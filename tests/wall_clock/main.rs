@@ -7,7 +7,10 @@
 mod support;
 
 mod api_server;
+// A real cluster's clients (kube-rs) come with the default `cluster` feature.
+#[cfg(feature = "cluster")]
 mod cluster;
+#[cfg(feature = "cluster")]
 mod kube_client;
 mod live;
 mod socket_faults;

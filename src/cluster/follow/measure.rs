@@ -26,10 +26,7 @@ impl Follower<'_, '_, '_> {
             return Ok(self.unjudged(&before, &note));
         };
         let previous = f64::from(before.standing.previous_set_weight);
-        let measured = self
-            .settle(&version, weight, previous)
-            .and_then(|settled| Ok((settled, self.load(&version, weight)?)));
-        let (settled, report) = match measured {
+        let (settled, report) = match self.settle_and_load(&version, weight, previous) {
             Ok(m) => m,
             Err(e) => return Ok(self.unjudged(&before, &format!("not judged: {e}"))),
         };
@@ -64,10 +61,7 @@ impl Follower<'_, '_, '_> {
         let version = self.version(&reading.standing)?;
         // The data plane moves from the last step's weight to all on the new pods.
         let previous = f64::from(reading.standing.previous_set_weight);
-        let measured = self
-            .settle(&version, 100.0, previous)
-            .and_then(|settled| Ok((settled, self.load(&version, 100.0)?)));
-        let (settled, report) = match measured {
+        let (settled, report) = match self.settle_and_load(&version, 100.0, previous) {
             Ok(m) => m,
             Err(e) => {
                 let mut row = self.bare_row(Some(&reading), &format!("completed; not judged: {e}"));
@@ -89,6 +83,18 @@ impl Follower<'_, '_, '_> {
         }
         self.emit(row);
         Ok(())
+    }
+
+    /// [`Self::settle`] from `previous` to `weight`, then [`Self::load`]: the seconds waited
+    /// and the load's report.
+    fn settle_and_load(
+        &self,
+        version: &str,
+        weight: f64,
+        previous: f64,
+    ) -> Result<(f64, crate::outcome::HttpLoadReport), FollowError> {
+        let settled = self.settle(version, weight, previous)?;
+        Ok((settled, self.load(version, weight)?))
     }
 
     /// Waits until two probes in a row find the share of `version` nearer `weight` than
