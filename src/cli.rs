@@ -133,9 +133,10 @@ pub enum Command {
         #[arg(long, value_name = "N", default_value_t = scenario::init::REQUESTS,
               value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
         requests: u64,
-        /// Connections each load opens (the no-mesh share is drawn per connection).
+        /// Connections each load opens (the no-mesh share is drawn per connection; with
+        /// ingress-nginx session affinity each is a client with its cookie, and a draw).
         #[arg(long, value_name = "N", default_value_t = scenario::check::Settings::default().connections,
-              value_parser = clap::value_parser!(u32).range(1..=10_000))]
+              value_parser = clap::value_parser!(u32).range(1..=100_000))]
         connections: u32,
         /// The seed of every draw (the same seed gives the same report).
         #[arg(long)]

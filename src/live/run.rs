@@ -60,6 +60,14 @@ pub fn real_load(
     world.settle().map_err(|e| e.to_string())?;
     live.sync(world);
     let started = world.now();
+    // The live router and load keep no cookies: a sticky split would be judged per request.
+    if world
+        .mesh
+        .table_at(started)
+        .is_some_and(|t| t.has_session_affinity())
+    {
+        return Err("an Ingress asks for session affinity (nginx.ingress.kubernetes.io/affinity: cookie), which canarysim simulates but does not serve live: run the scenario without --live".into());
+    }
     // While real requests flow, the world moves at the wall clock's own pace: a load takes
     // the time it takes, and the rollout must not race ahead of it.
     let scale = pacer.scale();
@@ -324,6 +332,7 @@ fn result(
             _ => SplitUnit::Request,
         },
         connections_opened: t.connections,
+        clients_switched: 0,
         path: format!(
             "{through}, live router at {} (real sockets)",
             outcome.address

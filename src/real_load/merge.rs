@@ -237,7 +237,7 @@ fn agreement(draws: &[Vec<u64>], unit: SplitUnit, confidence: f64) -> Agreement 
     let test = verify::chi_square_homogeneity_of(&rows);
     let unit_word = match unit {
         SplitUnit::Request => "answers",
-        SplitUnit::Connection => "connections",
+        other => other.plural(),
     };
     let (finding, explanation) = if draws.len() < 2 {
         (

@@ -2,6 +2,7 @@
 //! and errors it reports, and what requests through ingress-nginx see, on a case held out
 //! from the bundled scenarios (`tests/fixtures/nginx`).
 
+use canarysim::load::SplitUnit;
 use canarysim::model::ingress::ingress_kind;
 use canarysim::model::{Kind, Manifest};
 use canarysim::sim::{ClusterConfig, World};
@@ -280,4 +281,115 @@ fn init_expects_a_steps_share_of_max_traffic_weight() {
         "{}",
         written.text
     );
+}
+
+fn bundled(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(name)
+}
+
+/// The canary's share of a load: of its units of randomisation, and of its requests.
+fn canary_shares(load: &canarysim::outcome::LoadReport) -> (f64, f64) {
+    load.versions
+        .iter()
+        .filter(|v| v.role == "canary")
+        .fold((0.0, 0.0), |(u, r), v| (u + v.unit_share, r + v.share))
+}
+
+/// The bundled session-affinity scenario, read back: the weight is a share of new clients,
+/// who stay where they were first sent while the weight moves; with the legacy canary
+/// behaviour, clients drift to the stable version, each drawn again until a draw sends it
+/// there (a canary share of requests of w/(1−w) per client: 1 of 20 at 50 %).
+#[test]
+fn session_affinity_makes_the_weight_a_share_of_new_clients_who_stay() {
+    let report = run_scenario(&bundled("nginx-session-affinity.yaml"), None).unwrap();
+    assert!(report.steps.iter().all(|s| s.passed), "{:#?}", report.steps);
+    let loads: Vec<_> = report
+        .steps
+        .iter()
+        .filter_map(|s| s.load.as_ref())
+        .collect();
+    assert_eq!(loads.len(), 4);
+    assert!(loads.iter().all(|l| l.unit == SplitUnit::Client));
+    let (fresh, staying, fresh_at_50, legacy) = (loads[0], loads[1], loads[2], loads[3]);
+    assert_eq!(fresh.effective_n, 20_000);
+    assert!((canary_shares(fresh).0 - 0.2).abs() < 0.01, "{fresh:?}");
+    // The weight moved to 50 % under the same 2,000 clients; no client moved.
+    assert!((canary_shares(staying).0 - 0.2).abs() < 0.03, "{staying:?}");
+    assert_eq!(staying.clients_switched, Some(0));
+    assert!((canary_shares(fresh_at_50).0 - 0.5).abs() < 0.01);
+    let (clients, requests) = canary_shares(legacy);
+    assert_eq!(clients, 0.0, "{legacy:?}");
+    assert!((requests - 0.05).abs() < 0.005, "{legacy:?}");
+    let switched = legacy.clients_switched.unwrap() as f64 / 5000.0;
+    assert!((switched - 0.5).abs() < 0.03, "{legacy:?}");
+}
+
+/// The bundled session-affinity scenario with `edit` applied to its text, run.
+fn run_edited(edit: impl Fn(String) -> String) -> canarysim::outcome::RunReport {
+    let text = edit(std::fs::read_to_string(bundled("nginx-session-affinity.yaml")).unwrap());
+    let dir = crate::support::temp_dir();
+    let path = dir.path().join("edited.yaml");
+    std::fs::write(&path, text).unwrap();
+    run_scenario(&path, None).unwrap()
+}
+
+/// Clients that arrive before the canary exists are pinned to the stable backend, and stay
+/// there once the canary takes its weight.
+#[test]
+fn clients_pinned_before_the_canary_exists_never_reach_it() {
+    let report = run_edited(|text| {
+        let steps = "steps:\n  - wait: {until: healthy, timeout: 1m}\n  - set_image: {rollout: rollouts-demo, container: rollouts-demo, image: argoproj/rollouts-demo:yellow}\n  - load: {duration: 20s, rate: 1000, connections: 1000}\n  - expect: {set_weight: 20}\n";
+        format!("{}{steps}", text.split("steps:\n  - wait").next().unwrap())
+    });
+    assert!(report.steps.iter().all(|s| s.passed), "{:#?}", report.steps);
+    let load = report.steps.iter().find_map(|s| s.load.as_ref()).unwrap();
+    assert_eq!(load.unit, SplitUnit::Client);
+    assert_eq!(canary_shares(load), (0.0, 0.0), "{load:?}");
+    // The weight was in force for most of the load: a fresh client would have drawn it.
+    let configured: f64 = load
+        .configured
+        .iter()
+        .filter(|c| c.role == "canary")
+        .map(|c| c.share)
+        .sum();
+    assert!(configured > 0.1, "{load:?}");
+}
+
+/// A setWeight that changes nothing but the canary Ingress's weight (one replica: the
+/// canary keeps its one pod) reaches ingress-nginx: an Ingress change alone makes a push.
+#[test]
+fn a_canary_weight_change_alone_reaches_ingress_nginx() {
+    let report = run_edited(|text| {
+        let text = text
+            .replace("replicas: 4", "replicas: 1")
+            .replace("nginx.ingress.kubernetes.io/affinity: cookie", "")
+            .replace("pause: {duration: 30s}", "pause: {}")
+            .replace("setWeight: 50", "setWeight: 60");
+        let steps = "steps:\n  - wait: {until: healthy, timeout: 1m}\n  - set_image: {rollout: rollouts-demo, container: rollouts-demo, image: argoproj/rollouts-demo:yellow}\n  - wait: {until: paused, timeout: 1m}\n  - promote: rollouts-demo\n  - wait: {until: paused, timeout: 1m}\n  - expect: {set_weight: 60}\n  - wait: 2s\n  - load: {requests: 20000}\n  - expect_split: {canary: 60%, within: 2%}\n";
+        format!("{}{steps}", text.split("steps:\n  - wait").next().unwrap())
+    });
+    assert!(report.steps.iter().all(|s| s.passed), "{:#?}", report.steps);
+    let load = report.steps.iter().find_map(|s| s.load.as_ref()).unwrap();
+    assert_eq!(load.unit, SplitUnit::Request);
+    assert!((canary_shares(load).1 - 0.6).abs() < 0.02, "{load:?}");
+}
+
+/// Behind a stable Ingress with session affinity, `init` sends each pause's load from
+/// 100,000 clients (five requests each): enough clients for a share within a point.
+#[test]
+fn init_sends_from_enough_clients_behind_session_affinity() {
+    let path = fixture("manifests.yaml");
+    let text = std::fs::read_to_string(&path).unwrap().replace(
+        "    nginx.ingress.kubernetes.io/proxy-body-size: 8m",
+        "    nginx.ingress.kubernetes.io/proxy-body-size: 8m\n    nginx.ingress.kubernetes.io/affinity: cookie",
+    );
+    let written = canarysim::scenario::init::scenario(&[(
+        canarysim::scenario::init::ManifestSource::File(path.display().to_string()),
+        canarysim::model::yaml::load_str("manifests.yaml", &text, "default").unwrap(),
+    )])
+    .unwrap();
+    assert_eq!(written.text.matches("connections: 100000").count(), 2);
+    assert_eq!(written.text.matches("requests: 500000").count(), 2);
 }

@@ -577,3 +577,29 @@ fn serve_keeps_the_world_running_after_the_last_step() {
 fn serve_with_the_api_keeps_the_world_running_after_the_last_step() {
     served_split_after_the_last_step(true);
 }
+
+/// The live router and load keep no cookies: a load through an Ingress with session
+/// affinity is refused live, saying why, rather than judged per request.
+#[test]
+fn run_live_refuses_a_load_through_session_affinity() {
+    use canarysim::cli::{Cli, execute};
+    use clap::Parser;
+    let bundled = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios/nginx-session-affinity.yaml");
+    let text = std::fs::read_to_string(bundled).unwrap();
+    let first_load = text.split("  # 2,000 users for 40 s").next().unwrap();
+    let path = support::write_temp("affinity-live.yaml", first_load);
+    let (code, out, err) = execute(Cli::parse_from([
+        "canarysim",
+        "run",
+        path.to_str().unwrap(),
+        "--live",
+        "--time-scale",
+        "60",
+    ]));
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("session affinity") && out.contains("run the scenario without --live"),
+        "{out}"
+    );
+}

@@ -25,6 +25,7 @@ pub fn text_row(row: &StepRow) -> String {
     let draws = match row.unit {
         Some(SplitUnit::Request) => format!("{} req", row.effective_n),
         Some(SplitUnit::Connection) => format!("{} conn", row.effective_n),
+        Some(SplitUnit::Client) => format!("{} clients", row.effective_n),
         None => "-".to_string(),
     };
     let verdict = match row.verdict {

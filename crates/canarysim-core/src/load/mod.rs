@@ -363,6 +363,9 @@ pub struct ArmStats {
     /// Connections whose destination was chosen to be this version (per-connection split),
     /// or, at a real gateway, whose first classified answer came from it.
     pub connections: u64,
+    /// Clients whose last answer came from this version (a split pinned by a session
+    /// cookie).
+    pub clients: u64,
     /// Shadow requests mirrored to this version (not part of the split).
     pub mirrored: u64,
     /// Response latency, microseconds, from the intended start.
@@ -385,6 +388,7 @@ impl ArmStats {
             errors: 0,
             lost: 0,
             connections: 0,
+            clients: 0,
             mirrored: 0,
             latency: LatencyRecorder::new(),
             bins: Vec::new(),
@@ -397,6 +401,7 @@ impl ArmStats {
         self.errors += other.errors;
         self.lost += other.lost;
         self.connections += other.connections;
+        self.clients += other.clients;
         self.mirrored += other.mirrored;
         self.latency.merge(&other.latency);
         if self.bins.len() < other.bins.len() {
@@ -413,6 +418,7 @@ impl ArmStats {
         match unit {
             SplitUnit::Request => self.responses,
             SplitUnit::Connection => self.connections,
+            SplitUnit::Client => self.clients,
         }
     }
 
@@ -544,6 +550,8 @@ pub struct LoadResult {
     pub pods: Vec<PodStats>,
     pub unit: SplitUnit,
     pub connections_opened: u64,
+    /// Per client ([`SplitUnit::Client`]): the clients two versions answered.
+    pub clients_switched: u64,
     /// What the router did: `gateway my-demo/rollouts-demo-gateway`, `mesh`, `kube-proxy`.
     pub path: String,
     /// The sequential test's outcome, when the workload had a stop rule.

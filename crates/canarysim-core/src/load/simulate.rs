@@ -94,12 +94,19 @@ impl Streams {
     }
 }
 
-/// A client connection (or, for HTTP/2 closed loop, a stream's connection).
+/// A client connection (or, for HTTP/2 closed loop, a stream's connection). It is also a
+/// client with a cookie jar, which outlives the connection (reconnects keep it).
 #[derive(Debug, Clone, Default)]
 struct Conn {
     /// The pod this connection is pinned to (per-connection split), by name and by the
     /// current epoch's endpoint index.
     pinned: Option<(String, u32)>,
+    /// The session cookies an ingress-nginx sticky backend set.
+    jar: crate::mesh::CookieJar,
+    /// The arm that answered this client's last request through a sticky route.
+    last_arm: Option<u16>,
+    /// Whether two versions answered this client through sticky routes.
+    switched: bool,
 }
 
 /// What a load asks of whoever drives it after an epoch.
@@ -459,7 +466,20 @@ impl<'w> LoadRun<'w> {
     /// its instant; `now` is the cluster's clock.
     pub fn finish(self, now: SimTime) -> LoadResult {
         let per_connection = self.unit == SplitUnit::Connection;
-        let state = self.state;
+        let mut state = self.state;
+        // Through a location with session affinity a client is pinned to its version: the
+        // client is the draw, counted by the version of its last answer.
+        let (unit, clients_switched) = if state.sticky_requests > 0 && !per_connection {
+            for c in &state.conns {
+                if let Some(arm) = c.last_arm {
+                    state.arms[arm as usize].clients += 1;
+                }
+            }
+            let switched = state.conns.iter().filter(|c| c.switched).count() as u64;
+            (SplitUnit::Client, switched)
+        } else {
+            (self.unit, 0)
+        };
         let sequential = self.workload.traffic.stop.as_ref().map(|_| {
             sequential_outcome(
                 self.workload,
@@ -503,8 +523,9 @@ impl<'w> LoadRun<'w> {
             retries: state.retries,
             pods: state.pods.into_values().collect(),
             arms: reported_arms(state.arms),
-            unit: self.unit,
+            unit,
             connections_opened,
+            clients_switched,
             configured: shares_by_role(self.configured.into_iter()),
             sequential,
             path: path_name(&self.path, self.proxy_mode),
@@ -595,6 +616,8 @@ struct Driver {
     retries: u64,
     connections_opened: u64,
     conns: Vec<Conn>,
+    /// Requests routed through a location with session affinity: the split is per client.
+    sticky_requests: u64,
     /// The current worker's clock (µs since the load started), for outlier ejections.
     now_us: u64,
     /// The proxy's outlier-detection record per pod.
@@ -631,7 +654,9 @@ type MeshState<'t> = (&'t crate::mesh::RouteTable, &'t mut crate::mesh::LbState)
 /// Feeds the answers since the last check to the sequential test. Some(the new request
 /// limit) when it has just decided: the load stops there.
 fn sequential_check(d: &Driver, ctx: &mut Ctx) -> Option<u64> {
-    if ctx.decided.is_some() {
+    // Requests pinned to their client's version are no independent draws: the test would
+    // decide on far too little evidence.
+    if ctx.decided.is_some() || d.sticky_requests > 0 {
         return None;
     }
     let (sprt, key, seen) = ctx.sprt.as_deref_mut()?;
@@ -764,6 +789,7 @@ fn fast_mesh_epoch(
         return false;
     };
     if ctx.unit_per_connection
+        || choice.sticky.is_some()
         || w.traffic.stop.is_some()
         || w.traffic.arrival != Arrival::Closed
         || !choice.mirrors.is_empty()
@@ -1058,7 +1084,7 @@ fn one_request_timed(
         let (table, lb_state) = mesh.as_mut().expect("per-request splits are the mesh's");
         match route {
             Some(Ok(choice)) => {
-                return http_request(d, ctx, table, lb_state, choice, rng, queued_us);
+                return http_request(d, ctx, table, lb_state, choice, rng, conn, queued_us);
             }
             Some(Err(RouteError::NoHealthyUpstream { .. })) => {
                 d.no_healthy_upstream += 1;
@@ -1105,6 +1131,7 @@ fn one_request_timed(
 /// One HTTP request through an in-mesh route: the weighted pick of a cluster, then the
 /// route's policy (fault, retries to other hosts, timeout) around the attempts. Pods count
 /// every attempt (the pods' view); the version's arm counts the client's final answer.
+#[allow(clippy::too_many_arguments)]
 fn http_request(
     d: &mut Driver,
     ctx: &Ctx,
@@ -1112,10 +1139,24 @@ fn http_request(
     lb_state: &mut crate::mesh::LbState,
     choice: &crate::mesh::RouteChoice,
     rng: &mut Streams,
+    conn: usize,
     queued_us: u64,
 ) -> u64 {
     use crate::mesh::policy::{Attempt, ClientOutcome};
-    let (_, cluster) = choice.pick_cluster(table, &mut rng.router);
+    let cluster = match choice.sticky {
+        None => choice.pick_cluster(table, &mut rng.router).1,
+        Some(sticky) => {
+            // balancer.lua: a client's cookie before any rule; the backend chosen sets it.
+            d.sticky_requests += 1;
+            let jar = &mut d.conns[conn].jar;
+            let id = match sticky.pinned(jar) {
+                Some(id) => id,
+                None => choice.pick_cluster(table, &mut rng.router).0,
+            };
+            sticky.remember(id, jar);
+            table.cluster(id)
+        }
+    };
     // The hosts this request tried, in a buffer kept across requests (no allocation each).
     let mut tried = std::mem::take(&mut d.tried);
     tried.clear();
@@ -1228,6 +1269,12 @@ fn http_request(
         d.no_healthy_upstream += 1;
         return FAILURE_US;
     };
+    if choice.sticky.is_some() {
+        let client = &mut d.conns[conn];
+        let arm = arm as u16;
+        client.switched |= client.last_arm.is_some_and(|last| last != arm);
+        client.last_arm = Some(arm);
+    }
     let arm = &mut d.arms[arm];
     arm.responses += 1;
     arm.errors += u64::from(status >= 500);

@@ -248,6 +248,88 @@ impl CanaryAnnotations {
     }
 }
 
+/// ingress-nginx's session affinity annotations on one Ingress
+/// (`internal/ingress/annotations/sessionaffinity`), as far as they decide where a request
+/// goes: whether a cookie pins a client to a backend, the cookie's name, and whether a
+/// canary backend is pinned too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionAffinity {
+    /// `affinity`, as the controller keeps it ("" when absent or refused). Only `cookie`
+    /// makes balancer.lua's balancer sticky.
+    pub kind: String,
+    /// `session-cookie-name` (default `INGRESSCOOKIE`).
+    pub cookie: String,
+    /// `affinity-canary-behavior: legacy`: a canary backend merged from this Ingress is not
+    /// pinned (only the primary is); otherwise it takes the primary's affinity.
+    pub legacy_canary: bool,
+}
+
+/// The cookie's name when `session-cookie-name` is not given.
+pub const DEFAULT_AFFINITY_COOKIE: &str = "INGRESSCOOKIE";
+
+impl SessionAffinity {
+    /// The annotations under `prefix`; a note in `dropped` for each value the annotation
+    /// validation (on by default) refuses, which the controller reads as absent, and for
+    /// each cookie setting canarysim does not simulate.
+    pub fn parse_noting(
+        annotations: &BTreeMap<String, String>,
+        prefix: &str,
+        dropped: &mut Vec<String>,
+    ) -> SessionAffinity {
+        let get = |name: &str| annotations.get(&format!("{prefix}/{name}"));
+        let mut option = |name: &str, options: &[&str]| {
+            let raw = get(name)?;
+            // `ValidateOptions(options, caseSensitive, trimSpace)`.
+            if options.contains(&raw.trim()) {
+                Some(raw.clone())
+            } else {
+                dropped.push(format!(
+                    "{prefix}/{name}: {raw:?} is none of {}; ingress-nginx's annotation validation reads it as absent",
+                    options.join(", ")
+                ));
+                None
+            }
+        };
+        let kind = option("affinity", &["cookie"]).unwrap_or_default();
+        let legacy_canary =
+            option("affinity-canary-behavior", &["sticky", "legacy"]).as_deref() == Some("legacy");
+        let mut cookie = DEFAULT_AFFINITY_COOKIE.to_string();
+        if kind == "cookie" {
+            if let Some(name) = get("session-cookie-name").filter(|n| !n.is_empty()) {
+                if basic_chars(name) {
+                    cookie = name.clone();
+                } else {
+                    dropped.push(format!(
+                        "{prefix}/session-cookie-name: {name:?} has characters ingress-nginx's annotation validation refuses; the cookie is named {DEFAULT_AFFINITY_COOKIE}"
+                    ));
+                }
+            }
+            for name in [
+                "session-cookie-expires",
+                "session-cookie-max-age",
+                "session-cookie-change-on-failure",
+            ] {
+                if let Some(v) = get(name) {
+                    dropped.push(format!(
+                        "{prefix}/{name}: {v:?} is not simulated: a simulated client keeps its cookie for the whole load, and a failed request does not change it"
+                    ));
+                }
+            }
+        }
+        SessionAffinity {
+            kind,
+            cookie,
+            legacy_canary,
+        }
+    }
+
+    /// Whether balancer.lua pins clients of a backend with this affinity
+    /// (`sessionAffinityConfig.name == "cookie"`).
+    pub fn is_sticky(&self) -> bool {
+        self.kind == "cookie"
+    }
+}
+
 /// ingress-nginx's `BasicCharsRegex` (spaces removed first): letters, digits, `-._~/:`.
 fn basic_chars(value: &str) -> bool {
     value

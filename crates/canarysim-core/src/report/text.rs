@@ -204,6 +204,16 @@ pub(crate) fn load_summary(r: &crate::outcome::LoadReport) -> String {
     // requests' share follows it only when every connection carries as many requests, so
     // both are shown.
     let per_connection = r.unit == SplitUnit::Connection;
+    let per_client = r.unit == SplitUnit::Client;
+    if let Some(switched) = r.clients_switched {
+        prose(
+            &mut out,
+            format!(
+                "session affinity: each client is pinned by its cookie, so each is one draw (its version: that of its last answer); {switched} of {} client(s) were answered by two versions",
+                r.effective_n
+            ),
+        );
+    }
     let mirrored = r.versions.iter().any(|v| v.mirrored > 0);
     let mut columns = vec![
         ("ROLE", Align::Left),
@@ -213,6 +223,9 @@ pub(crate) fn load_summary(r: &crate::outcome::LoadReport) -> String {
     ];
     if per_connection {
         columns.extend([("CONNS", Align::Right), ("REQ %", Align::Right)]);
+    }
+    if per_client {
+        columns.extend([("CLIENTS", Align::Right), ("REQ %", Align::Right)]);
     }
     columns.extend([("ERRORS", Align::Right), ("ERR %", Align::Right)]);
     if mirrored {
@@ -232,6 +245,9 @@ pub(crate) fn load_summary(r: &crate::outcome::LoadReport) -> String {
             ];
             if per_connection {
                 row.extend([v.connections.to_string(), percent(v.share)]);
+            }
+            if per_client {
+                row.extend([v.clients.unwrap_or(0).to_string(), percent(v.share)]);
             }
             row.extend([v.errors.to_string(), percent(v.error_rate)]);
             if mirrored {
@@ -338,6 +354,7 @@ fn share_heading(unit: crate::verify::SplitUnit) -> &'static str {
     match unit {
         crate::verify::SplitUnit::Request => "SHARE %",
         crate::verify::SplitUnit::Connection => "CONN %",
+        crate::verify::SplitUnit::Client => "CLIENT %",
     }
 }
 
@@ -376,6 +393,7 @@ pub fn compare(r: &crate::outcome::CompareReport) -> String {
         let unit = match o.unit {
             crate::verify::SplitUnit::Request => "req",
             crate::verify::SplitUnit::Connection => "conn",
+            crate::verify::SplitUnit::Client => "clients",
         };
         [
             percent(o.share),
@@ -543,7 +561,7 @@ pub fn check(r: &crate::outcome::CheckReport) -> String {
     } else if undecided && !wrong {
         writeln!(
             out,
-            "CANNOT TELL YET: more requests would decide (above); nothing was found wrong"
+            "CANNOT TELL YET: more traffic would decide (above); nothing was found wrong"
         )
     } else if failed == 0 {
         writeln!(out, "FAILED: lint errors about other objects")
@@ -747,6 +765,8 @@ fn http_load_judged_as(r: &crate::outcome::HttpLoadReport, label: &str) -> Strin
         (crate::verify::SplitUnit::Request, false) => {
             format!("unit of randomisation: {}", u.finding)
         }
+        // A real load keeps no cookies: never measured per client.
+        (crate::verify::SplitUnit::Client, false) => "UNIT OF RANDOMISATION: PER CLIENT".into(),
     };
     prose(&mut out, format!("{heading}: {}", u.explanation), "  ");
     let _ = writeln!(out);
@@ -858,6 +878,7 @@ fn sequential_line(q: &crate::load::Sequential) -> String {
     let draws = match q.unit {
         crate::verify::SplitUnit::Request => "answers",
         crate::verify::SplitUnit::Connection => "connections (each connection's first answer)",
+        crate::verify::SplitUnit::Client => "clients",
     };
     if q.decision.starts_with("not applicable") {
         return format!("sequential test: {} ({} answers)", q.decision, q.after);
@@ -869,10 +890,7 @@ fn sequential_line(q: &crate::load::Sequential) -> String {
 }
 
 fn unit_word(unit: crate::verify::SplitUnit) -> &'static str {
-    match unit {
-        crate::verify::SplitUnit::Request => "request",
-        crate::verify::SplitUnit::Connection => "connection",
-    }
+    unit.noun()
 }
 
 /// A step's detail as the text report shows it: a load step's figures rendered from its

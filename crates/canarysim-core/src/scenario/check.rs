@@ -217,6 +217,15 @@ fn play(
             "maxTrafficWeight {max}: SET and ROUTER are of {max}, so the share each pause must reach is SET ÷ {max}"
         ));
     }
+    if rows
+        .iter()
+        .any(|r| r.observed.unit == crate::verify::SplitUnit::Client)
+    {
+        notes.push(
+            "session affinity (affinity: cookie): SHARE is of clients, each of --connections one client pinned by its cookie and one draw"
+                .into(),
+        );
+    }
     notes.extend(c.report.notes.iter().cloned());
     // A wrong share is the table's own row; what else failed (a wait that timed out, a
     // rollout that degraded) is said apart.
@@ -580,13 +589,16 @@ fn advice(v: &crate::verify::SplitVerdict) -> String {
     if v.outcome != crate::verify::Outcome::Inconclusive {
         return String::new();
     }
+    // Per connection or per client, each connection of the load that is answered is one
+    // draw: more connections, and requests enough for each to send.
+    let flag = match v.unit {
+        crate::verify::SplitUnit::Request => "`--requests`",
+        _ => "`--connections`, with `--requests` several times as many",
+    };
     match v.units_to_decide {
         Some(n) => format!(
-            "inconclusive: about {n} {} in all would decide if the share held (`--requests`)",
-            match v.unit {
-                crate::verify::SplitUnit::Request => "requests",
-                crate::verify::SplitUnit::Connection => "connections",
-            }
+            "inconclusive: about {n} {} in all would decide if the share held ({flag})",
+            v.unit.plural()
         ),
         None => "inconclusive: the share lies on the tolerance's edge; no amount of traffic \
                  would decide it at this tolerance"

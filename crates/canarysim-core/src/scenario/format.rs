@@ -560,7 +560,8 @@ pub struct ExpectSplit {
     /// Extension: the outcomes the step accepts, one or a list of `pass`, `fail`,
     /// `inconclusive` (default: `pass`; an inconclusive split fails the step unless listed).
     pub accept: Option<OneOrMany<crate::verify::Outcome>>,
-    /// Extension: the unit of randomisation expected (`request` or `connection`).
+    /// Extension: the unit of randomisation expected (`request`, `connection`, or `client`
+    /// for a split pinned by a session cookie).
     pub unit: Option<crate::verify::SplitUnit>,
     /// Extension: the number of independent draws expected.
     pub effective_n: Option<u64>,

@@ -353,30 +353,9 @@ fn rollout_steps(
             }
             _ => {}
         }
-        if let Some(LoadTarget {
-            host,
-            port,
-            path,
-            through_service,
-        }) = &target
-        {
+        if let Some(target) = &target {
             out.push(step("wait", "1s".into()));
-            let mut load = vec![("requests", requests.into()), ("host", host.clone().into())];
-            if let Some(port) = port {
-                load.push(("port", (*port).into()));
-            }
-            if let Some(path) = path {
-                load.push(("path", path.clone().into()));
-            }
-            if *through_service {
-                // kube-proxy draws per connection: a new one per request makes each request a
-                // draw, so that the share is judged as sharply as the mesh's.
-                load.push(("keepalive", false.into()));
-            }
-            if let Some(c) = connections {
-                load.push(("connections", c.into()));
-            }
-            out.push(step("load", map(load)));
+            out.push(load_step(target, requests, connections));
             out.push(expect_split("canary", weight * 100.0 / max_weight));
         }
         out.push(step("promote", name.clone().into()));
@@ -387,6 +366,36 @@ fn rollout_steps(
         map(vec![("rollout", name.into()), ("phase", "Healthy".into())]),
     ));
     Ok(out)
+}
+
+/// A pause's load to `target`: `requests` over `connections` (the format's default when
+/// None).
+fn load_step(target: &LoadTarget, requests: u64, connections: Option<u32>) -> Value {
+    // Per client, each of the connections is one draw: as many as a share within a point
+    // needs, each sending five requests.
+    let (requests, connections) = match (target.per_client, connections) {
+        (true, None) => (requests.max(5 * u64::from(CLIENTS)), Some(CLIENTS)),
+        _ => (requests, connections),
+    };
+    let mut load = vec![
+        ("requests", requests.into()),
+        ("host", target.host.clone().into()),
+    ];
+    if let Some(port) = target.port {
+        load.push(("port", port.into()));
+    }
+    if let Some(path) = &target.path {
+        load.push(("path", path.clone().into()));
+    }
+    if target.through_service {
+        // kube-proxy draws per connection: a new one per request makes each request a
+        // draw, so that the share is judged as sharply as the mesh's.
+        load.push(("keepalive", false.into()));
+    }
+    if let Some(c) = connections {
+        load.push(("connections", c.into()));
+    }
+    step("load", map(load))
 }
 
 /// The Rollout's `MaxTrafficWeight`: a step's share of the traffic is its weight over it.
@@ -459,7 +468,13 @@ struct LoadTarget {
     path: Option<String>,
     /// A plain Service (no VirtualService or HTTPRoute): kube-proxy's split.
     through_service: bool,
+    /// An Ingress with session affinity: the share is of clients, one per connection.
+    per_client: bool,
 }
+
+/// With session affinity, clients (connections) each pause's load opens: enough for a
+/// share within one point at 99.9 % confidence, each sending a few requests.
+const CLIENTS: u32 = 100_000;
 
 /// Where the loads go: the first host of the rollout's VirtualService, or of the first
 /// HTTPRoute the Gateway API plugin manages (on its Gateway's listener port); else a
@@ -476,6 +491,7 @@ fn load_target(rollout: &Manifest, manifests: &[Manifest]) -> Option<LoadTarget>
             port: None,
             path: None,
             through_service: false,
+            per_client: false,
         });
     }
     if let Some(target) = http_route_target(canary, manifests, namespace) {
@@ -504,6 +520,7 @@ fn load_target(rollout: &Manifest, manifests: &[Manifest]) -> Option<LoadTarget>
             port: None,
             path: None,
             through_service: true,
+            per_client: false,
         })
 }
 
@@ -539,6 +556,7 @@ fn http_route_target(
         port: port.filter(|p| *p != 80),
         path: None,
         through_service: false,
+        per_client: false,
     })
 }
 
@@ -567,11 +585,17 @@ fn ingress_target(
             None => p.host.to_string(),
             Some(rest) => format!("www{rest}"),
         };
+        let affinity = crate::model::ingress::SessionAffinity::parse_noting(
+            &ingress.object.annotations(),
+            crate::model::ingress::DEFAULT_ANNOTATION_PREFIX,
+            &mut Vec::new(),
+        );
         Some(LoadTarget {
             host,
             port: None,
             path: (p.path != "/").then(|| p.path.to_string()),
             through_service: false,
+            per_client: affinity.is_sticky(),
         })
     })
 }

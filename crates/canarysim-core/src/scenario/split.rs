@@ -58,6 +58,7 @@ pub fn load_report(r: &LoadResult) -> LoadReport {
     LoadReport {
         path: r.path.clone(),
         unit: r.unit,
+        clients_switched: (r.unit == SplitUnit::Client).then_some(r.clients_switched),
         effective_n: n_eff,
         sent: r.sent,
         answered: r.answered,
@@ -153,7 +154,7 @@ pub fn expect_split(r: &LoadResult, e: &ExpectSplit) -> (bool, String, SplitVerd
         ));
     };
     if let Some(unit) = e.unit {
-        check("unit", format!("{unit:?}"), format!("{:?}", verdict.unit));
+        check("unit", unit.noun().into(), verdict.unit.noun().into());
     }
     if let Some(n) = e.effective_n {
         check(
@@ -225,12 +226,12 @@ fn verdict_lines(
     )];
     let of_unit = match unit {
         SplitUnit::Request => String::new(),
-        SplitUnit::Connection => " of connections".to_string(),
+        SplitUnit::Connection | SplitUnit::Client => format!(" of {}", unit.plural()),
     };
     for ((name, _), arm) in names.iter().zip(&verdict.arms) {
         let requests = match unit {
             SplitUnit::Request => String::new(),
-            SplitUnit::Connection => {
+            SplitUnit::Connection | SplitUnit::Client => {
                 format!(" ({:.2} % of requests)", arm.request_share * 100.0)
             }
         };

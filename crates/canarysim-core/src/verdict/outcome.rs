@@ -68,10 +68,13 @@ pub struct Violation {
 pub struct LoadReport {
     /// The data plane the requests went through.
     pub path: String,
-    /// The unit of randomisation: `request` or `connection`.
+    /// The unit of randomisation: `request`, `connection` or `client`.
     pub unit: SplitUnit,
-    /// Independent draws behind the shares (requests, or connections).
+    /// Independent draws behind the shares (requests, connections, or clients).
     pub effective_n: u64,
+    /// Per client: the clients two versions answered (their cookie changed backend).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clients_switched: Option<u64>,
     pub sent: u64,
     pub answered: u64,
     pub not_found: u64,
@@ -126,6 +129,8 @@ pub struct VersionReport {
     /// Connections that chose this version (per connection), or whose first answer came
     /// from it (at a real gateway).
     pub connections: u64,
+    /// Per client (session affinity): the clients whose last answer came from this version.
+    pub clients: Option<u64>,
     /// Share of the answered requests.
     pub share: f64,
     /// Share of the units of randomisation: of the requests, or of the connections when
@@ -161,6 +166,7 @@ impl VersionReport {
             version: arm.version.clone(),
             responses: arm.responses,
             connections: arm.connections,
+            clients: (unit == SplitUnit::Client).then_some(arm.clients),
             share: ratio(arm.responses, answered),
             unit_share: ratio(k, effective_n),
             interval: crate::verify::proportion_interval(k, effective_n, REPORT_CONFIDENCE)
@@ -188,6 +194,9 @@ impl Serialize for VersionReport {
         out.serialize_field("version", &self.version)?;
         out.serialize_field("responses", &self.responses)?;
         out.serialize_field("connections", &self.connections)?;
+        if let Some(clients) = self.clients {
+            out.serialize_field("clients", &clients)?;
+        }
         out.serialize_field("share", &self.share)?;
         out.serialize_field("unit_share", &self.unit_share)?;
         out.serialize_field("interval", &self.interval)?;

@@ -537,6 +537,9 @@ impl World {
             Kind::Gateway,
             Kind::Service,
             classes,
+            // ingress-nginx's: a canary Ingress's weight is all Argo writes at a setWeight.
+            crate::model::ingress::ingress_kind(),
+            crate::model::ingress::ingress_class_kind(),
         ]
         .into_iter()
         .chain(gateway_api)

@@ -257,6 +257,12 @@ fn http_routes(
             r.source
         ));
     }
+    if r.sticky.is_some() {
+        omitted.push(format!(
+            "{}: session affinity (ingress-nginx's affinity: cookie) pins each client to a backend; Envoy draws every request",
+            r.source
+        ));
+    }
     let typed_per_filter = fault(&r.policy);
     let with_action = |matcher: Value| {
         let mut route = json!({"match": matcher, "route": action.clone()});

@@ -23,9 +23,9 @@ mod translate;
 
 pub use matcher::{HostPattern, StrMatcher};
 pub use table::{
-    Cluster, ClusterId, HostPick, LbPolicy, LbState, Mirror, NoUpstream, Origin, Protocol,
-    RequestMeta, RoundRobinCursor, RouteChoice, RouteError, RouteSource, RouteTable, Scope, Served,
-    WeightedClusters,
+    Cluster, ClusterId, CookieJar, HostPick, LbPolicy, LbState, Mirror, NoUpstream, Origin,
+    Protocol, RequestMeta, RoundRobinCursor, RouteChoice, RouteError, RouteSource, RouteTable,
+    Scope, Served, Stickiness, StickyBackend, WeightedClusters,
 };
 pub use translate::{GatewayApiSplit, TranslateOptions, translate, translate_with};
 

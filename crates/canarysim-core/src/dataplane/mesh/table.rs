@@ -641,6 +641,66 @@ pub(crate) struct HttpRouteEntry {
     pub mirrors: Box<[Mirror]>,
     pub policy: super::policy::HttpPolicy,
     pub source: RouteSource,
+    /// Session affinity before the route's own choice (ingress-nginx), shared by the
+    /// routes of one location.
+    pub sticky: Option<Arc<Stickiness>>,
+}
+
+/// ingress-nginx's session affinity on one location (`affinity: cookie`), as balancer.lua
+/// applies it before any canary rule: a client whose cookie names the primary backend stays
+/// there; else one whose cookie names the canary backend, when that one is pinned too, goes
+/// there; else the routes decide, and the backend they choose, if pinned, sets the cookie.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stickiness {
+    /// The primary backend, if its clients are pinned.
+    pub primary: Option<StickyBackend>,
+    /// The location's canary backend, if it is in force and its clients are pinned.
+    pub canary: Option<StickyBackend>,
+}
+
+/// A backend that pins its clients: its cluster in this table, its name (the cookie's
+/// value names it, so it outlives a table), and the cookie's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StickyBackend {
+    pub cluster: ClusterId,
+    pub backend: Arc<str>,
+    pub cookie: Arc<str>,
+}
+
+/// A client's cookies: per cookie name, the backend it pins the client to.
+pub type CookieJar = Vec<(Arc<str>, Arc<str>)>;
+
+impl Stickiness {
+    /// The cluster a client holding `jar` is pinned to, if any (balancer.lua's
+    /// `is_affinitized`: the primary first, then the canary).
+    pub fn pinned(&self, jar: &CookieJar) -> Option<ClusterId> {
+        let holds = |b: &StickyBackend| {
+            jar.iter()
+                .any(|(cookie, backend)| *cookie == b.cookie && *backend == b.backend)
+        };
+        [&self.primary, &self.canary]
+            .into_iter()
+            .flatten()
+            .find(|b| holds(b))
+            .map(|b| b.cluster)
+    }
+
+    /// After a request went to `cluster`: a pinning backend sets its cookie (the sticky
+    /// balancer's `set_cookie`), replacing the cookie of that name.
+    pub fn remember(&self, cluster: ClusterId, jar: &mut CookieJar) {
+        let Some(b) = [&self.primary, &self.canary]
+            .into_iter()
+            .flatten()
+            .find(|b| b.cluster == cluster)
+        else {
+            return;
+        };
+        match jar.iter_mut().find(|(cookie, _)| *cookie == b.cookie) {
+            Some((_, backend)) if *backend == b.backend => {}
+            Some((_, backend)) => *backend = b.backend.clone(),
+            None => jar.push((b.cookie.clone(), b.backend.clone())),
+        }
+    }
 }
 
 /// One `match` entry: every condition given must hold.
@@ -966,6 +1026,8 @@ impl<'t> RoundRobinCursor<'t> {
 #[derive(Debug, Clone, Copy)]
 pub struct RouteChoice<'t> {
     pub clusters: &'t WeightedClusters,
+    /// Session affinity before the weighted pick (ingress-nginx's `affinity: cookie`).
+    pub sticky: Option<&'t Stickiness>,
     /// The route's mirrors (`mirror` and `mirrors`), each sampled on its own.
     pub mirrors: &'t [Mirror],
     /// Retries, timeout and fault around the upstream call (none for TCP/TLS).
@@ -1121,6 +1183,7 @@ impl RouteTable {
                         .find(|r| r.matches.is_empty() || r.matches.iter().any(|m| m.matches(req)))
                         .map(|r| RouteChoice {
                             clusters: &r.clusters,
+                            sticky: r.sticky.as_deref(),
                             mirrors: &r.mirrors,
                             policy: &r.policy,
                             scope: Scope::PerRequest,
@@ -1145,6 +1208,7 @@ impl RouteTable {
                     if let Some(r) = found {
                         return Ok(RouteChoice {
                             clusters: &r.clusters,
+                            sticky: None,
                             mirrors: &[],
                             policy: &super::policy::NO_POLICY,
                             scope: Scope::PerConnection,
@@ -1162,6 +1226,7 @@ impl RouteTable {
             .and_then(|vh| vh.routes.iter().find(|r| r.port == req.port))
             .map(|r| RouteChoice {
                 clusters: &r.clusters,
+                sticky: None,
                 mirrors: &[],
                 policy: match req.protocol {
                     Protocol::Http => &super::policy::DEFAULT_POLICY,
@@ -1252,6 +1317,16 @@ impl RouteTable {
                 )
             })
         })
+    }
+
+    /// Whether some HTTP route pins clients by a session cookie (ingress-nginx's
+    /// `affinity: cookie`).
+    pub fn has_session_affinity(&self) -> bool {
+        self.listeners
+            .iter()
+            .flat_map(|l| &l.http)
+            .flat_map(|vh| vh.routes.iter())
+            .any(|r| r.sticky.is_some())
     }
 
     /// Gateways with a configuration, as `namespace/name`.
@@ -1474,6 +1549,7 @@ impl RouteTable {
             .or_else(unconditional)
             .map(|r| RouteChoice {
                 clusters: &r.clusters,
+                sticky: None,
                 mirrors: &[],
                 policy: &super::policy::NO_POLICY,
                 scope: Scope::PerConnection,

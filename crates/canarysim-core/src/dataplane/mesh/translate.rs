@@ -528,6 +528,7 @@ impl<'a> Builder<'a> {
                         mirrors: r.mirrors.clone(),
                         policy: r.policy,
                         source: r.source.clone(),
+                        sticky: None,
                     })
                 })
                 .collect();

@@ -15,6 +15,30 @@ pub enum SplitUnit {
     Request,
     /// Each connection picks an arm and all its requests follow it.
     Connection,
+    /// Each client is pinned to an arm by a session cookie (ingress-nginx's
+    /// `affinity: cookie`) and its requests follow it, across its connections: the client
+    /// is the draw, counted by the version that answered its last request.
+    Client,
+}
+
+impl SplitUnit {
+    /// The unit's noun in the plural: `requests`, `connections`, `clients`.
+    pub fn plural(self) -> &'static str {
+        match self {
+            SplitUnit::Request => "requests",
+            SplitUnit::Connection => "connections",
+            SplitUnit::Client => "clients",
+        }
+    }
+
+    /// The unit's noun: `request`, `connection`, `client`.
+    pub fn noun(self) -> &'static str {
+        match self {
+            SplitUnit::Request => "request",
+            SplitUnit::Connection => "connection",
+            SplitUnit::Client => "client",
+        }
+    }
 }
 
 /// What the data say about a split: three outcomes, so that "the data cannot tell" is never
@@ -228,8 +252,10 @@ pub fn split_verdict(
         SplitUnit::Request => {
             format!("split is made per request: effective n = {n_eff} requests")
         }
-        SplitUnit::Connection => format!(
-            "split is made per connection: effective n = {n_eff} connections, not {total_requests} requests"
+        SplitUnit::Connection | SplitUnit::Client => format!(
+            "split is made per {}: effective n = {n_eff} {}, not {total_requests} requests",
+            unit.noun(),
+            unit.plural()
         ),
     };
     // The arms that decide the outcome: those outside the band on a fail, those not
@@ -265,10 +291,7 @@ pub fn split_verdict(
         if outcome == Outcome::Inconclusive {
             match units_to_decide {
                 Some(total) => {
-                    let unit = match unit {
-                        SplitUnit::Request => "requests",
-                        SplitUnit::Connection => "connections",
-                    };
+                    let unit = unit.plural();
                     explanation.push_str(&format!(
                         "; about {} more {unit} would decide if the shares held ({total} in all)",
                         total.saturating_sub(n_eff)

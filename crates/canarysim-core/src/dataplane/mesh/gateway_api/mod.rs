@@ -285,6 +285,7 @@ impl Builder<'_> {
                                 virtual_service: Some(key.clone()),
                                 route: label.clone(),
                             },
+                            sticky: None,
                         },
                     ));
                 }

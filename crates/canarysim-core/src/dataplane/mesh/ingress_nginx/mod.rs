@@ -20,22 +20,28 @@
 //!   weighted route, so the router, the simulated loads and the Envoy export all route
 //!   alike.
 //!
-//! Not simulated (noted): session affinity (`affinity: cookie`), regex paths
-//! (`use-regex`), a default backend's catch-all canary.
+//! * session affinity (`affinity: cookie`) pins a client to the backend its cookie names,
+//!   before any of the above: the primary's, else the canary's when the canary Ingress does
+//!   not say `affinity-canary-behavior: legacy` (`mergeAlternativeBackend` then copies the
+//!   primary's affinity to it); see [`Stickiness`].
+//!
+//! Not simulated (noted): regex paths (`use-regex`), a default backend's catch-all canary.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use regex::Regex;
 
 use super::matcher::{HostPattern, StrMatcher};
 use super::table::{
-    ClusterId, GatewayName, HttpMatch, HttpRouteEntry, Listener, RouteSource, VirtualHost,
-    WeightedClusters,
+    ClusterId, GatewayName, HttpMatch, HttpRouteEntry, Listener, RouteSource, Stickiness,
+    StickyBackend, VirtualHost, WeightedClusters,
 };
 use super::translate::Builder;
 use crate::endpoints::CLUSTER_DOMAIN_SUFFIX;
 use crate::model::ingress::{
-    CanaryAnnotations, ClassFilter, DEFAULT_ANNOTATION_PREFIX, IngressSpec, ingress_kind,
+    CanaryAnnotations, ClassFilter, DEFAULT_ANNOTATION_PREFIX, IngressSpec, SessionAffinity,
+    ingress_kind,
 };
 use crate::model::istio::{Destination, PortSelector};
 use crate::model::{Object, ObjectKey};
@@ -149,10 +155,21 @@ struct FirstNamed {
     policy: Option<CanaryAnnotations>,
 }
 
+/// A primary upstream's session affinity, as `getBackendServers` gathers it from the
+/// Ingresses that name it: the first affinity given decides its kind, the last cookie
+/// affinity its cookie's name.
+#[derive(Default)]
+struct UpstreamAffinity {
+    kind: Option<String>,
+    cookie: Option<String>,
+}
+
 /// What a canary Ingress is merged with: its own settings, the upstreams' first Ingresses,
 /// the primary locations.
 struct Merging<'a> {
     own: &'a CanaryAnnotations,
+    /// `affinity-canary-behavior: legacy` on the canary Ingress.
+    legacy_affinity: bool,
     upstreams: &'a BTreeMap<String, FirstNamed>,
     primaries: &'a [Location],
 }
@@ -160,8 +177,12 @@ struct Merging<'a> {
 /// A canary Ingress's alternative for one primary backend.
 struct AlternativeBackend {
     cluster: ClusterId,
+    /// Its upstream's name (`namespace/service:port`).
+    backend: String,
     policy: CanaryAnnotations,
     key: ObjectKey,
+    /// Its canary Ingress says `affinity-canary-behavior: legacy`: not pinned.
+    legacy_affinity: bool,
 }
 
 impl Builder<'_> {
@@ -183,7 +204,8 @@ impl Builder<'_> {
         // only a canary one gives it traffic shaping.
         let mut upstreams: BTreeMap<String, FirstNamed> = BTreeMap::new();
         let mut primaries: Vec<Location> = Vec::new();
-        let mut canaries: Vec<(&Object, IngressSpec, CanaryAnnotations)> = Vec::new();
+        let mut affinities: BTreeMap<String, UpstreamAffinity> = BTreeMap::new();
+        let mut canaries: Vec<(&Object, IngressSpec, CanaryAnnotations, bool)> = Vec::new();
         for ingress in ingresses {
             let key = ingress.key();
             let spec: IngressSpec = match ingress.spec_as() {
@@ -215,6 +237,15 @@ impl Builder<'_> {
                 self.note(&key, e);
                 no_shaping()
             });
+            let mut dropped = Vec::new();
+            let affinity = SessionAffinity::parse_noting(
+                &annotations,
+                DEFAULT_ANNOTATION_PREFIX,
+                &mut dropped,
+            );
+            for why in dropped {
+                self.note(&key, why);
+            }
             for p in spec.paths() {
                 let Some(service) = p.service else { continue };
                 let ns = key.namespace.as_str();
@@ -226,28 +257,43 @@ impl Builder<'_> {
                     });
             }
             if canary.enabled {
-                canaries.push((ingress, spec, canary));
+                canaries.push((ingress, spec, canary, affinity.legacy_canary));
             } else {
+                // A canary upstream serves no location of its own: its affinity is only
+                // what the merge copies to it.
+                for p in spec.paths() {
+                    let Some(service) = p.service else { continue };
+                    let upstream = affinities
+                        .entry(backend_name(key.namespace.as_str(), service))
+                        .or_default();
+                    if upstream.kind.is_none() && !affinity.kind.is_empty() {
+                        upstream.kind = Some(affinity.kind.clone());
+                    }
+                    if affinity.is_sticky() {
+                        upstream.cookie = Some(affinity.cookie.clone());
+                    }
+                }
                 self.primary_locations(ingress, &spec, &mut primaries);
             }
         }
         let mut alternatives: BTreeMap<String, AlternativeBackend> = BTreeMap::new();
-        for (ingress, spec, own) in canaries {
+        for (ingress, spec, own, legacy_affinity) in canaries {
             let merging = Merging {
                 own: &own,
+                legacy_affinity,
                 upstreams: &upstreams,
                 primaries: &primaries,
             };
             self.merge_canary(ingress, &spec, &merging, &mut alternatives);
         }
-        self.install_ingress_proxy(primaries, &alternatives);
+        self.install_ingress_proxy(primaries, &alternatives, &affinities);
         true
     }
 
     /// Notes the annotations that change routing and are not simulated.
     fn note_unsimulated(&mut self, ingress: &Object) {
         let annotations = ingress.annotations();
-        for name in ["affinity", "use-regex", "upstream-hash-by", "load-balance"] {
+        for name in ["use-regex", "upstream-hash-by", "load-balance"] {
             let full = format!("{DEFAULT_ANNOTATION_PREFIX}/{name}");
             if let Some(v) = annotations.get(&full) {
                 self.note(
@@ -383,8 +429,10 @@ impl Builder<'_> {
                         primary.backend.clone(),
                         AlternativeBackend {
                             cluster,
+                            backend,
                             policy: policy.clone(),
                             key: key.clone(),
+                            legacy_affinity: merging.legacy_affinity,
                         },
                     );
                 }
@@ -398,6 +446,7 @@ impl Builder<'_> {
         &mut self,
         mut locations: Vec<Location>,
         alternatives: &BTreeMap<String, AlternativeBackend>,
+        affinities: &BTreeMap<String, UpstreamAffinity>,
     ) {
         // nginx: an exact location first, then the longest prefix.
         locations.sort_by_key(|l| {
@@ -414,7 +463,8 @@ impl Builder<'_> {
             } else {
                 HostPattern::server_name(&l.host)
             };
-            let entries = self.location_routes(&l, alternatives.get(&l.backend));
+            let entries =
+                self.location_routes(&l, alternatives.get(&l.backend), affinities.get(&l.backend));
             match hosts.iter_mut().find(|v| v.host == host) {
                 Some(v) => v.routes.extend(entries),
                 None => hosts.push(VirtualHost {
@@ -443,8 +493,13 @@ impl Builder<'_> {
         &mut self,
         l: &Location,
         alt: Option<&AlternativeBackend>,
+        affinity: Option<&UpstreamAffinity>,
     ) -> Vec<HttpRouteEntry> {
         let path = path_matcher(&l.path, &l.path_type);
+        // A backend without endpoints has no balancer (balancer.lua's sync drops it), and
+        // without the alternative's balancer every request stays on the primary.
+        let alt = alt.filter(|a| self.has_endpoints(a.cluster));
+        let sticky = stickiness(l, alt, affinity).map(Arc::new);
         let entry =
             |matcher: HttpMatch, clusters: WeightedClusters, route: String| HttpRouteEntry {
                 matches: Box::new([matcher]),
@@ -455,15 +510,14 @@ impl Builder<'_> {
                     virtual_service: l.source.virtual_service.clone(),
                     route,
                 },
+                sticky: sticky.clone(),
             };
         let on_path = || HttpMatch {
             uri: Some(path.clone()),
             ..HttpMatch::default()
         };
         let label = &l.source.route;
-        // A backend without endpoints has no balancer (balancer.lua's sync drops it), and
-        // without the alternative's balancer every request stays on the primary.
-        let Some(alt) = alt.filter(|a| self.has_endpoints(a.cluster)) else {
+        let Some(alt) = alt else {
             return vec![entry(
                 on_path(),
                 WeightedClusters::single(l.cluster),
@@ -496,6 +550,34 @@ impl Builder<'_> {
         out.push(entry(on_path(), weighted, format!("{label} canary-weight")));
         out
     }
+}
+
+/// The session affinity of a location: its primary backend's, when that is a cookie
+/// affinity, and the same for its canary unless the canary Ingress asks for the legacy
+/// behaviour (`mergeAlternativeBackend` copies the primary's affinity to the canary's
+/// upstream otherwise; a canary upstream has none of its own).
+fn stickiness(
+    l: &Location,
+    alt: Option<&AlternativeBackend>,
+    affinity: Option<&UpstreamAffinity>,
+) -> Option<Stickiness> {
+    let affinity = affinity.filter(|a| a.kind.as_deref() == Some("cookie"))?;
+    let cookie: Arc<str> = affinity
+        .cookie
+        .as_deref()
+        .unwrap_or(crate::model::ingress::DEFAULT_AFFINITY_COOKIE)
+        .into();
+    let pinned = |cluster, backend: &str| StickyBackend {
+        cluster,
+        backend: backend.into(),
+        cookie: cookie.clone(),
+    };
+    Some(Stickiness {
+        primary: Some(pinned(l.cluster, &l.backend)),
+        canary: alt
+            .filter(|a| !a.legacy_affinity)
+            .map(|a| pinned(a.cluster, &a.backend)),
+    })
 }
 
 /// The upstream ingress-nginx makes of a Service backend (`namespace/service:port`).

@@ -378,3 +378,110 @@ fn a_non_canary_ingress_that_names_the_canary_service_first_voids_the_canary() {
         notes(&table)
     );
 }
+
+/// The stickiness of the location's routes, as (primary pinned, canary pinned, cookie).
+fn stickiness(table: &RouteTable) -> Option<(bool, bool, String)> {
+    let choice = table.route(&request("/", &[])).unwrap();
+    choice.sticky.map(|s| {
+        let cookie = s.primary.as_ref().map(|b| b.cookie.to_string());
+        (
+            s.primary.is_some(),
+            s.canary.is_some(),
+            cookie.unwrap_or_default(),
+        )
+    })
+}
+
+#[test]
+fn a_cookie_affinity_pins_the_primary_and_the_canary_unless_the_canary_says_legacy() {
+    let affinity = |pairs: &[(&str, &str)]| {
+        let mut a = json!({});
+        for (k, v) in pairs {
+            a[format!("nginx.ingress.kubernetes.io/{k}")] = json!(v);
+        }
+        a
+    };
+    let with = |stable: Value, canary_extra: &[(&str, &str)]| {
+        let mut api = store();
+        api.delete(ingress_kind(), NS, "stable").unwrap();
+        ingress(&mut api, "stable", stable, "demo-stable");
+        let mut pairs = vec![("canary-weight", "20")];
+        pairs.extend_from_slice(canary_extra);
+        ingress(&mut api, "canary", canary(&pairs), "demo-canary");
+        translate(&api)
+    };
+    // No affinity: nothing pinned.
+    assert_eq!(stickiness(&with(json!({}), &[])), None);
+    // The controller's default cookie; the canary takes the primary's affinity.
+    let table = with(affinity(&[("affinity", "cookie")]), &[]);
+    assert!(table.notes().is_empty(), "{:?}", notes(&table));
+    assert_eq!(
+        stickiness(&table),
+        Some((true, true, "INGRESSCOOKIE".into()))
+    );
+    // Its own name; legacy on the canary Ingress: only the primary pins.
+    let table = with(
+        affinity(&[("affinity", "cookie"), ("session-cookie-name", "route")]),
+        &[("affinity-canary-behavior", "legacy")],
+    );
+    assert_eq!(stickiness(&table), Some((true, false, "route".into())));
+    // Legacy on the primary Ingress does nothing: the merge reads the canary Ingress's.
+    let table = with(
+        affinity(&[
+            ("affinity", "cookie"),
+            ("affinity-canary-behavior", "legacy"),
+        ]),
+        &[],
+    );
+    assert_eq!(stickiness(&table).map(|s| s.1), Some(true));
+    // A value the validation refuses is read as absent, and noted.
+    let table = with(affinity(&[("affinity", "Cookie")]), &[]);
+    assert_eq!(stickiness(&table), None);
+    assert!(
+        notes(&table)
+            .iter()
+            .any(|n| n.contains("is none of cookie")),
+        "{:?}",
+        notes(&table)
+    );
+}
+
+#[test]
+fn a_client_pinned_to_a_backend_stays_there_before_any_canary_rule() {
+    let mut api = store();
+    api.delete(ingress_kind(), NS, "stable").unwrap();
+    ingress(
+        &mut api,
+        "stable",
+        json!({"nginx.ingress.kubernetes.io/affinity": "cookie"}),
+        "demo-stable",
+    );
+    ingress(
+        &mut api,
+        "canary",
+        canary(&[("canary-weight", "20"), ("canary-by-header", "X-Canary")]),
+        "demo-canary",
+    );
+    let table = translate(&api);
+    // The header's route sends to the canary; a client whose cookie names the primary is
+    // pinned there first (balancer.lua: is_affinitized before the traffic shaping).
+    let always = table
+        .route(&request("/", &[("x-canary", "always")]))
+        .unwrap();
+    let sticky = always.sticky.expect("the location's affinity");
+    let (primary, canary) = (
+        sticky.primary.clone().unwrap(),
+        sticky.canary.clone().unwrap(),
+    );
+    let mut jar = CookieJar::new();
+    assert_eq!(sticky.pinned(&jar), None, "no cookie: the routes decide");
+    sticky.remember(primary.cluster, &mut jar);
+    assert_eq!(sticky.pinned(&jar), Some(primary.cluster));
+    // The canary's balancer sets the same cookie: the client moves with it.
+    sticky.remember(canary.cluster, &mut jar);
+    assert_eq!(jar.len(), 1, "{jar:?}");
+    assert_eq!(sticky.pinned(&jar), Some(canary.cluster));
+    // A cookie of another backend (a backend gone since) pins nothing.
+    let stale: CookieJar = vec![(primary.cookie.clone(), "demo/gone:80".into())];
+    assert_eq!(sticky.pinned(&stale), None);
+}
