@@ -133,11 +133,11 @@ pub enum Command {
         #[arg(long, value_name = "N", default_value_t = scenario::init::REQUESTS,
               value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
         requests: u64,
-        /// Connections each load opens (the no-mesh share is drawn per connection; with
-        /// ingress-nginx session affinity each is a client with its cookie, and a draw).
-        #[arg(long, value_name = "N", default_value_t = scenario::check::Settings::default().connections,
-              value_parser = clap::value_parser!(u32).range(1..=100_000))]
-        connections: u32,
+        /// Connections each load opens (the no-mesh share is drawn per connection): 16 by
+        /// default, and behind an Ingress with session affinity, where each is a client
+        /// pinned by its cookie and one draw, 100,000 with 500,000 requests.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        connections: Option<u32>,
         /// The seed of every draw (the same seed gives the same report).
         #[arg(long)]
         seed: Option<u64>,

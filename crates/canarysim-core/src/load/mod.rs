@@ -363,8 +363,8 @@ pub struct ArmStats {
     /// Connections whose destination was chosen to be this version (per-connection split),
     /// or, at a real gateway, whose first classified answer came from it.
     pub connections: u64,
-    /// Clients whose last answer came from this version (a split pinned by a session
-    /// cookie).
+    /// Clients whose first answer (their draw) came from this version (a split pinned by a
+    /// session cookie).
     pub clients: u64,
     /// Shadow requests mirrored to this version (not part of the split).
     pub mirrored: u64,
@@ -412,8 +412,8 @@ impl ArmStats {
         }
     }
 
-    /// This version's draws in the unit of randomisation: its answers, or the connections
-    /// that chose it.
+    /// This version's draws in the unit of randomisation: its answers, the connections
+    /// that chose it, or the clients that drew it.
     pub fn draws(&self, unit: SplitUnit) -> u64 {
         match unit {
             SplitUnit::Request => self.responses,
@@ -558,7 +558,8 @@ pub struct LoadResult {
     pub sequential: Option<Sequential>,
     /// The split the data plane's configuration implies, per role: the VirtualService
     /// weights (or, through kube-proxy, the ratio of ready pods) of each route table in
-    /// force, weighted by the requests sent while it was in force (push delays included).
+    /// force, weighted by the requests sent while it was in force (push delays included),
+    /// or by the connections opened, or the clients that drew, per connection or client.
     pub configured: Vec<(Role, f64)>,
     /// A limit that stopped the load before it sent what it was asked for, in words
     /// ("stopped at the 24 h cap … after N requests; asked for M"); None when none did.

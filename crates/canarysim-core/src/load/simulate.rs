@@ -103,7 +103,11 @@ struct Conn {
     pinned: Option<(String, u32)>,
     /// The session cookies an ingress-nginx sticky backend set.
     jar: crate::mesh::CookieJar,
-    /// The arm that answered this client's last request through a sticky route.
+    /// The arm that answered this client's first request through a sticky route: its
+    /// draw of the weight in force then (its cookie keeps it there, unless the canary does
+    /// not pin: `affinity-canary-behavior: legacy`).
+    first_arm: Option<u16>,
+    /// The arm that answered its last such request.
     last_arm: Option<u16>,
     /// Whether two versions answered this client through sticky routes.
     switched: bool,
@@ -163,6 +167,8 @@ pub struct LoadRun<'w> {
     /// The split the tables in force imply, weighted by the draws (requests, or connections
     /// opened) each epoch carried.
     configured: Vec<(Role, f64)>,
+    /// The same, each epoch weighted by the clients that drew in it (a split per client).
+    configured_per_client: Vec<(Role, f64)>,
     /// The calling pod's labels (sourceLabels matches).
     caller_labels: Vec<(String, String)>,
 }
@@ -227,6 +233,7 @@ impl<'w> LoadRun<'w> {
             sprt,
             decided: None,
             configured: Vec::new(),
+            configured_per_client: Vec::new(),
         })
     }
 
@@ -336,6 +343,7 @@ impl<'w> LoadRun<'w> {
         };
         let sent_before = self.state.result_sent;
         let opened_before = self.state.connections_opened;
+        let drawn_before = self.state.clients_drawn;
         // The in-mesh router's table and its route for this request shape (none for kube-proxy).
         let (mesh_state, route) = match &self.path {
             Path::KubeProxy => (None, None),
@@ -392,6 +400,8 @@ impl<'w> LoadRun<'w> {
         } else {
             (self.state.result_sent - sent_before) as f64
         };
+        let drawn = (self.state.clients_drawn - drawn_before) as f64;
+        add_weighted(&mut self.configured_per_client, epoch_shares.clone(), drawn);
         add_weighted(&mut self.configured, epoch_shares, carried);
         if self.state.result_sent < self.limit && epoch_end_us < self.end_us {
             return Ok(Progress::AdvanceTo(
@@ -467,27 +477,24 @@ impl<'w> LoadRun<'w> {
     pub fn finish(self, now: SimTime) -> LoadResult {
         let per_connection = self.unit == SplitUnit::Connection;
         let mut state = self.state;
-        // Through a location with session affinity a client is pinned to its version: the
-        // client is the draw, counted by the version of its last answer.
-        let (unit, clients_switched) = if state.sticky_requests > 0 && !per_connection {
+        // Through a location with session affinity a client's requests follow its cookie:
+        // the client is the draw, counted by the version of its first answer there (a draw
+        // of the weight in force then), and the configured split is weighted alike.
+        let (unit, clients_switched, configured) = if state.sticky_requests > 0 {
             for c in &state.conns {
-                if let Some(arm) = c.last_arm {
+                if let Some(arm) = c.first_arm {
                     state.arms[arm as usize].clients += 1;
                 }
             }
             let switched = state.conns.iter().filter(|c| c.switched).count() as u64;
-            (SplitUnit::Client, switched)
+            (SplitUnit::Client, switched, self.configured_per_client)
         } else {
-            (self.unit, 0)
+            (self.unit, 0, self.configured)
         };
         let sequential = self.workload.traffic.stop.as_ref().map(|_| {
-            sequential_outcome(
-                self.workload,
-                self.decided.as_ref(),
-                per_connection,
-                state.answered,
-            )
+            sequential_outcome(self.workload, self.decided.as_ref(), unit, state.answered)
         });
+
         // A request count the load did not reach, with no sequential decision to explain
         // it: the virtual-time cap stopped it, and the report says so.
         let capped = match self.workload.amount {
@@ -526,7 +533,7 @@ impl<'w> LoadRun<'w> {
             unit,
             connections_opened,
             clients_switched,
-            configured: shares_by_role(self.configured.into_iter()),
+            configured: shares_by_role(configured.into_iter()),
             sequential,
             path: path_name(&self.path, self.proxy_mode),
             started: self.started,
@@ -552,20 +559,21 @@ fn reported_arms(mut arms: Vec<ArmStats>) -> Vec<ArmStats> {
 fn sequential_outcome(
     workload: &Workload,
     decided: Option<&(String, u64)>,
-    per_connection: bool,
+    unit: SplitUnit,
     answered: u64,
 ) -> Sequential {
     let planned = match workload.amount {
         Amount::Requests(n) => Some(n),
         Amount::Duration(_) => None,
     };
-    let (decision, after) = match (decided, per_connection) {
-        (_, true) => (
-            "not applicable: the split is made per connection".to_string(),
+    let per_request = unit == SplitUnit::Request;
+    let (decision, after) = match (decided, per_request) {
+        (_, false) => (
+            format!("not applicable: the split is made per {}", unit.noun()),
             answered,
         ),
-        (Some((decision, after)), false) => (decision.clone(), *after),
-        (None, false) => (
+        (Some((decision, after)), true) => (decision.clone(), *after),
+        (None, true) => (
             match workload.traffic.stop.as_ref().map(|r| r.test) {
                 Some(super::StopTest::Verdict { .. }) => "inconclusive",
                 _ => "undecided",
@@ -577,11 +585,7 @@ fn sequential_outcome(
     Sequential {
         decision,
         after,
-        unit: if per_connection {
-            SplitUnit::Connection
-        } else {
-            SplitUnit::Request
-        },
+        unit,
         planned,
     }
 }
@@ -618,6 +622,8 @@ struct Driver {
     conns: Vec<Conn>,
     /// Requests routed through a location with session affinity: the split is per client.
     sticky_requests: u64,
+    /// Clients with a first answer through such a location (their draw).
+    clients_drawn: u64,
     /// The current worker's clock (µs since the load started), for outlier ejections.
     now_us: u64,
     /// The proxy's outlier-detection record per pod.
@@ -1272,6 +1278,10 @@ fn http_request(
     if choice.sticky.is_some() {
         let client = &mut d.conns[conn];
         let arm = arm as u16;
+        if client.first_arm.is_none() {
+            client.first_arm = Some(arm);
+            d.clients_drawn += 1;
+        }
         client.switched |= client.last_arm.is_some_and(|last| last != arm);
         client.last_arm = Some(arm);
     }

@@ -250,13 +250,15 @@ impl CanaryAnnotations {
 
 /// ingress-nginx's session affinity annotations on one Ingress
 /// (`internal/ingress/annotations/sessionaffinity`), as far as they decide where a request
-/// goes: whether a cookie pins a client to a backend, the cookie's name, and whether a
-/// canary backend is pinned too.
+/// goes: whether a cookie pins a client to a backend, how, the cookie's name, and whether
+/// a canary backend is pinned too.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SessionAffinity {
-    /// `affinity`, as the controller keeps it ("" when absent or refused). Only `cookie`
-    /// makes balancer.lua's balancer sticky.
+    /// `affinity` ("" when absent or refused). Only `cookie` makes balancer.lua's
+    /// balancer sticky.
     pub kind: String,
+    /// `affinity-mode` ("" when absent or refused: `balanced`).
+    pub mode: String,
     /// `session-cookie-name` (default `INGRESSCOOKIE`).
     pub cookie: String,
     /// `affinity-canary-behavior: legacy`: a canary backend merged from this Ingress is not
@@ -268,48 +270,56 @@ pub struct SessionAffinity {
 pub const DEFAULT_AFFINITY_COOKIE: &str = "INGRESSCOOKIE";
 
 impl SessionAffinity {
-    /// The annotations under `prefix`; a note in `dropped` for each value the annotation
-    /// validation (on by default) refuses, which the controller reads as absent, and for
-    /// each cookie setting canarysim does not simulate.
+    /// The annotations under `prefix`, read as the controller reads them (each trimmed,
+    /// `normalizeString`); a note in `dropped` for each value the annotation validation (on
+    /// by default) refuses, which the controller reads as absent, and for each cookie
+    /// setting canarysim does not simulate.
     pub fn parse_noting(
         annotations: &BTreeMap<String, String>,
         prefix: &str,
         dropped: &mut Vec<String>,
     ) -> SessionAffinity {
-        let get = |name: &str| annotations.get(&format!("{prefix}/{name}"));
-        let mut option = |name: &str, options: &[&str]| {
-            let raw = get(name)?;
-            // `ValidateOptions(options, caseSensitive, trimSpace)`.
-            if options.contains(&raw.trim()) {
-                Some(raw.clone())
-            } else {
-                dropped.push(format!(
-                    "{prefix}/{name}: {raw:?} is none of {}; ingress-nginx's annotation validation reads it as absent",
-                    options.join(", ")
-                ));
-                None
+        let mut read = |name: &str, valid: &dyn Fn(&str) -> bool, expected: &str| {
+            let raw = annotations.get(&format!("{prefix}/{name}"))?;
+            let value = raw.trim();
+            if value.is_empty() {
+                return None;
             }
+            if raw.contains(['\r', '\n']) || !valid(value) {
+                dropped.push(format!(
+                    "{prefix}/{name}: {raw:?} is not {expected}; ingress-nginx's annotation validation reads it as absent"
+                ));
+                return None;
+            }
+            Some(value.to_string())
         };
-        let kind = option("affinity", &["cookie"]).unwrap_or_default();
-        let legacy_canary =
-            option("affinity-canary-behavior", &["sticky", "legacy"]).as_deref() == Some("legacy");
+        let kind = read("affinity", &|v| v == "cookie", "cookie").unwrap_or_default();
+        let mode = read(
+            "affinity-mode",
+            &|v| v == "balanced" || v == "persistent",
+            "balanced or persistent",
+        )
+        .unwrap_or_default();
+        let behavior = read(
+            "affinity-canary-behavior",
+            &|v| v == "sticky" || v == "legacy",
+            "sticky or legacy",
+        );
         let mut cookie = DEFAULT_AFFINITY_COOKIE.to_string();
         if kind == "cookie" {
-            if let Some(name) = get("session-cookie-name").filter(|n| !n.is_empty()) {
-                if basic_chars(name) {
-                    cookie = name.clone();
-                } else {
-                    dropped.push(format!(
-                        "{prefix}/session-cookie-name: {name:?} has characters ingress-nginx's annotation validation refuses; the cookie is named {DEFAULT_AFFINITY_COOKIE}"
-                    ));
-                }
+            if let Some(name) = read(
+                "session-cookie-name",
+                &basic_chars,
+                "made of letters, digits and -._~/:",
+            ) {
+                cookie = name;
             }
             for name in [
                 "session-cookie-expires",
                 "session-cookie-max-age",
                 "session-cookie-change-on-failure",
             ] {
-                if let Some(v) = get(name) {
+                if let Some(v) = annotations.get(&format!("{prefix}/{name}")) {
                     dropped.push(format!(
                         "{prefix}/{name}: {v:?} is not simulated: a simulated client keeps its cookie for the whole load, and a failed request does not change it"
                     ));
@@ -318,8 +328,9 @@ impl SessionAffinity {
         }
         SessionAffinity {
             kind,
+            mode,
             cookie,
-            legacy_canary,
+            legacy_canary: behavior.as_deref() == Some("legacy"),
         }
     }
 

@@ -152,7 +152,7 @@ pub(crate) fn load_summary(r: &crate::outcome::LoadReport) -> String {
         &mut out,
         format!(
             "split per {}: {} effective draws; {} connection(s) opened",
-            unit_word(r.unit),
+            r.unit.noun(),
             r.effective_n,
             r.connections
         ),
@@ -209,7 +209,7 @@ pub(crate) fn load_summary(r: &crate::outcome::LoadReport) -> String {
         prose(
             &mut out,
             format!(
-                "session affinity: each client is pinned by its cookie, so each is one draw (its version: that of its last answer); {switched} of {} client(s) were answered by two versions",
+                "session affinity: each client's requests follow its cookie, so each client is one draw (its version: that of its first answer); {switched} of {} client(s) were answered by two versions",
                 r.effective_n
             ),
         );
@@ -756,7 +756,7 @@ fn http_load_judged_as(r: &crate::outcome::HttpLoadReport, label: &str) -> Strin
     let heading = match (r.unit, u.forced) {
         (_, true) => format!(
             "unit of randomisation: per {} (set with --unit; measured: {})",
-            unit_word(r.unit),
+            r.unit.noun(),
             u.finding
         ),
         (crate::verify::SplitUnit::Connection, false) => {
@@ -852,7 +852,7 @@ fn http_load_judged_as(r: &crate::outcome::HttpLoadReport, label: &str) -> Strin
                         "  {}: observed {:.2} % of {}s, {:.1} % interval [{:.2}, {:.2}] %, expected {:.2} ± {} %: {}",
                         e.version,
                         arm.observed_share * 100.0,
-                        unit_word(r.unit),
+                        r.unit.noun(),
                         s.per_arm_confidence * 100.0,
                         arm.interval.lo * 100.0,
                         arm.interval.hi * 100.0,
@@ -887,10 +887,6 @@ fn sequential_line(q: &crate::load::Sequential) -> String {
         "sequential test: {} after {} {draws}{planned}",
         q.decision, q.after
     )
-}
-
-fn unit_word(unit: crate::verify::SplitUnit) -> &'static str {
-    unit.noun()
 }
 
 /// A step's detail as the text report shows it: a load step's figures rendered from its

@@ -33,7 +33,8 @@ pub fn json_schema() -> Value {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub requests: u64,
-    pub connections: u32,
+    /// None: `init`'s choice (the scenario format's default, or per client 100,000).
+    pub connections: Option<u32>,
     pub seed: Option<u64>,
 }
 
@@ -41,7 +42,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             requests: super::init::REQUESTS,
-            connections: crate::load::Traffic::default().connections,
+            connections: None,
             seed: None,
         }
     }
@@ -95,7 +96,7 @@ pub fn check(
     for (namespace, name) in keys {
         let options = Options {
             requests: Some(settings.requests),
-            connections: Some(settings.connections),
+            connections: settings.connections,
             only: Some((namespace.clone(), name.clone())),
             resume: None,
         };
@@ -144,7 +145,9 @@ pub fn check(
     Ok(CheckReport {
         settings: CheckSettings {
             requests: settings.requests,
-            connections: settings.connections,
+            connections: settings
+                .connections
+                .unwrap_or(crate::load::Traffic::default().connections),
             seed: seed.unwrap_or_default(),
             within_points: super::init::WITHIN_POINTS,
             confidence: super::init::CONFIDENCE,
@@ -221,10 +224,10 @@ fn play(
         .iter()
         .any(|r| r.observed.unit == crate::verify::SplitUnit::Client)
     {
-        notes.push(
-            "session affinity (affinity: cookie): SHARE is of clients, each of --connections one client pinned by its cookie and one draw"
-                .into(),
-        );
+        let clients = settings.connections.unwrap_or(super::init::CLIENTS);
+        notes.push(format!(
+            "session affinity (affinity: cookie): SHARE is of clients, each of the loads' {clients} connections a client pinned by its cookie and one draw"
+        ));
     }
     notes.extend(c.report.notes.iter().cloned());
     // A wrong share is the table's own row; what else failed (a wait that timed out, a

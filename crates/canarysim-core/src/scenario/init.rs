@@ -474,7 +474,7 @@ struct LoadTarget {
 
 /// With session affinity, clients (connections) each pause's load opens: enough for a
 /// share within one point at 99.9 % confidence, each sending a few requests.
-const CLIENTS: u32 = 100_000;
+pub(crate) const CLIENTS: u32 = 100_000;
 
 /// Where the loads go: the first host of the rollout's VirtualService, or of the first
 /// HTTPRoute the Gateway API plugin manages (on its Gateway's listener port); else a

@@ -7,7 +7,8 @@ use crate::load::{LoadResult, SplitUnit};
 pub use crate::outcome::{LoadReport, RoleShare, VersionReport};
 use crate::verify::{self, Outcome, SplitVerdict};
 
-/// Effective sample size: answered requests, or connections when each connection chose.
+/// Effective sample size: answered requests, or connections when each connection chose,
+/// or clients when each client drew.
 pub fn effective_n(r: &LoadResult) -> u64 {
     r.arms.iter().map(|a| a.draws(r.unit)).sum()
 }

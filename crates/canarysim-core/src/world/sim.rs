@@ -505,8 +505,8 @@ impl World {
     }
 
     /// A fingerprint of what istiod reacts to: VirtualServices, DestinationRules, Gateways
-    /// (Istio's and the Gateway API's), HTTPRoutes, ReferenceGrants and Services as written,
-    /// and the Pods that serve (ready, with their labels). Rollout and ReplicaSet writes, and
+    /// (Istio's and the Gateway API's), HTTPRoutes, ReferenceGrants, Ingresses and
+    /// IngressClasses (ingress-nginx's) and Services as written, and the Pods that serve (ready, with their labels). Rollout and ReplicaSet writes, and
     /// pods that are not ready yet, change nothing the proxies see.
     fn mesh_inputs(&mut self) -> u64 {
         use std::hash::{Hash, Hasher};

@@ -652,19 +652,27 @@ pub(crate) struct HttpRouteEntry {
 /// there; else the routes decide, and the backend they choose, if pinned, sets the cookie.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stickiness {
-    /// The primary backend, if its clients are pinned.
+    /// The primary backend, if its balancer is sticky.
     pub primary: Option<StickyBackend>,
-    /// The location's canary backend, if it is in force and its clients are pinned.
+    /// The location's canary backend, if it is in force and its balancer is sticky.
     pub canary: Option<StickyBackend>,
 }
 
-/// A backend that pins its clients: its cluster in this table, its name (the cookie's
-/// value names it, so it outlives a table), and the cookie's name.
+/// A backend whose balancer is sticky (`balancer/sticky.lua`): its cluster in this table,
+/// its name (the cookie's value names it, so it outlives a table), its cookie's name, and
+/// when it sets the cookie.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StickyBackend {
     pub cluster: ClusterId,
     pub backend: Arc<str>,
     pub cookie: Arc<str>,
+    /// `affinity-mode: persistent`: a cookie it cannot place (another backend's) is
+    /// replaced. `balanced` (the default) hashes any cookie to one of its pods and leaves
+    /// the cookie as it is.
+    pub persistent: bool,
+    /// Whether this location is one the affinity was asked for (`should_set_cookie`): only
+    /// there is the cookie set.
+    pub sets_cookie: bool,
 }
 
 /// A client's cookies: per cookie name, the backend it pins the client to.
@@ -685,18 +693,19 @@ impl Stickiness {
             .map(|b| b.cluster)
     }
 
-    /// After a request went to `cluster`: a pinning backend sets its cookie (the sticky
-    /// balancer's `set_cookie`), replacing the cookie of that name.
+    /// After a request went to `cluster`: its sticky balancer sets its cookie when the
+    /// client has none of that name (`balance`: no upstream found from the cookie), or, in
+    /// persistent mode, one naming another backend.
     pub fn remember(&self, cluster: ClusterId, jar: &mut CookieJar) {
         let Some(b) = [&self.primary, &self.canary]
             .into_iter()
             .flatten()
-            .find(|b| b.cluster == cluster)
+            .find(|b| b.cluster == cluster && b.sets_cookie)
         else {
             return;
         };
         match jar.iter_mut().find(|(cookie, _)| *cookie == b.cookie) {
-            Some((_, backend)) if *backend == b.backend => {}
+            Some((_, backend)) if *backend == b.backend || !b.persistent => {}
             Some((_, backend)) => *backend = b.backend.clone(),
             None => jar.push((b.cookie.clone(), b.backend.clone())),
         }

@@ -51,7 +51,13 @@ pub fn migration_check(plan: &Plan, seed: Option<u64>) -> MigrationReport {
             continue;
         }
         match migrated_load(plan, seed, step.index, world, workload) {
-            Ok((migrated, warnings)) => {
+            Ok((migrated, mut warnings)) => {
+                if load.unit == crate::load::SplitUnit::Client
+                    && migrated.unit != crate::load::SplitUnit::Client
+                {
+                    // ingress2gateway writes no session persistence: each request draws.
+                    warnings.push("session affinity (nginx.ingress.kubernetes.io/affinity: cookie) is lost: ingress-nginx pins each user to the version of their first draw, the HTTPRoute draws every request; the rows compare the share of users with the share of requests".to_string());
+                }
                 for w in warnings {
                     if !report.warnings.contains(&w) {
                         report.warnings.push(w);

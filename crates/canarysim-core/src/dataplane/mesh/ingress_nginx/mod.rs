@@ -155,13 +155,75 @@ struct FirstNamed {
     policy: Option<CanaryAnnotations>,
 }
 
-/// A primary upstream's session affinity, as `getBackendServers` gathers it from the
-/// Ingresses that name it: the first affinity given decides its kind, the last cookie
-/// affinity its cookie's name.
+/// An upstream's session affinity, as `getBackendServers` gathers it from the Ingresses
+/// that name it (not for an upstream a canary Ingress named first: it serves no location):
+/// the first affinity and mode given decide them, the last cookie affinity names the
+/// cookie, and each cookie affinity's host and path are where the cookie is set.
 #[derive(Default)]
 struct UpstreamAffinity {
     kind: Option<String>,
+    mode: Option<String>,
     cookie: Option<String>,
+    /// (host, path) of each path of an Ingress with `affinity: cookie`.
+    locations: std::collections::BTreeSet<(String, String)>,
+}
+
+/// A path of a served Ingress: the upstream it forwards to, its host and path.
+struct ServedPath {
+    upstream: String,
+    host: String,
+    path: String,
+}
+
+impl UpstreamAffinity {
+    /// Gathers them in the controller's order, from each served Ingress's affinity and
+    /// paths.
+    fn gather<'a>(
+        served: impl Iterator<Item = (&'a SessionAffinity, &'a [ServedPath])>,
+        upstreams: &BTreeMap<String, FirstNamed>,
+    ) -> BTreeMap<String, UpstreamAffinity> {
+        let mut out: BTreeMap<String, UpstreamAffinity> = BTreeMap::new();
+        for (affinity, paths) in served {
+            for ServedPath {
+                upstream,
+                host,
+                path,
+            } in paths
+            {
+                // `ups.NoServer`: the upstream a canary Ingress named first.
+                if upstreams.get(upstream).is_none_or(|f| f.policy.is_some()) {
+                    continue;
+                }
+                let a = out.entry(upstream.clone()).or_default();
+                if a.kind.is_none() && !affinity.kind.is_empty() {
+                    a.kind = Some(affinity.kind.clone());
+                }
+                if a.mode.is_none() && !affinity.mode.is_empty() {
+                    a.mode = Some(affinity.mode.clone());
+                }
+                if affinity.is_sticky() {
+                    a.cookie = Some(affinity.cookie.clone());
+                    a.locations.insert((host.clone(), path.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// `backend` on `l` as its sticky balancer pins it, if its affinity is a cookie one.
+    fn pinning(&self, l: &Location, cluster: ClusterId, backend: &str) -> Option<StickyBackend> {
+        (self.kind.as_deref() == Some("cookie")).then(|| StickyBackend {
+            cluster,
+            backend: backend.into(),
+            cookie: self
+                .cookie
+                .as_deref()
+                .unwrap_or(crate::model::ingress::DEFAULT_AFFINITY_COOKIE)
+                .into(),
+            persistent: self.mode.as_deref() == Some("persistent"),
+            sets_cookie: self.locations.contains(&(l.host.clone(), l.path.clone())),
+        })
+    }
 }
 
 /// What a canary Ingress is merged with: its own settings, the upstreams' first Ingresses,
@@ -204,7 +266,8 @@ impl Builder<'_> {
         // only a canary one gives it traffic shaping.
         let mut upstreams: BTreeMap<String, FirstNamed> = BTreeMap::new();
         let mut primaries: Vec<Location> = Vec::new();
-        let mut affinities: BTreeMap<String, UpstreamAffinity> = BTreeMap::new();
+        // Each served Ingress's affinity and paths, in order.
+        let mut served: Vec<(SessionAffinity, Vec<ServedPath>)> = Vec::new();
         let mut canaries: Vec<(&Object, IngressSpec, CanaryAnnotations, bool)> = Vec::new();
         for ingress in ingresses {
             let key = ingress.key();
@@ -246,36 +309,34 @@ impl Builder<'_> {
             for why in dropped {
                 self.note(&key, why);
             }
+            let mut paths = Vec::new();
             for p in spec.paths() {
                 let Some(service) = p.service else { continue };
-                let ns = key.namespace.as_str();
+                let upstream = backend_name(key.namespace.as_str(), service);
                 upstreams
-                    .entry(backend_name(ns, service))
+                    .entry(upstream.clone())
                     .or_insert_with(|| FirstNamed {
                         key: key.clone(),
                         policy: canary.enabled.then(|| canary.clone()),
                     });
+                paths.push(ServedPath {
+                    upstream,
+                    host: p.host.to_string(),
+                    path: p.path.to_string(),
+                });
             }
+            let legacy_affinity = affinity.legacy_canary;
+            served.push((affinity, paths));
             if canary.enabled {
-                canaries.push((ingress, spec, canary, affinity.legacy_canary));
+                canaries.push((ingress, spec, canary, legacy_affinity));
             } else {
-                // A canary upstream serves no location of its own: its affinity is only
-                // what the merge copies to it.
-                for p in spec.paths() {
-                    let Some(service) = p.service else { continue };
-                    let upstream = affinities
-                        .entry(backend_name(key.namespace.as_str(), service))
-                        .or_default();
-                    if upstream.kind.is_none() && !affinity.kind.is_empty() {
-                        upstream.kind = Some(affinity.kind.clone());
-                    }
-                    if affinity.is_sticky() {
-                        upstream.cookie = Some(affinity.cookie.clone());
-                    }
-                }
                 self.primary_locations(ingress, &spec, &mut primaries);
             }
         }
+        let affinities = UpstreamAffinity::gather(
+            served.iter().map(|(a, paths)| (a, paths.as_slice())),
+            &upstreams,
+        );
         let mut alternatives: BTreeMap<String, AlternativeBackend> = BTreeMap::new();
         for (ingress, spec, own, legacy_affinity) in canaries {
             let merging = Merging {
@@ -463,8 +524,7 @@ impl Builder<'_> {
             } else {
                 HostPattern::server_name(&l.host)
             };
-            let entries =
-                self.location_routes(&l, alternatives.get(&l.backend), affinities.get(&l.backend));
+            let entries = self.location_routes(&l, alternatives.get(&l.backend), affinities);
             match hosts.iter_mut().find(|v| v.host == host) {
                 Some(v) => v.routes.extend(entries),
                 None => hosts.push(VirtualHost {
@@ -493,13 +553,13 @@ impl Builder<'_> {
         &mut self,
         l: &Location,
         alt: Option<&AlternativeBackend>,
-        affinity: Option<&UpstreamAffinity>,
+        affinities: &BTreeMap<String, UpstreamAffinity>,
     ) -> Vec<HttpRouteEntry> {
         let path = path_matcher(&l.path, &l.path_type);
         // A backend without endpoints has no balancer (balancer.lua's sync drops it), and
         // without the alternative's balancer every request stays on the primary.
         let alt = alt.filter(|a| self.has_endpoints(a.cluster));
-        let sticky = stickiness(l, alt, affinity).map(Arc::new);
+        let sticky = stickiness(l, alt, affinities).map(Arc::new);
         let entry =
             |matcher: HttpMatch, clusters: WeightedClusters, route: String| HttpRouteEntry {
                 matches: Box::new([matcher]),
@@ -552,32 +612,28 @@ impl Builder<'_> {
     }
 }
 
-/// The session affinity of a location: its primary backend's, when that is a cookie
-/// affinity, and the same for its canary unless the canary Ingress asks for the legacy
-/// behaviour (`mergeAlternativeBackend` copies the primary's affinity to the canary's
-/// upstream otherwise; a canary upstream has none of its own).
+/// The session affinity of a location: its primary backend's, and its canary's, which
+/// `mergeAlternativeBackend` makes a copy of the primary's (none when the primary has
+/// none), unless the canary Ingress asks for the legacy behaviour: then the canary's
+/// upstream keeps its own. (An alternative merged into several primaries takes the last
+/// one's affinity upstream; here each location's own primary's: they differ only when
+/// those primaries' affinities do.)
 fn stickiness(
     l: &Location,
     alt: Option<&AlternativeBackend>,
-    affinity: Option<&UpstreamAffinity>,
+    affinities: &BTreeMap<String, UpstreamAffinity>,
 ) -> Option<Stickiness> {
-    let affinity = affinity.filter(|a| a.kind.as_deref() == Some("cookie"))?;
-    let cookie: Arc<str> = affinity
-        .cookie
-        .as_deref()
-        .unwrap_or(crate::model::ingress::DEFAULT_AFFINITY_COOKIE)
-        .into();
-    let pinned = |cluster, backend: &str| StickyBackend {
-        cluster,
-        backend: backend.into(),
-        cookie: cookie.clone(),
-    };
-    Some(Stickiness {
-        primary: Some(pinned(l.cluster, &l.backend)),
-        canary: alt
-            .filter(|a| !a.legacy_affinity)
-            .map(|a| pinned(a.cluster, &a.backend)),
-    })
+    let own = affinities.get(&l.backend);
+    let primary = own.and_then(|a| a.pinning(l, l.cluster, &l.backend));
+    let canary = alt.and_then(|alt| {
+        let affinity = if alt.legacy_affinity {
+            affinities.get(&alt.backend)
+        } else {
+            own
+        };
+        affinity.and_then(|a| a.pinning(l, alt.cluster, &alt.backend))
+    });
+    (primary.is_some() || canary.is_some()).then_some(Stickiness { primary, canary })
 }
 
 /// The upstream ingress-nginx makes of a Service backend (`namespace/service:port`).

@@ -438,9 +438,7 @@ fn a_cookie_affinity_pins_the_primary_and_the_canary_unless_the_canary_says_lega
     let table = with(affinity(&[("affinity", "Cookie")]), &[]);
     assert_eq!(stickiness(&table), None);
     assert!(
-        notes(&table)
-            .iter()
-            .any(|n| n.contains("is none of cookie")),
+        notes(&table).iter().any(|n| n.contains("is not cookie")),
         "{:?}",
         notes(&table)
     );
@@ -477,11 +475,52 @@ fn a_client_pinned_to_a_backend_stays_there_before_any_canary_rule() {
     assert_eq!(sticky.pinned(&jar), None, "no cookie: the routes decide");
     sticky.remember(primary.cluster, &mut jar);
     assert_eq!(sticky.pinned(&jar), Some(primary.cluster));
-    // The canary's balancer sets the same cookie: the client moves with it.
+    // A request sent to the canary anyway (say the primary's cookie was not yet set)
+    // leaves the cookie: the balanced mode hashes any cookie to a pod of its own.
     sticky.remember(canary.cluster, &mut jar);
     assert_eq!(jar.len(), 1, "{jar:?}");
-    assert_eq!(sticky.pinned(&jar), Some(canary.cluster));
+    assert_eq!(sticky.pinned(&jar), Some(primary.cluster));
+    // The persistent mode replaces a cookie it cannot place: the client moves.
+    let persistent = Stickiness {
+        primary: Some(StickyBackend {
+            persistent: true,
+            ..primary.clone()
+        }),
+        canary: Some(StickyBackend {
+            persistent: true,
+            ..canary.clone()
+        }),
+    };
+    persistent.remember(canary.cluster, &mut jar);
+    assert_eq!(jar.len(), 1, "{jar:?}");
+    assert_eq!(persistent.pinned(&jar), Some(canary.cluster));
     // A cookie of another backend (a backend gone since) pins nothing.
     let stale: CookieJar = vec![(primary.cookie.clone(), "demo/gone:80".into())];
     assert_eq!(sticky.pinned(&stale), None);
+}
+
+#[test]
+fn the_affinity_is_trimmed_has_a_mode_and_sets_its_cookie_only_where_asked() {
+    let mut api = store();
+    api.delete(ingress_kind(), NS, "stable").unwrap();
+    ingress(
+        &mut api,
+        "stable",
+        json!({"nginx.ingress.kubernetes.io/affinity": " cookie ",
+               "nginx.ingress.kubernetes.io/affinity-mode": "persistent"}),
+        "demo-stable",
+    );
+    // A newer Ingress naming the same Service at another path, without affinity.
+    ingress_at(&mut api, "api", json!({}), HOST, "/api", "demo-stable");
+    let table = translate(&api);
+    assert!(table.notes().is_empty(), "{:?}", notes(&table));
+    let at = |path: &str| {
+        let choice = table.route(&request(path, &[])).unwrap();
+        choice.sticky.and_then(|s| s.primary.clone()).unwrap()
+    };
+    let (root, api_path) = (at("/"), at("/api/v1"));
+    assert!(root.persistent && root.sets_cookie, "{root:?}");
+    // The upstream's balancer is sticky everywhere, but sets its cookie only where an
+    // Ingress asked for the affinity (sticky.lua's should_set_cookie).
+    assert!(api_path.persistent && !api_path.sets_cookie, "{api_path:?}");
 }
