@@ -61,12 +61,8 @@ pub fn real_load(
     live.sync(world);
     let started = world.now();
     // The live router and load keep no cookies: a sticky split would be judged per request.
-    if world
-        .mesh
-        .table_at(started)
-        .is_some_and(|t| t.has_session_affinity())
-    {
-        return Err("an Ingress asks for session affinity (nginx.ingress.kubernetes.io/affinity: cookie), which canarysim simulates but does not serve live: run the scenario without --live".into());
+    if crate::load::meets_session_affinity(&*world, w) {
+        return Err("this load goes through an Ingress with session affinity (nginx.ingress.kubernetes.io/affinity: cookie), which canarysim simulates but does not serve live: run the scenario without --live".into());
     }
     // While real requests flow, the world moves at the wall clock's own pace: a load takes
     // the time it takes, and the rollout must not race ahead of it.

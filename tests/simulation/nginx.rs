@@ -399,3 +399,31 @@ fn init_sends_from_enough_clients_behind_session_affinity() {
     assert_eq!(written.text.matches("connections: 100000").count(), 2);
     assert_eq!(written.text.matches("requests: 500000").count(), 2);
 }
+
+/// Live mode refuses a load that meets session affinity, and only such a load: the
+/// held-out manifests with `affinity: cookie` on the public Ingress only.
+#[test]
+fn only_a_load_through_a_location_with_affinity_meets_it() {
+    use canarysim::load::{Amount, Traffic, Workload, meets_session_affinity};
+    let w = world(|t| {
+        t.replace(
+            "    nginx.ingress.kubernetes.io/proxy-body-size: 8m",
+            "    nginx.ingress.kubernetes.io/proxy-body-size: 8m\n    nginx.ingress.kubernetes.io/affinity: cookie",
+        )
+    });
+    let load = |host: &str, path: &str| Workload {
+        amount: Amount::Requests(1),
+        namespace: NS.into(),
+        traffic: Traffic {
+            host: host.into(),
+            path: path.into(),
+            ..Traffic::default()
+        },
+        ..Workload::default()
+    };
+    assert!(meets_session_affinity(
+        &w,
+        &load("shop.example.com", "/checkout")
+    ));
+    assert!(!meets_session_affinity(&w, &load("checkout.internal", "/")));
+}

@@ -22,7 +22,9 @@ pub mod tally;
 pub mod tally_record;
 
 pub use backend::{BackendModel, Backends};
-pub use simulate::{LoadRun, Path as DataPath, Progress, Streams, caller_labels, data_path};
+pub use simulate::{
+    LoadRun, Path as DataPath, Progress, Streams, caller_labels, data_path, meets_session_affinity,
+};
 
 use std::time::Duration;
 

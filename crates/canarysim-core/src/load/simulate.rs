@@ -57,6 +57,55 @@ pub fn data_path(world: &impl Cluster, w: &Workload) -> Path {
     choose_path(world, w)
 }
 
+/// Whether `w`'s requests meet a route with session affinity in the table in force now
+/// (ingress-nginx's `affinity: cookie`): what live mode, without cookies, cannot serve.
+pub fn meets_session_affinity(world: &impl Cluster, w: &Workload) -> bool {
+    let path = choose_path(world, w);
+    let Some(table) = world.mesh().table_at(world.now()) else {
+        return false;
+    };
+    let labels = caller_labels(world, &path, w);
+    let labels: Vec<(&str, &str)> = labels
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let headers: Vec<(&str, &str)> = w
+        .traffic
+        .headers
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    table
+        .route(&request_meta(&path, w, &headers, &labels))
+        .is_ok_and(|choice| choice.sticky.is_some())
+}
+
+/// The request every worker of `workload` sends along `path`, as the routes match it (its
+/// shape does not change during the load).
+fn request_meta<'a>(
+    path: &'a Path,
+    workload: &'a Workload,
+    headers: &'a [(&'a str, &'a str)],
+    source_labels: &'a [(&'a str, &'a str)],
+) -> RequestMeta<'a> {
+    RequestMeta {
+        source_labels,
+        origin: match path {
+            Path::Gateway(g) => Origin::Gateway(g.as_str()),
+            Path::Mesh => Origin::Mesh,
+            Path::KubeProxy => Origin::Plain,
+        },
+        protocol: workload.protocol,
+        namespace: &workload.namespace,
+        host: &workload.traffic.host,
+        port: workload.port,
+        path: &workload.traffic.path,
+        method: &workload.traffic.method,
+        headers,
+        sni: workload.traffic.sni.as_deref(),
+    }
+}
+
 /// Per-endpoint facts for one epoch, indexed by the epoch's endpoint ids.
 struct EpochEndpoints {
     arm: Vec<u16>,
@@ -279,22 +328,7 @@ impl<'w> LoadRun<'w> {
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        let meta = RequestMeta {
-            source_labels: &source_labels,
-            origin: match &self.path {
-                Path::Gateway(g) => Origin::Gateway(g.as_str()),
-                Path::Mesh => Origin::Mesh,
-                Path::KubeProxy => Origin::Plain,
-            },
-            protocol: workload.protocol,
-            namespace: &workload.namespace,
-            host: &workload.traffic.host,
-            port: workload.port,
-            path: &workload.traffic.path,
-            method: &workload.traffic.method,
-            headers: &headers,
-            sni: workload.traffic.sni.as_deref(),
-        };
+        let meta = request_meta(&self.path, workload, &headers, &source_labels);
         // The data plane in force for this epoch.
         let proxy;
         let mut service = None;

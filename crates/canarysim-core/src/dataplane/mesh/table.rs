@@ -1328,16 +1328,6 @@ impl RouteTable {
         })
     }
 
-    /// Whether some HTTP route pins clients by a session cookie (ingress-nginx's
-    /// `affinity: cookie`).
-    pub fn has_session_affinity(&self) -> bool {
-        self.listeners
-            .iter()
-            .flat_map(|l| &l.http)
-            .flat_map(|vh| vh.routes.iter())
-            .any(|r| r.sticky.is_some())
-    }
-
     /// Gateways with a configuration, as `namespace/name`.
     pub fn gateways(&self) -> impl Iterator<Item = String> + '_ {
         self.listeners

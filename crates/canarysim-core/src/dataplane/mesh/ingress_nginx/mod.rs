@@ -633,7 +633,13 @@ fn stickiness(
         };
         affinity.and_then(|a| a.pinning(l, alt.cluster, &alt.backend))
     });
-    (primary.is_some() || canary.is_some()).then_some(Stickiness { primary, canary })
+    // Where no backend sets its cookie, a client gets none here: a load, which keeps to one
+    // host and path, is drawn per request as without affinity.
+    let sets_cookie = [&primary, &canary]
+        .into_iter()
+        .flatten()
+        .any(|b| b.sets_cookie);
+    sets_cookie.then_some(Stickiness { primary, canary })
 }
 
 /// The upstream ingress-nginx makes of a Service backend (`namespace/service:port`).
