@@ -29,17 +29,22 @@ fn the_held_out_nginx_rollout_routes_as_argo_and_ingress_nginx_do() {
         panic!("{e}");
     }
     let report = run_scenario(&fixture("held-out.yaml"), None).unwrap();
-    assert!(report.steps.iter().all(|s| s.passed), "{:#?}", report.steps);
-    let loads: Vec<_> = report
-        .steps
-        .iter()
-        .filter_map(|s| s.load.as_ref())
-        .collect();
+    let loads = passed_loads(&report);
     assert_eq!(loads.len(), 4);
     for load in loads {
         assert_eq!(load.path, "gateway ingress-nginx/ingress-nginx-controller");
         assert_eq!(load.sent, load.answered);
     }
+}
+
+/// The report's loads, once every step has passed.
+fn passed_loads(report: &canarysim::outcome::RunReport) -> Vec<&canarysim::outcome::LoadReport> {
+    assert!(report.steps.iter().all(|s| s.passed), "{:#?}", report.steps);
+    report
+        .steps
+        .iter()
+        .filter_map(|s| s.load.as_ref())
+        .collect()
 }
 
 /// The held-out manifests with `edit` applied to their text, 30 s after applying them.
@@ -305,12 +310,7 @@ fn canary_shares(load: &canarysim::outcome::LoadReport) -> (f64, f64) {
 #[test]
 fn session_affinity_makes_the_weight_a_share_of_new_clients_who_stay() {
     let report = run_scenario(&bundled("nginx-session-affinity.yaml"), None).unwrap();
-    assert!(report.steps.iter().all(|s| s.passed), "{:#?}", report.steps);
-    let loads: Vec<_> = report
-        .steps
-        .iter()
-        .filter_map(|s| s.load.as_ref())
-        .collect();
+    let loads = passed_loads(&report);
     assert_eq!(loads.len(), 4);
     assert!(loads.iter().all(|l| l.unit == SplitUnit::Client));
     let (fresh, staying, fresh_at_50, legacy) = (loads[0], loads[1], loads[2], loads[3]);
@@ -344,8 +344,7 @@ fn clients_pinned_before_the_canary_exists_never_reach_it() {
         let steps = "steps:\n  - wait: {until: healthy, timeout: 1m}\n  - set_image: {rollout: rollouts-demo, container: rollouts-demo, image: argoproj/rollouts-demo:yellow}\n  - load: {duration: 20s, rate: 1000, connections: 1000}\n  - expect: {set_weight: 20}\n";
         format!("{}{steps}", text.split("steps:\n  - wait").next().unwrap())
     });
-    assert!(report.steps.iter().all(|s| s.passed), "{:#?}", report.steps);
-    let load = report.steps.iter().find_map(|s| s.load.as_ref()).unwrap();
+    let load = passed_loads(&report)[0];
     assert_eq!(load.unit, SplitUnit::Client);
     assert_eq!(canary_shares(load), (0.0, 0.0), "{load:?}");
     // Per client, the configured split is of the clients' draws, all made before the
@@ -376,8 +375,7 @@ fn a_canary_weight_change_alone_reaches_ingress_nginx() {
         let steps = "steps:\n  - wait: {until: healthy, timeout: 1m}\n  - set_image: {rollout: rollouts-demo, container: rollouts-demo, image: argoproj/rollouts-demo:yellow}\n  - wait: {until: paused, timeout: 1m}\n  - promote: rollouts-demo\n  - wait: {until: paused, timeout: 1m}\n  - expect: {set_weight: 60}\n  - wait: 2s\n  - load: {requests: 20000}\n  - expect_split: {canary: 60%, within: 2%}\n";
         format!("{}{steps}", text.split("steps:\n  - wait").next().unwrap())
     });
-    assert!(report.steps.iter().all(|s| s.passed), "{:#?}", report.steps);
-    let load = report.steps.iter().find_map(|s| s.load.as_ref()).unwrap();
+    let load = passed_loads(&report)[0];
     assert_eq!(load.unit, SplitUnit::Request);
     assert!((canary_shares(load).1 - 0.6).abs() < 0.02, "{load:?}");
 }

@@ -224,20 +224,25 @@ fn run_live_without_a_mesh_pins_each_connection_to_one_pod() {
 
 /// Runs a scenario file live at 60×; its JSON report (the run must pass).
 fn live_report(path: &std::path::Path) -> serde_json::Value {
+    let (code, out, err) = run_live_at_60(path, &["--format", "json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+/// `canarysim run PATH --live --time-scale 60 EXTRA…`: exit code, stdout, stderr.
+fn run_live_at_60(path: &std::path::Path, extra: &[&str]) -> (u8, String, String) {
     use canarysim::cli::{Cli, execute};
     use clap::Parser;
-    let (code, out, err) = execute(Cli::parse_from([
+    let mut argv = vec![
         "canarysim",
         "run",
         path.to_str().unwrap(),
         "--live",
         "--time-scale",
         "60",
-        "--format",
-        "json",
-    ]));
-    assert_eq!(code, 0, "{out}{err}");
-    serde_json::from_str(&out).unwrap()
+    ];
+    argv.extend_from_slice(extra);
+    execute(Cli::parse_from(argv))
 }
 
 /// Runs a scenario live at 60× and returns its JSON report's load steps.
@@ -582,21 +587,12 @@ fn serve_with_the_api_keeps_the_world_running_after_the_last_step() {
 /// affinity is refused live, saying why, rather than judged per request.
 #[test]
 fn run_live_refuses_a_load_through_session_affinity() {
-    use canarysim::cli::{Cli, execute};
-    use clap::Parser;
     let bundled = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("scenarios/nginx-session-affinity.yaml");
     let text = std::fs::read_to_string(bundled).unwrap();
     let first_load = text.split("  # 2,000 users for 40 s").next().unwrap();
     let path = support::write_temp("affinity-live.yaml", first_load);
-    let (code, out, err) = execute(Cli::parse_from([
-        "canarysim",
-        "run",
-        path.to_str().unwrap(),
-        "--live",
-        "--time-scale",
-        "60",
-    ]));
+    let (code, out, err) = run_live_at_60(&path, &[]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
         out.contains("session affinity") && out.contains("run the scenario without --live"),

@@ -65,19 +65,18 @@ pub fn meets_session_affinity(world: &impl Cluster, w: &Workload) -> bool {
         return false;
     };
     let labels = caller_labels(world, &path, w);
-    let labels: Vec<(&str, &str)> = labels
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let headers: Vec<(&str, &str)> = w
-        .traffic
-        .headers
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
+    let (headers, labels) = (str_pairs(&w.traffic.headers), str_pairs(&labels));
     table
         .route(&request_meta(&path, w, &headers, &labels))
         .is_ok_and(|choice| choice.sticky.is_some())
+}
+
+/// Name-value pairs as the borrowed pairs a [`RequestMeta`] holds.
+fn str_pairs(pairs: &[(String, String)]) -> Vec<(&str, &str)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect()
 }
 
 /// The request every worker of `workload` sends along `path`, as the routes match it (its
@@ -317,17 +316,8 @@ impl<'w> LoadRun<'w> {
         let workload = self.workload;
         let per_connection = self.unit == SplitUnit::Connection;
         // The request every worker sends (its shape does not change during the load).
-        let headers: Vec<(&str, &str)> = workload
-            .traffic
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        let source_labels: Vec<(&str, &str)> = self
-            .caller_labels
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
+        let headers = str_pairs(&workload.traffic.headers);
+        let source_labels = str_pairs(&self.caller_labels);
         let meta = request_meta(&self.path, workload, &headers, &source_labels);
         // The data plane in force for this epoch.
         let proxy;

@@ -679,6 +679,11 @@ pub struct StickyBackend {
 pub type CookieJar = Vec<(Arc<str>, Arc<str>)>;
 
 impl Stickiness {
+    /// The sticky backends, the primary first.
+    pub fn backends(&self) -> impl Iterator<Item = &StickyBackend> {
+        [&self.primary, &self.canary].into_iter().flatten()
+    }
+
     /// The cluster a client holding `jar` is pinned to, if any (balancer.lua's
     /// `is_affinitized`: the primary first, then the canary).
     pub fn pinned(&self, jar: &CookieJar) -> Option<ClusterId> {
@@ -686,20 +691,15 @@ impl Stickiness {
             jar.iter()
                 .any(|(cookie, backend)| *cookie == b.cookie && *backend == b.backend)
         };
-        [&self.primary, &self.canary]
-            .into_iter()
-            .flatten()
-            .find(|b| holds(b))
-            .map(|b| b.cluster)
+        self.backends().find(|b| holds(b)).map(|b| b.cluster)
     }
 
     /// After a request went to `cluster`: its sticky balancer sets its cookie when the
     /// client has none of that name (`balance`: no upstream found from the cookie), or, in
     /// persistent mode, one naming another backend.
     pub fn remember(&self, cluster: ClusterId, jar: &mut CookieJar) {
-        let Some(b) = [&self.primary, &self.canary]
-            .into_iter()
-            .flatten()
+        let Some(b) = self
+            .backends()
             .find(|b| b.cluster == cluster && b.sets_cookie)
         else {
             return;

@@ -293,14 +293,6 @@ impl Builder<'_> {
                 DEFAULT_ANNOTATION_PREFIX,
                 &mut dropped,
             );
-            for why in dropped {
-                self.note(&key, why);
-            }
-            let canary = parsed.unwrap_or_else(|e| {
-                self.note(&key, e);
-                no_shaping()
-            });
-            let mut dropped = Vec::new();
             let affinity = SessionAffinity::parse_noting(
                 &annotations,
                 DEFAULT_ANNOTATION_PREFIX,
@@ -309,6 +301,10 @@ impl Builder<'_> {
             for why in dropped {
                 self.note(&key, why);
             }
+            let canary = parsed.unwrap_or_else(|e| {
+                self.note(&key, e);
+                no_shaping()
+            });
             let mut paths = Vec::new();
             for p in spec.paths() {
                 let Some(service) = p.service else { continue };
@@ -635,11 +631,9 @@ fn stickiness(
     });
     // Where no backend sets its cookie, a client gets none here: a load, which keeps to one
     // host and path, is drawn per request as without affinity.
-    let sets_cookie = [&primary, &canary]
-        .into_iter()
-        .flatten()
-        .any(|b| b.sets_cookie);
-    sets_cookie.then_some(Stickiness { primary, canary })
+    let sticky = Stickiness { primary, canary };
+    let sets_cookie = sticky.backends().any(|b| b.sets_cookie);
+    sets_cookie.then_some(sticky)
 }
 
 /// The upstream ingress-nginx makes of a Service backend (`namespace/service:port`).
