@@ -425,3 +425,23 @@ fn only_a_load_through_a_location_with_affinity_meets_it() {
     ));
     assert!(!meets_session_affinity(&w, &load("checkout.internal", "/")));
 }
+
+/// A client is counted where its cookie sent it, answered or not: in the half second after
+/// the canary's one pod crashes (before ingress-nginx's next sync drops it), every client
+/// drawn to the canary fails, and still counts as the canary's. Counted by answers, they
+/// would vanish from its share, and an over-weighted canary that failed its clients could
+/// pass.
+#[test]
+fn clients_whose_every_request_failed_count_where_they_were_sent() {
+    let report = run_edited(|text| {
+        let steps = "steps:\n  - wait: {until: healthy, timeout: 1m}\n  - set_image: {rollout: rollouts-demo, container: rollouts-demo, image: argoproj/rollouts-demo:yellow}\n  - wait: {until: paused, timeout: 1m}\n  - wait: 2s\n  - fail_pods: {rollout: rollouts-demo, role: canary, count: 1}\n  - load: {duration: 500ms, rate: 20000, connections: 10000}\n  - expect_split: {canary: 20%, within: 2%, unit: client}\n";
+        format!("{}{steps}", text.split("steps:\n  - wait").next().unwrap())
+    });
+    let load = passed_loads(&report)[0];
+    assert_eq!(load.unit, SplitUnit::Client);
+    assert_eq!(load.effective_n, 10_000);
+    let canary = load.versions.iter().find(|v| v.role == "canary").unwrap();
+    assert_eq!(canary.responses, 0, "{load:?}");
+    assert_eq!(canary.clients, Some(load.upstream_failed), "{load:?}");
+    assert!((canary_shares(load).0 - 0.2).abs() < 0.015, "{load:?}");
+}

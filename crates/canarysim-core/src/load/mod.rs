@@ -365,8 +365,8 @@ pub struct ArmStats {
     /// Connections whose destination was chosen to be this version (per-connection split),
     /// or, at a real gateway, whose first classified answer came from it.
     pub connections: u64,
-    /// Clients whose first answer (their draw) came from this version (a split pinned by a
-    /// session cookie).
+    /// Clients whose first request (their draw) was sent to this version, answered or not
+    /// (a split pinned by a session cookie).
     pub clients: u64,
     /// Shadow requests mirrored to this version (not part of the split).
     pub mirrored: u64,
@@ -552,7 +552,8 @@ pub struct LoadResult {
     pub pods: Vec<PodStats>,
     pub unit: SplitUnit,
     pub connections_opened: u64,
-    /// Per client ([`SplitUnit::Client`]): the clients two versions answered.
+    /// Per client ([`SplitUnit::Client`]): the clients whose requests were sent to two
+    /// versions.
     pub clients_switched: u64,
     /// What the router did: `gateway my-demo/rollouts-demo-gateway`, `mesh`, `kube-proxy`.
     pub path: String,

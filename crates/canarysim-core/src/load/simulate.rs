@@ -151,13 +151,13 @@ struct Conn {
     pinned: Option<(String, u32)>,
     /// The session cookies an ingress-nginx sticky backend set.
     jar: crate::mesh::CookieJar,
-    /// The arm that answered this client's first request through a sticky route: its
-    /// draw of the weight in force then (its cookie keeps it there, unless the canary does
-    /// not pin: `affinity-canary-behavior: legacy`).
+    /// The arm of the host this client's first request through a sticky route was sent to
+    /// (answered or not): its draw of the weight in force then (its cookie keeps it there,
+    /// unless the canary does not pin: `affinity-canary-behavior: legacy`).
     first_arm: Option<u16>,
-    /// The arm that answered its last such request.
+    /// The arm its last such request was sent to.
     last_arm: Option<u16>,
-    /// Whether two versions answered this client through sticky routes.
+    /// Whether such requests were sent to two versions.
     switched: bool,
 }
 
@@ -502,8 +502,9 @@ impl<'w> LoadRun<'w> {
         let per_connection = self.unit == SplitUnit::Connection;
         let mut state = self.state;
         // Through a location with session affinity a client's requests follow its cookie:
-        // the client is the draw, counted by the version of its first answer there (a draw
-        // of the weight in force then), and the configured split is weighted alike.
+        // the client is the draw, counted by the version its first request there was sent
+        // to, answered or not (a draw of the weight in force then), and the configured split
+        // is weighted alike.
         let (unit, clients_switched, configured) = if state.sticky_requests > 0 {
             for c in &state.conns {
                 if let Some(arm) = c.first_arm {
@@ -573,7 +574,7 @@ fn reported_arms(mut arms: Vec<ArmStats>) -> Vec<ArmStats> {
     }
     let mut arms: Vec<ArmStats> = arms
         .into_iter()
-        .filter(|a| a.responses + a.connections + a.mirrored > 0)
+        .filter(|a| a.responses + a.connections + a.clients + a.mirrored > 0)
         .collect();
     arms.sort_by(|a, b| a.role.cmp(&b.role).then_with(|| a.version.cmp(&b.version)));
     arms
@@ -646,7 +647,7 @@ struct Driver {
     conns: Vec<Conn>,
     /// Requests routed through a location with session affinity: the split is per client.
     sticky_requests: u64,
-    /// Clients with a first answer through such a location (their draw).
+    /// Clients with a first pick through such a location (their draw).
     clients_drawn: u64,
     /// The current worker's clock (µs since the load started), for outlier ejections.
     now_us: u64,
@@ -1271,6 +1272,17 @@ fn http_request(
     });
     d.retries += u64::from(counts.retries);
     let last_arm = tried.last().map(|&e| ctx.ep.arm[e as usize] as usize);
+    if choice.sticky.is_some() {
+        // A client counts at its pick (the first host its cookie's backend offered), not
+        // at an answer: a client every one of whose requests failed was still sent there.
+        if let Some(&first) = tried.first() {
+            count_client(
+                &mut d.conns[conn],
+                &mut d.clients_drawn,
+                ctx.ep.arm[first as usize],
+            );
+        }
+    }
     d.tried = tried;
     let (status, latency) = match outcome {
         ClientOutcome::Answered { status, latency_us } => (status, latency_us),
@@ -1299,22 +1311,22 @@ fn http_request(
         d.no_healthy_upstream += 1;
         return FAILURE_US;
     };
-    if choice.sticky.is_some() {
-        let client = &mut d.conns[conn];
-        let arm = arm as u16;
-        if client.first_arm.is_none() {
-            client.first_arm = Some(arm);
-            d.clients_drawn += 1;
-        }
-        client.switched |= client.last_arm.is_some_and(|last| last != arm);
-        client.last_arm = Some(arm);
-    }
     let arm = &mut d.arms[arm];
     arm.responses += 1;
     arm.errors += u64::from(status >= 500);
     arm.record_latency(latency + queued_us);
     d.answered += 1;
     latency
+}
+
+/// Counts a sticky request's pick for its client: the first pick is the client's draw.
+fn count_client(client: &mut Conn, clients_drawn: &mut u64, arm: u16) {
+    if client.first_arm.is_none() {
+        client.first_arm = Some(arm);
+        *clients_drawn += 1;
+    }
+    client.switched |= client.last_arm.is_some_and(|last| last != arm);
+    client.last_arm = Some(arm);
 }
 
 /// Arm index, backend model and pod name for every endpoint of an epoch's table.

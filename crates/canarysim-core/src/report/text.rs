@@ -209,7 +209,7 @@ pub(crate) fn load_summary(r: &crate::outcome::LoadReport) -> String {
         prose(
             &mut out,
             format!(
-                "session affinity: each client's requests follow its cookie, so each client is one draw (its version: that of its first answer); {switched} of {} client(s) were answered by two versions",
+                "session affinity: each client's requests follow its cookie, so each client is one draw (its version: the one its first request was sent to); {switched} of {} client(s) were sent to two versions",
                 r.effective_n
             ),
         );

@@ -72,8 +72,8 @@ pub struct LoadReport {
     pub unit: SplitUnit,
     /// Independent draws behind the shares (requests, connections, or clients).
     pub effective_n: u64,
-    /// Per client: the clients two versions answered (a canary that does not pin, a cookie
-    /// replaced, a Service whose pods changed version).
+    /// Per client: the clients whose requests were sent to two versions (a canary that
+    /// does not pin, a cookie replaced, a Service whose pods changed version).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clients_switched: Option<u64>,
     pub sent: u64,
@@ -130,7 +130,7 @@ pub struct VersionReport {
     /// Connections that chose this version (per connection), or whose first answer came
     /// from it (at a real gateway).
     pub connections: u64,
-    /// Per client (session affinity): the clients whose first answer came from this version.
+    /// Per client (session affinity): the clients whose first request was sent to it.
     pub clients: Option<u64>,
     /// Share of the answered requests.
     pub share: f64,
