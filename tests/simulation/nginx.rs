@@ -37,6 +37,32 @@ fn the_held_out_nginx_rollout_routes_as_argo_and_ingress_nginx_do() {
     }
 }
 
+/// Flagger's `nginx` provider's canary Ingress, as its `pkg/router/ingress.go` writes it
+/// in A/B testing and then weighted (the fixture says how): the header's exact value and
+/// the cookie named by the match routes to the canary, what Istio's match would mean does
+/// not, a prefix match keeps only the header's name, and the weight splits as set.
+#[test]
+fn flagger_canary_ingresses_route_as_ingress_nginx_reads_them() {
+    if let Err(e) = check_scenario(&fixture("flagger-ab.yaml")) {
+        panic!("{e}");
+    }
+    let report = run_scenario(&fixture("flagger-ab.yaml"), None).unwrap();
+    let loads = passed_loads(&report);
+    assert_eq!(loads.len(), 9);
+    let yellow = |l: &canarysim::outcome::LoadReport| {
+        l.versions
+            .iter()
+            .filter(|v| v.version == "yellow")
+            .map(|v| v.share)
+            .sum::<f64>()
+    };
+    let shares: Vec<f64> = loads.iter().map(|l| yellow(l)).collect();
+    assert_eq!(&shares[..5], &[0.0, 1.0, 1.0, 0.0, 0.0], "{shares:?}");
+    assert_eq!(&shares[5..7], &[0.0, 1.0], "{shares:?}");
+    assert!((shares[7] - 0.1).abs() < 0.01, "{shares:?}");
+    assert_eq!(shares[8], 0.0);
+}
+
 /// The report's loads, once every step has passed.
 fn passed_loads(report: &canarysim::outcome::RunReport) -> Vec<&canarysim::outcome::LoadReport> {
     assert!(report.steps.iter().all(|s| s.passed), "{:#?}", report.steps);
