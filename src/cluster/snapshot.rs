@@ -1,6 +1,8 @@
 //! `canarysim snapshot OUT_DIR`: a namespace's Rollouts, Services, router objects
 //! (VirtualServices, DestinationRules, Istio and Gateway API Gateways, routes,
-//! ReferenceGrants), AnalysisTemplates and the ClusterAnalysisTemplates they name read from the cluster into `OUT_DIR/manifests.yaml`,
+//! ReferenceGrants, Ingresses but Argo's canary ones, and the IngressClasses),
+//! AnalysisTemplates and the ClusterAnalysisTemplates they name read from the cluster into
+//! `OUT_DIR/manifests.yaml`,
 //! as their authors applied them (`scenario::snapshot`), and `OUT_DIR/scenario.yaml`, which
 //! replays a rollout from where it stands: the stable version deployed, the Rollout as it
 //! stands applied (`OUT_DIR/rollout-update.yaml`), the pauses it has passed promoted, and
@@ -11,11 +13,12 @@
 use std::path::{Path, PathBuf};
 
 use super::{Cluster, ClusterError};
+use crate::model::ingress::ingress_kind;
 use crate::model::{Kind, Object, ObjectKey, yaml};
 use crate::rollout_info::Standing;
 use crate::scenario::init::{self, ManifestSource, Resume};
 use crate::scenario::snapshot::{
-    as_applied, before_update, managed_route_names, without_managed_routes,
+    as_applied, before_update, is_argo_canary_ingress, managed_route_names, without_managed_routes,
 };
 
 /// What to copy and where.
@@ -70,6 +73,7 @@ fn kinds() -> Vec<Kind> {
         gateway_api("TCPRoute"),
         gateway_api("TLSRoute"),
         gateway_api("ReferenceGrant"),
+        ingress_kind(),
     ]
 }
 
@@ -82,6 +86,16 @@ pub fn snapshot(cluster: &Cluster, o: &SnapshotOptions) -> Result<Snapshot, Snap
     }
     objects.extend(gateways_elsewhere(cluster, &objects, &ns)?);
     objects.extend(cluster_templates(cluster, &objects)?);
+    let rollout_uids: Vec<String> = objects
+        .iter()
+        .filter(|o| o.kind == Kind::Rollout)
+        .filter_map(|o| o.value["metadata"]["uid"].as_str().map(str::to_string))
+        .collect();
+    objects.retain(|o| !is_argo_canary_ingress(o, &rollout_uids));
+    if objects.iter().any(|o| o.kind == ingress_kind()) {
+        // Cluster-scoped, and what decides which Ingresses ingress-nginx serves.
+        objects.extend(cluster.list(crate::model::ingress::ingress_class_kind(), &ns)?);
+    }
     let target = pick_rollout(&objects, o.rollout.as_deref())
         .ok_or_else(|| SnapshotError::NoRollout(o.rollout.clone().unwrap_or_default(), ns.clone()))?
         .clone();

@@ -388,10 +388,36 @@ fn watch_says_what_it_cannot_read_and_exits_2() {
     served.stop();
 }
 
-#[test]
-fn snapshot_of_the_rollout_paused_at_40_replays_from_there_to_healthy() {
+/// `canarysim snapshot --kubeconfig K OUT_DIR`: exit code, stdout, stderr.
+fn snapshot_into(kubeconfig: &Path, out_dir: &Path) -> (u8, String, String) {
     use canarysim::cli::{Cli, execute};
     use clap::Parser;
+    execute(Cli::parse_from([
+        "canarysim",
+        "snapshot",
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        out_dir.to_str().unwrap(),
+    ]))
+}
+
+/// The snapshot's scenario run, its JSON report (the run must pass).
+fn run_replay(out_dir: &Path) -> serde_json::Value {
+    use canarysim::cli::{Cli, execute};
+    use clap::Parser;
+    let (code, report, err) = execute(Cli::parse_from([
+        "canarysim",
+        "run",
+        out_dir.join("scenario.yaml").to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(code, 0, "{err}{report}");
+    serde_json::from_str(&report).unwrap()
+}
+
+#[test]
+fn snapshot_of_the_rollout_paused_at_40_replays_from_there_to_healthy() {
     let dir = support::temp_dir();
     let served = serve_paused_walkthrough(dir.path(), None);
     let kubeconfig = dir.path().join("kubeconfig");
@@ -422,13 +448,7 @@ fn snapshot_of_the_rollout_paused_at_40_replays_from_there_to_healthy() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let out_dir = dir.path().join("snapshot");
-    let (code, out, err) = execute(Cli::parse_from([
-        "canarysim",
-        "snapshot",
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        out_dir.to_str().unwrap(),
-    ]));
+    let (code, out, err) = snapshot_into(&kubeconfig, &out_dir);
     served.stop();
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -448,15 +468,7 @@ fn snapshot_of_the_rollout_paused_at_40_replays_from_there_to_healthy() {
         "{scenario}"
     );
     // The replay stands where the cluster stood, then runs to Healthy.
-    let (code, report, err) = execute(Cli::parse_from([
-        "canarysim",
-        "run",
-        out_dir.join("scenario.yaml").to_str().unwrap(),
-        "--format",
-        "json",
-    ]));
-    assert_eq!(code, 0, "{err}{report}");
-    let report: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let report = run_replay(&out_dir);
     assert_eq!(report["passed"], true);
     let splits: Vec<bool> = report["steps"]
         .as_array()
@@ -553,6 +565,72 @@ fn the_analysis_template_gate_lints_and_its_job_passes_the_right_weight_and_fail
     let (code, out, _) = run("30");
     assert_eq!(code, 1, "the job fails at a weight not set: {out}");
     served.stop();
+}
+
+/// An NGINX rollout paused at 20 %, snapshotted: its Ingresses and IngressClass are
+/// copied, Argo's canary Ingresses are not (the replay's Argo writes them again), and the
+/// replay judges the split through ingress-nginx at 20 % and 50 %.
+#[test]
+fn snapshot_of_an_nginx_rollout_copies_its_ingresses_but_not_argos_canary() {
+    let dir = support::temp_dir();
+    let manifests =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nginx/manifests.yaml");
+    let scenario = format!(
+        "name: nginx-paused
+seed: 1
+namespace: shop
+manifests:
+  - file: {}
+cluster: {{pod_ready_after: 5s}}
+steps:
+  - wait: {{until: healthy, timeout: 2m}}
+  - set_image: {{rollout: checkout, container: checkout, image: \"shop/checkout:v2\"}}
+  - wait: {{until: paused, timeout: 2m}}
+",
+        manifests.display()
+    );
+    std::fs::write(dir.path().join("scenario.yaml"), scenario).unwrap();
+    let plan = canarysim::scenario::load(
+        &dir.path().join("scenario.yaml"),
+        &canarysim::scenario::Disk,
+    )
+    .unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let served = Served::start_plan(plan, false, 60.0, kubeconfig.clone());
+    let cluster = cluster(kubeconfig.clone());
+    let key = ObjectKey::new(Kind::Rollout, "shop", "checkout");
+    let paused = (0..1200).any(|_| {
+        let rollout = cluster.get(&key).unwrap();
+        let standing = rollout.map(|r| canarysim::rollout_info::Standing::of(&r));
+        standing.is_some_and(|s| s.phase == "Paused" && s.step == Some(1)) || {
+            std::thread::sleep(Duration::from_millis(100));
+            false
+        }
+    });
+    assert!(paused, "the rollout pauses at 20 % within 120 s");
+    let out_dir = dir.path().join("snapshot");
+    let (code, out, err) = snapshot_into(&kubeconfig, &out_dir);
+    served.stop();
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("2 Ingress, 1 IngressClass"), "{out}");
+    let written = std::fs::read_to_string(out_dir.join("manifests.yaml")).unwrap();
+    assert!(written.contains("name: checkout-public"), "{written}");
+    assert!(
+        !written.contains("checkout-checkout-public-canary"),
+        "{written}"
+    );
+    assert!(!written.contains("canary-weight"), "{written}");
+    let report = run_replay(&out_dir);
+    let loads: Vec<&str> = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["load"]["path"].as_str())
+        .collect();
+    assert_eq!(
+        loads, ["gateway ingress-nginx/ingress-nginx-controller"; 2],
+        "20 and 50 % judged through ingress-nginx"
+    );
 }
 
 /// Flagger's world at maxWeight: Deployments `podinfo-primary` and `podinfo` (here two

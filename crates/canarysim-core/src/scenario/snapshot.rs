@@ -104,6 +104,15 @@ pub fn without_managed_routes(mut vs: Value, managed: &[String]) -> Value {
     vs
 }
 
+/// Whether `object` is a canary Ingress Argo wrote for a Rollout (its controller reference
+/// is one of `rollout_uids`): the replayed controller writes it again.
+pub fn is_argo_canary_ingress(object: &Object, rollout_uids: &[String]) -> bool {
+    object.kind == crate::model::ingress::ingress_kind()
+        && rollout_uids
+            .iter()
+            .any(|uid| crate::world::controller::nginx::controlled_by(&object.value, uid))
+}
+
 /// The names of a Rollout's `trafficRouting.managedRoutes`.
 pub fn managed_route_names(rollout: &Object) -> Vec<String> {
     rollout.spec()["strategy"]["canary"]["trafficRouting"]["managedRoutes"]
