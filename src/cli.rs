@@ -220,8 +220,8 @@ pub enum Command {
     Load(Box<LoadCommand>),
     /// Follow a real rollout (kubectl's kubeconfig, context and namespace) and verify, at
     /// each step that holds its weight, that the share reaching the canary at the gateway
-    /// is the weight its router object (VirtualService, HTTPRoute) sets: one row per step,
-    /// ending when the rollout completes, aborts or degrades. Read-only: nothing is written
+    /// is the weight its router object (VirtualService, HTTPRoute, NGINX canary Ingress)
+    /// sets: one row per step, ending when the rollout completes, aborts or degrades. Read-only: nothing is written
     /// but, with --abort-on-fail, the abort `kubectl argo rollouts abort` sends. Exits as
     /// `load`: 0 every step passed and the rollout completed, 1 a step failed, 3 otherwise.
     Watch(Box<WatchArgs>),

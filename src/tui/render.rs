@@ -213,10 +213,10 @@ fn weights(run: &RunState, s: &Snapshot, frame: &mut Frame, area: Rect) {
         lines.push(bar("set    ", Some(w.set), width, ""));
         match w.virtual_service {
             Some(vs) => {
-                let object = if w.object == WeightedBy::GatewayApiRoute {
-                    "route  "
-                } else {
-                    "vs     "
+                let object = match w.object {
+                    WeightedBy::GatewayApiRoute => "route  ",
+                    WeightedBy::CanaryIngress => "ingress",
+                    _ => "vs     ",
                 };
                 lines.push(bar(object, Some(vs), width, ""));
                 lines.push(bar("router ", w.router, width, ""));
@@ -253,6 +253,12 @@ fn weights(run: &RunState, s: &Snapshot, frame: &mut Frame, area: Rect) {
                     .any(|w| w.object == WeightedBy::GatewayApiRoute)
                 {
                     " canary weight: set · Gateway API route · router · observed "
+                } else if s
+                    .weights
+                    .iter()
+                    .any(|w| w.object == WeightedBy::CanaryIngress)
+                {
+                    " canary weight: set · canary Ingress · router · observed "
                 } else {
                     " canary weight: set · VirtualService · router · observed "
                 },

@@ -221,6 +221,7 @@ fn route_weights(world: &World, ns: &str, rollout: &str) -> Vec<RouteWeights> {
             object: match w.by {
                 RouterObject::VirtualService => WeightedBy::VirtualService,
                 RouterObject::GatewayApiRoute => WeightedBy::GatewayApiRoute,
+                RouterObject::CanaryIngress => WeightedBy::CanaryIngress,
             },
             set,
             virtual_service: w.canary_percent,
@@ -353,5 +354,7 @@ fn pause_left(world: &World, ns: &str, rollout: &str) -> Option<String> {
 pub enum WeightedBy {
     VirtualService,
     GatewayApiRoute,
+    /// An NGINX canary Ingress's `canary-weight`.
+    CanaryIngress,
     Service,
 }

@@ -275,6 +275,20 @@ fn assert_matches_schema(report: &WatchReport) {
     );
 }
 
+/// The completion's row (every request to the new version, passed), then the watch's
+/// report, which must say it completed.
+fn completed(
+    rows: &mpsc::Receiver<StepRow>,
+    watcher: std::thread::JoinHandle<WatchReport>,
+) -> WatchReport {
+    let end = next_row(rows);
+    assert_eq!((end.step, end.expected), (None, Some(100.0)), "{end:?}");
+    assert_eq!(end.verdict, Some(Outcome::Pass), "{end:?}");
+    let report = watcher.join().unwrap();
+    assert_eq!(report.ending, Ending::Completed);
+    report
+}
+
 fn rollout_key() -> ObjectKey {
     ObjectKey::new(Kind::Rollout, "my-demo", "rollouts-demo")
 }
@@ -306,11 +320,7 @@ fn watch_verifies_each_step_promoted_by_hand_and_the_completion() {
             .patch_status(&rollout_key(), json!({"status": {"pauseConditions": null}}))
             .unwrap();
     }
-    let end = next_row(&rows);
-    assert_eq!((end.step, end.expected), (None, Some(100.0)), "{end:?}");
-    assert_eq!(end.verdict, Some(Outcome::Pass), "{end:?}");
-    let report = watcher.join().unwrap();
-    assert_eq!(report.ending, Ending::Completed);
+    let report = completed(&rows, watcher);
     assert_eq!(report.rows.len(), 5);
     assert_eq!(report.exit_code(), 0);
     assert_matches_schema(&report);
@@ -573,41 +583,8 @@ fn the_analysis_template_gate_lints_and_its_job_passes_the_right_weight_and_fail
 #[test]
 fn snapshot_of_an_nginx_rollout_copies_its_ingresses_but_not_argos_canary() {
     let dir = support::temp_dir();
-    let manifests =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nginx/manifests.yaml");
-    let scenario = format!(
-        "name: nginx-paused
-seed: 1
-namespace: shop
-manifests:
-  - file: {}
-cluster: {{pod_ready_after: 5s}}
-steps:
-  - wait: {{until: healthy, timeout: 2m}}
-  - set_image: {{rollout: checkout, container: checkout, image: \"shop/checkout:v2\"}}
-  - wait: {{until: paused, timeout: 2m}}
-",
-        manifests.display()
-    );
-    std::fs::write(dir.path().join("scenario.yaml"), scenario).unwrap();
-    let plan = canarysim::scenario::load(
-        &dir.path().join("scenario.yaml"),
-        &canarysim::scenario::Disk,
-    )
-    .unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
-    let served = Served::start_plan(plan, false, 60.0, kubeconfig.clone());
-    let cluster = cluster(kubeconfig.clone());
-    let key = ObjectKey::new(Kind::Rollout, "shop", "checkout");
-    let paused = (0..1200).any(|_| {
-        let rollout = cluster.get(&key).unwrap();
-        let standing = rollout.map(|r| canarysim::rollout_info::Standing::of(&r));
-        standing.is_some_and(|s| s.phase == "Paused" && s.step == Some(1)) || {
-            std::thread::sleep(Duration::from_millis(100));
-            false
-        }
-    });
-    assert!(paused, "the rollout pauses at 20 % within 120 s");
+    let served = serve_nginx_rollout(dir.path(), |t| t);
     let out_dir = dir.path().join("snapshot");
     let (code, out, err) = snapshot_into(&kubeconfig, &out_dir);
     served.stop();
@@ -631,6 +608,117 @@ steps:
         loads, ["gateway ingress-nginx/ingress-nginx-controller"; 2],
         "20 and 50 % judged through ingress-nginx"
     );
+}
+
+/// `watch` on an NGINX rollout: each step's weight read from Argo's canary Ingress (the
+/// first stable Ingress's), judged at the served ingress-nginx, then the completion.
+#[test]
+fn watch_reads_the_nginx_canary_ingress_at_each_step() {
+    let dir = support::temp_dir();
+    let served = serve_nginx_rollout(dir.path(), |t| t);
+    let kubeconfig = dir.path().join("kubeconfig");
+    let options = FollowOptions {
+        rollout: "checkout".into(),
+        ..options(&served.router(), "checkout.internal", 2.0, false)
+    };
+    let (rows, watcher) = start_watch_in(kubeconfig.clone(), options, "shop");
+    let promoter = cluster(kubeconfig);
+    let key = ObjectKey::new(Kind::Rollout, "shop", "checkout");
+    for (step, weight) in [(1, 20.0), (3, 50.0)] {
+        let row = next_row(&rows);
+        assert_eq!(
+            row.route, "Ingress checkout-checkout-public-canary",
+            "{row:?}"
+        );
+        assert_eq!(
+            (row.step, row.set_weight, row.router_weight),
+            (Some(step), weight, Some(weight)),
+            "{row:?}"
+        );
+        assert_eq!(row.verdict, Some(Outcome::Pass), "{row:?}");
+        promoter
+            .patch_status(&key, json!({"status": {"pauseConditions": null}}))
+            .unwrap();
+    }
+    let report = completed(&rows, watcher);
+    assert_matches_schema(&report);
+    served.stop();
+}
+
+/// With `maxTrafficWeight: 1000`, Argo writes `canary-weight: "20"` of a total of 1000 at
+/// `setWeight: 20`: the step's weight is taken (no settling), and the load is judged
+/// against the 2 % ingress-nginx draws, which the row explains.
+#[test]
+fn watch_judges_an_nginx_weight_of_max_traffic_weight_as_ingress_nginx_draws_it() {
+    let dir = support::temp_dir();
+    let served = serve_nginx_rollout(dir.path(), |t| {
+        t.replace(
+            "      trafficRouting:\n",
+            "      trafficRouting:\n        maxTrafficWeight: 1000\n",
+        )
+    });
+    let kubeconfig = dir.path().join("kubeconfig");
+    let options = FollowOptions {
+        rollout: "checkout".into(),
+        settle: Duration::from_secs(600),
+        ..options(&served.router(), "checkout.internal", 1.0, false)
+    };
+    let (rows, watcher) = start_watch_in(kubeconfig.clone(), options, "shop");
+    let row = next_row(&rows);
+    assert_eq!(
+        (row.step, row.set_weight, row.router_weight),
+        (Some(1), 20.0, Some(2.0)),
+        "{row:?}"
+    );
+    assert_eq!(row.verdict, Some(Outcome::Pass), "{row:?}");
+    assert!(
+        row.note.starts_with(
+            "canary-weight 20 of canary-weight-total 1000: ingress-nginx draws 20 of 1000"
+        ),
+        "{row:?}"
+    );
+    let key = ObjectKey::new(Kind::Rollout, "shop", "checkout");
+    cluster(kubeconfig)
+        .patch_status(&key, json!({"status": {"abort": true}}))
+        .unwrap();
+    assert_eq!(watcher.join().unwrap().ending, Ending::Aborted);
+    served.stop();
+}
+
+/// The held-out NGINX rollout (`tests/fixtures/nginx`) served, with `edit` applied to its
+/// manifests, updated to `shop/checkout:v2` and paused at its first step.
+fn serve_nginx_rollout(dir: &Path, edit: impl Fn(String) -> String) -> Served {
+    let manifests =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nginx/manifests.yaml");
+    let text = edit(std::fs::read_to_string(manifests).unwrap());
+    std::fs::write(dir.join("manifests.yaml"), text).unwrap();
+    let scenario = "name: nginx-paused
+seed: 1
+namespace: shop
+manifests:
+  - file: manifests.yaml
+cluster: {pod_ready_after: 5s}
+steps:
+  - wait: {until: healthy, timeout: 2m}
+  - set_image: {rollout: checkout, container: checkout, image: \"shop/checkout:v2\"}
+  - wait: {until: paused, timeout: 2m}
+";
+    std::fs::write(dir.join("scenario.yaml"), scenario).unwrap();
+    let plan =
+        canarysim::scenario::load(&dir.join("scenario.yaml"), &canarysim::scenario::Disk).unwrap();
+    let served = Served::start_plan(plan, false, 60.0, dir.join("kubeconfig"));
+    let cluster = cluster(dir.join("kubeconfig"));
+    let key = ObjectKey::new(Kind::Rollout, "shop", "checkout");
+    let paused = (0..1200).any(|_| {
+        let rollout = cluster.get(&key).unwrap();
+        let standing = rollout.map(|r| canarysim::rollout_info::Standing::of(&r));
+        standing.is_some_and(|s| s.phase == "Paused" && s.step == Some(1)) || {
+            std::thread::sleep(Duration::from_millis(100));
+            false
+        }
+    });
+    assert!(paused, "the rollout pauses at its first step within 120 s");
+    served
 }
 
 /// Flagger's world at maxWeight: Deployments `podinfo-primary` and `podinfo` (here two

@@ -115,6 +115,14 @@ fn a_gateway_api_rollout_shows_the_httproutes_weight() {
 }
 
 #[test]
+fn an_nginx_rollout_shows_the_canary_ingress_weight_ingress_nginx_draws() {
+    // nginx-max-traffic-weight.yaml step 7: setWeight 5 of maxTrafficWeight 10, its load
+    // landed: the canary Ingress's 5 is drawn of 100.
+    let app = scenario_view_after("nginx-max-traffic-weight.yaml", 7);
+    insta::assert_snapshot!("nginx_run_120x40", draw(&app, 120, 40));
+}
+
+#[test]
 fn the_help_over_the_run_view() {
     let mut app = run_view_after(3);
     update(&mut app, Msg::Key(Key::Char('?')));

@@ -1,5 +1,6 @@
 //! The routes a canary Rollout's traffic router manages — Istio VirtualService routes, the
-//! Gateway API plugin's route rules — and the share of each that its object gives the
+//! Gateway API plugin's route rules, the NGINX canary Ingresses Argo writes — and the share
+//! of each that its object gives the
 //! canary Service: the "VirtualService" weight of the TUI's weight rows, and the weight
 //! `canarysim watch` verifies at a real gateway. Read from whatever holds the objects (the
 //! simulated store, or copies fetched from a cluster).
@@ -7,6 +8,8 @@
 use serde_json::Value;
 
 use crate::controller::gateway_api::PluginConfig;
+use crate::model::ingress::{CanaryAnnotations, IngressSpec, ingress_kind};
+use crate::model::rollout::NginxTrafficRouting;
 use crate::model::{Kind, Object, ObjectKey};
 
 /// What sets a managed route's weights.
@@ -14,12 +17,15 @@ use crate::model::{Kind, Object, ObjectKey};
 pub enum RouterObject {
     VirtualService,
     GatewayApiRoute,
+    /// The canary Ingress Argo writes for a stable Ingress (`trafficRouting.nginx`).
+    CanaryIngress,
 }
 
 /// One managed route and the canary's share its object sets.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouteWeight {
-    /// The object that holds the route.
+    /// The object that holds the route (for NGINX the stable Ingress, whose location the
+    /// canary Ingress's weight splits).
     pub object: ObjectKey,
     pub by: RouterObject,
     /// The route within it, as the route table names it: `http/primary`, `http/0`,
@@ -30,10 +36,17 @@ pub struct RouteWeight {
     /// The canary Service's (or subset's) share of the route's weights, in percent; None
     /// when its weights add up to nothing.
     pub canary_percent: Option<f64>,
+    /// The canary's weight as the controller writes it, in the step's units (a `setWeight`
+    /// of `maxTrafficWeight`): what says the object has taken the step's weight.
+    pub written: Option<f64>,
+    /// How the written weight becomes the share, where they differ (an NGINX
+    /// `canary-weight-total`).
+    pub detail: Option<String>,
 }
 
-/// The objects the rollout's traffic router writes weights to: its VirtualServices, then
-/// the routes the Gateway API plugin names (routes found by label selector are not read).
+/// The objects the rollout's traffic router writes weights to: its VirtualServices, the
+/// routes the Gateway API plugin names (routes found by label selector are not read), then
+/// the canary Ingresses of its stable Ingresses.
 pub fn managed_objects(rollout: &Object) -> Vec<ObjectKey> {
     let mut keys: Vec<ObjectKey> = virtual_service_refs(rollout)
         .into_iter()
@@ -52,6 +65,11 @@ pub fn managed_objects(rollout: &Object) -> Vec<ObjectKey> {
             ));
         }
     }
+    keys.extend(
+        canary_ingress_keys(rollout)
+            .into_iter()
+            .map(|(key, ..)| key),
+    );
     keys
 }
 
@@ -90,10 +108,84 @@ pub fn canary_weights<'a>(
                 by: RouterObject::VirtualService,
                 route,
                 canary_percent: Some(to_canary as f64),
+                written: Some(to_canary as f64),
+                detail: None,
             });
         }
     }
     out.extend(gateway_api_weights(rollout, canary_service, &get));
+    out.extend(canary_ingress_weights(rollout, &get));
+    out
+}
+
+/// `trafficRouting.nginx`: the canary Ingress Argo writes for each stable Ingress, with the
+/// stable Ingress and the annotations' prefix.
+fn canary_ingress_keys(rollout: &Object) -> Vec<(ObjectKey, ObjectKey, String)> {
+    let nginx = &rollout.spec()["strategy"]["canary"]["trafficRouting"]["nginx"];
+    let Ok(config) = serde_json::from_value::<NginxTrafficRouting>(nginx.clone()) else {
+        return Vec::new();
+    };
+    config
+        .stable_ingress_list()
+        .into_iter()
+        .filter(|stable| !stable.is_empty())
+        .map(|stable| {
+            let name = crate::controller::nginx::canary_ingress_name(rollout.name(), stable);
+            let key = ObjectKey::new(ingress_kind(), rollout.namespace(), name);
+            let stable = ObjectKey::new(ingress_kind(), rollout.namespace(), stable);
+            (key, stable, config.prefix().to_string())
+        })
+        .collect()
+}
+
+/// Each canary Ingress's `canary-weight`, and the share ingress-nginx draws from it
+/// (`balancer.lua`: of `canary-weight-total` only when that is above 100, else of 100).
+/// The route is the weighted one of the stable Ingress's first path to the stable Service,
+/// where the route table holds it.
+fn canary_ingress_weights<'a>(
+    rollout: &Object,
+    get: &impl Fn(&ObjectKey) -> Option<&'a Object>,
+) -> Vec<RouteWeight> {
+    let stable_service = rollout.spec()["strategy"]["canary"]["stableService"]
+        .as_str()
+        .unwrap_or("");
+    let mut out = Vec::new();
+    for (key, stable, prefix) in canary_ingress_keys(rollout) {
+        let Some(ingress) = get(&key) else { continue };
+        let path = get(&stable)
+            .and_then(|o| o.spec_as::<IngressSpec>().ok())
+            .and_then(|spec| {
+                spec.paths()
+                    .find(|p| p.service.is_some_and(|s| s.name == stable_service))
+                    .map(|p| p.label)
+            })
+            .unwrap_or_default();
+        let Ok(canary) = CanaryAnnotations::parse(&ingress.annotations(), &prefix) else {
+            continue;
+        };
+        let (to_canary, total) = canary.weight_share();
+        let percent = f64::from(to_canary) * 100.0 / f64::from(total);
+        let (weight, weight_total) = (canary.weight, canary.weight_total);
+        let detail = match weight_total {
+            100 => None,
+            ..=100 => Some(format!(
+                "canary-weight {weight} of canary-weight-total {weight_total} ({:.1} %), but ingress-nginx draws {to_canary} of {total}: it uses the total only above 100",
+                weight as f64 * 100.0 / weight_total.max(1) as f64
+            )),
+            _ => Some(format!(
+                "canary-weight {weight} of canary-weight-total {weight_total}: ingress-nginx draws {to_canary} of {total}"
+            )),
+        };
+        out.push(RouteWeight {
+            label: format!("Ingress {}", key.name),
+            object: stable,
+            by: RouterObject::CanaryIngress,
+            route: format!("{path} canary-weight"),
+            canary_percent: Some(percent),
+            written: Some(weight as f64),
+            detail,
+        });
+    }
     out
 }
 
@@ -175,8 +267,78 @@ fn gateway_api_weights<'a>(
                 by: RouterObject::GatewayApiRoute,
                 route: label,
                 canary_percent: (total > 0).then(|| to_canary as f64 * 100.0 / total as f64),
+                written: Some(to_canary as f64),
+                detail: None,
             });
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rollout(max_traffic_weight: i64) -> Object {
+        Object::new(
+            Kind::Rollout,
+            json!({"metadata": {"name": "shop", "namespace": "web"},
+                   "spec": {"strategy": {"canary": {
+                       "canaryService": "shop-canary",
+                       "stableService": "shop-stable",
+                       "maxTrafficWeight": max_traffic_weight,
+                       "trafficRouting": {"nginx": {"stableIngress": "public"}}}}}}),
+        )
+    }
+
+    fn canary_ingress(weight: &str, total: &str) -> Object {
+        Object::new(
+            ingress_kind(),
+            json!({"metadata": {"name": "shop-public-canary", "namespace": "web",
+                   "annotations": {
+                       "nginx.ingress.kubernetes.io/canary": "true",
+                       "nginx.ingress.kubernetes.io/canary-weight": weight,
+                       "nginx.ingress.kubernetes.io/canary-weight-total": total}}}),
+        )
+    }
+
+    fn stable_ingress() -> Object {
+        let path = |name: &str| json!({"path": "/", "backend": {"service": {"name": name}}});
+        Object::new(
+            ingress_kind(),
+            json!({"metadata": {"name": "public", "namespace": "web"},
+                   "spec": {"rules": [{"http": {"paths": [path("static")]}},
+                                      {"http": {"paths": [path("static"), path("shop-stable")]}}]}}),
+        )
+    }
+
+    /// The canary Ingress's weight as Argo writes it (of `maxTrafficWeight`), and the share
+    /// ingress-nginx draws: of the total only above 100, so 5 of 10 is 5 %, not 50 %. The
+    /// route is the stable Ingress's first path to the stable Service.
+    #[test]
+    fn an_nginx_canary_weight_is_read_as_ingress_nginx_draws_it() {
+        for (max, weight, total, percent) in [
+            (100, "20", "100", 20.0),
+            (1000, "50", "1000", 5.0),
+            (10, "5", "10", 5.0),
+        ] {
+            let ro = rollout(max);
+            assert_eq!(
+                managed_objects(&ro),
+                [ObjectKey::new(ingress_kind(), "web", "shop-public-canary")]
+            );
+            let (canary, stable) = (canary_ingress(weight, total), stable_ingress());
+            let weights = canary_weights(&ro, |k| {
+                Some(if k.name == "public" { &stable } else { &canary })
+            });
+            let w = &weights[0];
+            assert_eq!(w.label, "Ingress shop-public-canary");
+            assert_eq!(w.object.name, "public");
+            assert_eq!(w.route, "rules[1].http.paths[1] canary-weight");
+            assert_eq!(w.canary_percent, Some(percent), "{w:?}");
+            assert_eq!(w.written, weight.parse().ok(), "{w:?}");
+            assert_eq!(w.detail.is_some(), max != 100, "{w:?}");
+        }
+    }
 }

@@ -36,11 +36,13 @@ impl Follower<'_, '_, '_> {
         if moved {
             row.verdict = Some(Outcome::Inconclusive);
             row.note = "not judged: the rollout or its router object changed during the load; a smaller --requests, or a longer pause, would decide".into();
-        } else if before.router_weight() != Some(f64::from(before.standing.set_weight)) {
+        } else if !before.holds_set_weight() {
             row.note = format!(
                 "the router object sets {weight} %, not the step's {} %: the load is judged against the router object",
                 before.standing.set_weight
             );
+        } else if let Some(detail) = before.routes.first().and_then(|r| r.detail.as_ref()) {
+            row.note = format!("{detail}: the load is judged against {weight} %");
         }
         let outcome = row.verdict.unwrap_or(Outcome::Inconclusive);
         self.emit(row);

@@ -269,6 +269,11 @@ impl Reading {
     fn router_weight(&self) -> Option<f64> {
         self.routes.first().and_then(|r| r.canary_percent)
     }
+    /// Whether the router object has taken the step's weight (as its controller writes it,
+    /// in the step's units).
+    fn holds_set_weight(&self) -> bool {
+        self.routes.first().and_then(|r| r.written) == Some(f64::from(self.standing.set_weight))
+    }
     fn moved(&self, after: &Reading) -> bool {
         self.standing.step != after.standing.step
             || self.standing.current_hash != after.standing.current_hash
@@ -434,7 +439,7 @@ impl Follower<'_, '_, '_> {
             return Ok(None);
         };
         h.reading = reading.clone();
-        let steady = reading.router_weight() == Some(f64::from(s.set_weight));
+        let steady = reading.holds_set_weight();
         if !steady && h.since.elapsed() <= self.o.settle {
             return Ok(None);
         }
@@ -532,7 +537,7 @@ impl Follower<'_, '_, '_> {
     fn missing(&self, rollout: &Object) -> String {
         let named = managed_routes::managed_objects(rollout);
         if named.is_empty() {
-            return "it names no VirtualService (trafficRouting.istio) and no route of the Gateway API plugin".into();
+            return "it names no VirtualService (trafficRouting.istio), no route of the Gateway API plugin and no stable Ingress (trafficRouting.nginx)".into();
         }
         let described: Vec<String> = named
             .iter()
