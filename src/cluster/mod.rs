@@ -91,10 +91,29 @@ impl Cluster {
     /// Every object of a kind in a namespace; none when the cluster does not serve the
     /// kind (no Istio, no Gateway API CRDs: 404).
     pub fn list(&self, kind: Kind, namespace: &str) -> Result<Vec<Object>, ClusterError> {
+        self.list_served(kind, namespace)
+            .map_err(|e| api_error(kind, "", e))
+    }
+
+    fn list_served(&self, kind: Kind, namespace: &str) -> Result<Vec<Object>, kube::Error> {
         let api = self.api(kind, namespace);
         match self.runtime.block_on(api.list(&ListParams::default())) {
             Ok(list) => Ok(list.items.iter().map(|d| object(kind, d)).collect()),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`Self::list`], or None when the caller may not list the kind (403: a role limited
+    /// to some kinds, or to its namespace for a cluster-scoped kind).
+    pub fn list_if_allowed(
+        &self,
+        kind: Kind,
+        namespace: &str,
+    ) -> Result<Option<Vec<Object>>, ClusterError> {
+        match self.list_served(kind, namespace) {
+            Ok(found) => Ok(Some(found)),
+            Err(kube::Error::Api(e)) if e.code == 403 => Ok(None),
             Err(e) => Err(api_error(kind, "", e)),
         }
     }

@@ -81,8 +81,12 @@ fn kinds() -> Vec<Kind> {
 pub fn snapshot(cluster: &Cluster, o: &SnapshotOptions) -> Result<Snapshot, SnapshotError> {
     let ns = cluster.namespace().to_string();
     let mut objects = Vec::new();
+    let mut forbidden = Vec::new();
     for kind in kinds() {
-        objects.extend(cluster.list(kind, &ns)?);
+        match cluster.list_if_allowed(kind, &ns)? {
+            Some(found) => objects.extend(found),
+            None => forbidden.push(kind.plural()),
+        }
     }
     objects.extend(gateways_elsewhere(cluster, &objects, &ns)?);
     objects.extend(cluster_templates(cluster, &objects)?);
@@ -94,7 +98,11 @@ pub fn snapshot(cluster: &Cluster, o: &SnapshotOptions) -> Result<Snapshot, Snap
     objects.retain(|o| !is_argo_canary_ingress(o, &rollout_uids));
     if objects.iter().any(|o| o.kind == ingress_kind()) {
         // Cluster-scoped, and what decides which Ingresses ingress-nginx serves.
-        objects.extend(cluster.list(crate::model::ingress::ingress_class_kind(), &ns)?);
+        let classes = crate::model::ingress::ingress_class_kind();
+        match cluster.list_if_allowed(classes, &ns)? {
+            Some(found) => objects.extend(found),
+            None => forbidden.push(classes.plural()),
+        }
     }
     let target = pick_rollout(&objects, o.rollout.as_deref())
         .ok_or_else(|| SnapshotError::NoRollout(o.rollout.clone().unwrap_or_default(), ns.clone()))?
@@ -147,6 +155,12 @@ pub fn snapshot(cluster: &Cluster, o: &SnapshotOptions) -> Result<Snapshot, Snap
     )
     .map_err(SnapshotError::Scenario)?;
     let mut notes = written.notes;
+    if !forbidden.is_empty() {
+        notes.push(format!(
+            "not allowed to list {} (403): left out of the manifests; add them by hand if the rollout needs them",
+            forbidden.join(", ")
+        ));
+    }
     notes.push(pod_readiness(&pods, &target));
     if before.is_none() && standing.updating {
         notes.push(format!(

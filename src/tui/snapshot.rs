@@ -36,8 +36,8 @@ pub struct RouteWeights {
     pub route: String,
     /// The object whose weights these are.
     pub object: WeightedBy,
-    /// The step's set weight; blue-green: all when the rollout points the Service at the
-    /// new ReplicaSet, else none.
+    /// The share the step's set weight means, in percent (of `maxTrafficWeight`);
+    /// blue-green: all when the rollout points the Service at the new ReplicaSet, else none.
     pub set: f64,
     /// The canary's weight in the routing object, VirtualService or HTTPRoute, in percent
     /// of its route (none for a Service).
@@ -207,11 +207,18 @@ fn route_weights(world: &World, ns: &str, rollout: &str) -> Vec<RouteWeights> {
     if let Some(services) = blue_green_service_weights(world, ro) {
         return services;
     }
+    // The share the step means: its weight of `maxTrafficWeight`.
+    let max_traffic_weight = ro
+        .spec_as::<crate::model::rollout::RolloutSpec>()
+        .ok()
+        .and_then(|spec| spec.canary().map(|c| c.max_traffic_weight()))
+        .unwrap_or(100);
     let set = f64::from(
         rollout_info::view(&world.api, ns, rollout, world.now())
             .map(|v| v.set_weight)
             .unwrap_or(0),
-    );
+    ) * 100.0
+        / f64::from(max_traffic_weight.max(1));
     let table = world.mesh.table_at(world.now());
     let get = |key: &ObjectKey| world.api.get(key.kind, &key.namespace, &key.name).ok();
     crate::managed_routes::canary_weights(ro, get)

@@ -63,6 +63,35 @@ fn flagger_canary_ingresses_route_as_ingress_nginx_reads_them() {
     assert_eq!(shares[8], 0.0);
 }
 
+/// Argo's getting-started with a regex path on the stable Ingress (`use-regex`,
+/// `ImplementationSpecific`): Argo copies the path into the canary Ingress, the canary
+/// merges into the regex location, and a request matching it case-insensitively splits as
+/// set; one that does not is answered 404.
+#[test]
+fn a_regex_location_takes_its_canary_as_any_other() {
+    let edit = |text: String| {
+        text.replace(
+            "          kubernetes.io/ingress.class: nginx\n      spec:",
+            "          kubernetes.io/ingress.class: nginx\n          nginx.ingress.kubernetes.io/use-regex: \"true\"\n      spec:",
+        )
+        .replace(
+            "            - path: /\n              pathType: Prefix",
+            "            - path: /app/[a-z]+\n              pathType: ImplementationSpecific",
+        )
+    };
+    let text = edit(std::fs::read_to_string(bundled("nginx-getting-started.yaml")).unwrap());
+    assert!(text.contains("use-regex") && text.contains("/app/[a-z]+"));
+    let steps = "steps:\n  - wait: {until: healthy, timeout: 1m}\n  - set_image: {rollout: rollouts-demo, container: rollouts-demo, image: argoproj/rollouts-demo:yellow}\n  - wait: {until: paused, timeout: 1m}\n  - wait: 2s\n  - load: {requests: 100000, path: /APP/cart}\n  - expect_split: {canary: 5%, within: 0.5%}\n  - load: {requests: 1000, path: /app/42}\n";
+    let text = format!("{}{steps}", text.split("steps:\n  - wait").next().unwrap());
+    let dir = crate::support::temp_dir();
+    let path = dir.path().join("regex.yaml");
+    std::fs::write(&path, text).unwrap();
+    let report = run_scenario(&path, None).unwrap();
+    let loads = passed_loads(&report);
+    assert_eq!(loads[0].answered, 100_000, "{:?}", loads[0]);
+    assert_eq!(loads[1].not_found, 1_000, "{:?}", loads[1]);
+}
+
 /// The report's loads, once every step has passed.
 fn passed_loads(report: &canarysim::outcome::RunReport) -> Vec<&canarysim::outcome::LoadReport> {
     assert!(report.steps.iter().all(|s| s.passed), "{:#?}", report.steps);

@@ -646,8 +646,10 @@ fn watch_reads_the_nginx_canary_ingress_at_each_step() {
 }
 
 /// With `maxTrafficWeight: 1000`, Argo writes `canary-weight: "20"` of a total of 1000 at
-/// `setWeight: 20`: the step's weight is taken (no settling), and the load is judged
-/// against the 2 % ingress-nginx draws, which the row explains.
+/// `setWeight: 20`: the step's weight is taken at once (no settling), the load is judged
+/// against the 2 % ingress-nginx draws, which the row explains; at 50 the data plane is
+/// waited for from 2 % to 5 % (the previous weight in the same units), then the
+/// completion.
 #[test]
 fn watch_judges_an_nginx_weight_of_max_traffic_weight_as_ingress_nginx_draws_it() {
     let dir = support::temp_dir();
@@ -660,28 +662,28 @@ fn watch_judges_an_nginx_weight_of_max_traffic_weight_as_ingress_nginx_draws_it(
     let kubeconfig = dir.path().join("kubeconfig");
     let options = FollowOptions {
         rollout: "checkout".into(),
-        settle: Duration::from_secs(600),
         ..options(&served.router(), "checkout.internal", 1.0, false)
     };
     let (rows, watcher) = start_watch_in(kubeconfig.clone(), options, "shop");
-    let row = next_row(&rows);
-    assert_eq!(
-        (row.step, row.set_weight, row.router_weight),
-        (Some(1), 20.0, Some(2.0)),
-        "{row:?}"
-    );
-    assert_eq!(row.verdict, Some(Outcome::Pass), "{row:?}");
-    assert!(
-        row.note.starts_with(
-            "canary-weight 20 of canary-weight-total 1000: ingress-nginx draws 20 of 1000"
-        ),
-        "{row:?}"
-    );
+    let promoter = cluster(kubeconfig);
     let key = ObjectKey::new(Kind::Rollout, "shop", "checkout");
-    cluster(kubeconfig)
-        .patch_status(&key, json!({"status": {"abort": true}}))
-        .unwrap();
-    assert_eq!(watcher.join().unwrap().ending, Ending::Aborted);
+    for (step, weight, share) in [(1, 20, 2.0), (3, 50, 5.0)] {
+        let row = next_row(&rows);
+        assert_eq!(
+            (row.step, row.set_weight, row.router_weight),
+            (Some(step), f64::from(weight), Some(share)),
+            "{row:?}"
+        );
+        assert_eq!(row.verdict, Some(Outcome::Pass), "{row:?}");
+        let detail = format!(
+            "canary-weight {weight} of canary-weight-total 1000: ingress-nginx draws {weight} of 1000"
+        );
+        assert!(row.note.starts_with(&detail), "{row:?}");
+        promoter
+            .patch_status(&key, json!({"status": {"pauseConditions": null}}))
+            .unwrap();
+    }
+    completed(&rows, watcher);
     served.stop();
 }
 

@@ -39,9 +39,39 @@ pub struct RouteWeight {
     /// The canary's weight as the controller writes it, in the step's units (a `setWeight`
     /// of `maxTrafficWeight`): what says the object has taken the step's weight.
     pub written: Option<f64>,
-    /// How the written weight becomes the share, where they differ (an NGINX
-    /// `canary-weight-total`).
+    /// The share one unit of weight is, in percent (100 over the total the router draws
+    /// from): turns a step's set weight into the share it makes. None when the weights add
+    /// up to nothing.
+    pub percent_per_weight: Option<f64>,
+    /// How the written weight becomes the share, where they differ (weights that do not
+    /// add up to 100, an NGINX `canary-weight-total`).
     pub detail: Option<String>,
+}
+
+impl RouteWeight {
+    /// A route's weights: the canary's `to_canary` of `total`.
+    fn of_total(
+        object: ObjectKey,
+        by: RouterObject,
+        route: String,
+        label: String,
+        (to_canary, total): (i64, i64),
+    ) -> RouteWeight {
+        let per_weight = (total > 0).then(|| 100.0 / total as f64);
+        let detail = (total > 0 && total != 100).then(|| {
+            format!("the route's weights add up to {total}: the canary's {to_canary} is its share of them")
+        });
+        RouteWeight {
+            object,
+            by,
+            route,
+            label,
+            canary_percent: per_weight.map(|p| to_canary as f64 * p),
+            written: Some(to_canary as f64),
+            percent_per_weight: per_weight,
+            detail,
+        }
+    }
 }
 
 /// The objects the rollout's traffic router writes weights to: its VirtualServices, the
@@ -102,15 +132,14 @@ pub fn canary_weights<'a>(
                 })
                 .map(|(_, w)| *w)
                 .sum();
-            out.push(RouteWeight {
-                label: format!("{} {route}", key.name),
-                object: key.clone(),
-                by: RouterObject::VirtualService,
-                route,
-                canary_percent: Some(to_canary as f64),
-                written: Some(to_canary as f64),
-                detail: None,
-            });
+            let total: i64 = weights.values().sum();
+            out.push(RouteWeight::of_total(
+                key.clone(),
+                RouterObject::VirtualService,
+                route.clone(),
+                format!("{} {route}", key.name),
+                (to_canary, total),
+            ));
         }
     }
     out.extend(gateway_api_weights(rollout, canary_service, &get));
@@ -183,6 +212,7 @@ fn canary_ingress_weights<'a>(
             route: format!("{path} canary-weight"),
             canary_percent: Some(percent),
             written: Some(weight as f64),
+            percent_per_weight: Some(100.0 / weight_total.max(100) as f64),
             detail,
         });
     }
@@ -261,15 +291,13 @@ fn gateway_api_weights<'a>(
                 Some(n) if !n.is_empty() => format!("rules/{n}"),
                 _ => format!("rules/{i}"),
             };
-            out.push(RouteWeight {
-                label: format!("{} {} {label}", managed.kind.kind(), managed.name),
-                object: key.clone(),
-                by: RouterObject::GatewayApiRoute,
-                route: label,
-                canary_percent: (total > 0).then(|| to_canary as f64 * 100.0 / total as f64),
-                written: Some(to_canary as f64),
-                detail: None,
-            });
+            out.push(RouteWeight::of_total(
+                key.clone(),
+                RouterObject::GatewayApiRoute,
+                label.clone(),
+                format!("{} {} {label}", managed.kind.kind(), managed.name),
+                (to_canary, total),
+            ));
         }
     }
     out
@@ -280,15 +308,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn rollout(max_traffic_weight: i64) -> Object {
+    fn rollout(traffic_routing: serde_json::Value) -> Object {
         Object::new(
             Kind::Rollout,
             json!({"metadata": {"name": "shop", "namespace": "web"},
                    "spec": {"strategy": {"canary": {
                        "canaryService": "shop-canary",
                        "stableService": "shop-stable",
-                       "maxTrafficWeight": max_traffic_weight,
-                       "trafficRouting": {"nginx": {"stableIngress": "public"}}}}}}),
+                       "trafficRouting": traffic_routing}}}}),
         )
     }
 
@@ -318,12 +345,12 @@ mod tests {
     /// route is the stable Ingress's first path to the stable Service.
     #[test]
     fn an_nginx_canary_weight_is_read_as_ingress_nginx_draws_it() {
-        for (max, weight, total, percent) in [
-            (100, "20", "100", 20.0),
-            (1000, "50", "1000", 5.0),
-            (10, "5", "10", 5.0),
+        for (weight, total, percent, per_weight) in [
+            ("20", "100", 20.0, 1.0),
+            ("50", "1000", 5.0, 0.1),
+            ("5", "10", 5.0, 1.0),
         ] {
-            let ro = rollout(max);
+            let ro = rollout(json!({"nginx": {"stableIngress": "public"}}));
             assert_eq!(
                 managed_objects(&ro),
                 [ObjectKey::new(ingress_kind(), "web", "shop-public-canary")]
@@ -338,7 +365,35 @@ mod tests {
             assert_eq!(w.route, "rules[1].http.paths[1] canary-weight");
             assert_eq!(w.canary_percent, Some(percent), "{w:?}");
             assert_eq!(w.written, weight.parse().ok(), "{w:?}");
-            assert_eq!(w.detail.is_some(), max != 100, "{w:?}");
+            assert_eq!(w.percent_per_weight, Some(per_weight), "{w:?}");
+            assert_eq!(w.detail.is_some(), total != "100", "{w:?}");
         }
+    }
+
+    /// A VirtualService route whose weights add up to 1000 (`maxTrafficWeight: 1000`):
+    /// the canary's 20 is 2 % of the requests.
+    #[test]
+    fn a_route_weight_is_a_share_of_the_routes_total() {
+        let ro =
+            rollout(json!({"istio": {"virtualService": {"name": "vs", "routes": ["primary"]}}}));
+        let vs = Object::new(
+            Kind::VirtualService,
+            json!({"metadata": {"name": "vs", "namespace": "web"},
+                   "spec": {"http": [{"name": "primary", "route": [
+                       {"destination": {"host": "shop-stable"}, "weight": 980},
+                       {"destination": {"host": "shop-canary"}, "weight": 20}]}]}}),
+        );
+        let weights = canary_weights(&ro, |_| Some(&vs));
+        let w = &weights[0];
+        assert_eq!(
+            (w.canary_percent, w.written, w.percent_per_weight),
+            (Some(2.0), Some(20.0), Some(0.1)),
+            "{w:?}"
+        );
+        assert!(
+            w.detail
+                .as_ref()
+                .is_some_and(|d| d.contains("add up to 1000"))
+        );
     }
 }

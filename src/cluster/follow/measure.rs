@@ -25,7 +25,7 @@ impl Follower<'_, '_, '_> {
             };
             return Ok(self.unjudged(&before, &note));
         };
-        let previous = f64::from(before.standing.previous_set_weight);
+        let previous = before.as_percent(before.standing.previous_set_weight);
         let (settled, report) = match self.settle_and_load(&version, weight, previous) {
             Ok(m) => m,
             Err(e) => return Ok(self.unjudged(&before, &format!("not judged: {e}"))),
@@ -37,8 +37,9 @@ impl Follower<'_, '_, '_> {
             row.verdict = Some(Outcome::Inconclusive);
             row.note = "not judged: the rollout or its router object changed during the load; a smaller --requests, or a longer pause, would decide".into();
         } else if !before.holds_set_weight() {
+            let written = before.written().unwrap_or_default();
             row.note = format!(
-                "the router object sets {weight} %, not the step's {} %: the load is judged against the router object",
+                "the router object holds weight {written} ({weight} %), not the step's {}: the load is judged against the router object",
                 before.standing.set_weight
             );
         } else if let Some(detail) = before.routes.first().and_then(|r| r.detail.as_ref()) {
@@ -62,7 +63,7 @@ impl Follower<'_, '_, '_> {
         let reading = self.read(rollout)?;
         let version = self.version(&reading.standing)?;
         // The data plane moves from the last step's weight to all on the new pods.
-        let previous = f64::from(reading.standing.previous_set_weight);
+        let previous = reading.as_percent(reading.standing.previous_set_weight);
         let (settled, report) = match self.settle_and_load(&version, 100.0, previous) {
             Ok(m) => m,
             Err(e) => {

@@ -269,10 +269,19 @@ impl Reading {
     fn router_weight(&self) -> Option<f64> {
         self.routes.first().and_then(|r| r.canary_percent)
     }
-    /// Whether the router object has taken the step's weight (as its controller writes it,
-    /// in the step's units).
+    /// The weight the router object holds, as its controller writes it (the step's units).
+    fn written(&self) -> Option<f64> {
+        self.routes.first().and_then(|r| r.written)
+    }
+    /// Whether the router object has taken the step's weight.
     fn holds_set_weight(&self) -> bool {
-        self.routes.first().and_then(|r| r.written) == Some(f64::from(self.standing.set_weight))
+        self.written() == Some(f64::from(self.standing.set_weight))
+    }
+    /// The share, in percent, a weight in the step's units makes through the router object
+    /// (a `setWeight` of `maxTrafficWeight`: of the total the router draws from).
+    fn as_percent(&self, weight: i32) -> f64 {
+        let per_weight = self.routes.first().and_then(|r| r.percent_per_weight);
+        f64::from(weight) * per_weight.unwrap_or(1.0)
     }
     fn moved(&self, after: &Reading) -> bool {
         self.standing.step != after.standing.step
@@ -455,10 +464,10 @@ impl Follower<'_, '_, '_> {
         let s = &h.reading.standing;
         let router = h
             .reading
-            .router_weight()
-            .map_or("no weight".to_string(), |w| format!("{w} %"));
+            .written()
+            .map_or("no weight".to_string(), |w| format!("weight {w}"));
         let note = format!(
-            "not measured: the step ended before its router object ({router}) matched the set weight ({} %) or --settle passed",
+            "not measured: the step ended before its router object ({router}) held the set weight ({}) or --settle passed",
             s.set_weight
         );
         let mut row = self.bare_row(Some(&h.reading), &note);

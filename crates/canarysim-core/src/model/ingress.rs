@@ -111,9 +111,28 @@ pub struct IngressPath<'a> {
     pub path_type: &'a str,
     /// None: a resource backend.
     pub service: Option<&'a IngressServiceBackend>,
+    /// The path type as written is not `ImplementationSpecific`: ingress-nginx's strict
+    /// path validation applies to it.
+    pub strictly_validated: bool,
 }
 
 impl IngressPath<'_> {
+    /// What ingress-nginx's admission says of the path with `strict-validate-path-type` (on
+    /// by default since v1.12: `inspector.ValidatePathType`): an `Exact` or `Prefix` path
+    /// must be letters, digits and `._-/` after its leading `/`.
+    pub fn strict_validation_error(&self) -> Option<String> {
+        let valid = self.path.strip_prefix('/').is_some_and(|rest| {
+            rest.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c))
+        });
+        (self.strictly_validated && !valid).then(|| {
+            format!(
+                "{}: path {:?} cannot be used with pathType {}: ingress-nginx's admission webhook refuses the Ingress (strict-validate-path-type, on by default since v1.12); a regex path needs pathType ImplementationSpecific. Routed as written, as a controller without the webhook serves it",
+                self.label, self.path, self.path_type
+            )
+        })
+    }
+
     /// Whether the two are the same location (host, path and path type).
     pub fn same_location(&self, host: &str, path: &str, path_type: &str) -> bool {
         self.host == host && self.path == path && self.path_type == path_type
@@ -135,6 +154,7 @@ impl IngressSpec {
                     _ => "Prefix",
                 },
                 service: p.backend.service.as_ref(),
+                strictly_validated: p.path_type.as_deref() != Some("ImplementationSpecific"),
             })
         })
     }
@@ -158,6 +178,24 @@ pub struct CanaryAnnotations {
     pub header_value: String,
     pub header_pattern: String,
     pub cookie: String,
+}
+
+/// Go's `strconv.ParseBool` true (anything else, including what it refuses, is false).
+fn go_bool(v: &str) -> bool {
+    matches!(v, "1" | "t" | "T" | "TRUE" | "true" | "True")
+}
+
+/// Whether an Ingress's locations are regular expressions to ingress-nginx: `use-regex:
+/// "true"`, or a `rewrite-target` other than the path itself (`needsRewrite`). One such
+/// location makes every location of its host a regex (`enforceRegexModifier`).
+pub fn makes_regex_location(
+    annotations: &BTreeMap<String, String>,
+    prefix: &str,
+    path: &str,
+) -> bool {
+    let get = |name: &str| annotations.get(&format!("{prefix}/{name}"));
+    get("use-regex").is_some_and(|v| go_bool(v))
+        || get("rewrite-target").is_some_and(|t| !t.is_empty() && t != path)
 }
 
 impl CanaryAnnotations {
@@ -204,11 +242,7 @@ impl CanaryAnnotations {
             text("canary-by-cookie", basic_chars),
         );
         let c = CanaryAnnotations {
-            // Go's strconv.ParseBool.
-            enabled: matches!(
-                get("canary").map(String::as_str),
-                Some("1" | "t" | "T" | "TRUE" | "true" | "True")
-            ),
+            enabled: get("canary").is_some_and(|v| go_bool(v)),
             weight: int("canary-weight", 0),
             weight_total: int("canary-weight-total", 100),
             header,

@@ -25,7 +25,11 @@
 //!   not say `affinity-canary-behavior: legacy` (`mergeAlternativeBackend` then copies the
 //!   primary's affinity to it); see [`Stickiness`].
 //!
-//! Not simulated (noted): regex paths (`use-regex`), a default backend's catch-all canary.
+//! * a host where some location's Ingress says `use-regex: "true"` (or a `rewrite-target`)
+//!   has only regex locations (`enforceRegexModifier`): each path is `~* "^path"`, tried
+//!   longest first, the first match winning.
+//!
+//! Not simulated (noted): a default backend's catch-all canary.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,7 +45,7 @@ use super::translate::Builder;
 use crate::endpoints::CLUSTER_DOMAIN_SUFFIX;
 use crate::model::ingress::{
     CanaryAnnotations, ClassFilter, DEFAULT_ANNOTATION_PREFIX, IngressSpec, SessionAffinity,
-    ingress_kind,
+    ingress_kind, makes_regex_location,
 };
 use crate::model::istio::{Destination, PortSelector};
 use crate::model::{Object, ObjectKey};
@@ -141,6 +145,8 @@ struct Location {
     /// The primary backend (`namespace/service:port`) canaries attach to.
     backend: String,
     source: RouteSource,
+    /// Its Ingress makes it a regex location (`use-regex`, `rewrite-target`).
+    regex: bool,
 }
 
 /// No traffic shaping: weight 0, no header, no cookie.
@@ -283,6 +289,9 @@ impl Builder<'_> {
                 continue;
             }
             self.note_unsimulated(ingress);
+            for why in spec.paths().filter_map(|p| p.strict_validation_error()) {
+                self.note(&key, why);
+            }
             if spec.default_backend.is_some() {
                 self.note(&key, "spec.defaultBackend is not simulated: a request no rule matches is answered 404");
             }
@@ -350,7 +359,7 @@ impl Builder<'_> {
     /// Notes the annotations that change routing and are not simulated.
     fn note_unsimulated(&mut self, ingress: &Object) {
         let annotations = ingress.annotations();
-        for name in ["use-regex", "upstream-hash-by", "load-balance"] {
+        for name in ["upstream-hash-by", "load-balance"] {
             let full = format!("{DEFAULT_ANNOTATION_PREFIX}/{name}");
             if let Some(v) = annotations.get(&full) {
                 self.note(
@@ -365,6 +374,7 @@ impl Builder<'_> {
     /// skipped.
     fn primary_locations(&mut self, ingress: &Object, spec: &IngressSpec, out: &mut Vec<Location>) {
         let key = ingress.key();
+        let annotations = ingress.annotations();
         for p in spec.paths() {
             let label = &p.label;
             let Some(service) = p.service else {
@@ -395,6 +405,7 @@ impl Builder<'_> {
                     virtual_service: Some(key.clone()),
                     route: p.label.clone(),
                 },
+                regex: makes_regex_location(&annotations, DEFAULT_ANNOTATION_PREFIX, p.path),
             });
         }
     }
@@ -513,6 +524,27 @@ impl Builder<'_> {
                 std::cmp::Reverse(l.path.trim_end_matches('/').len()),
             )
         });
+        let regex_hosts: Vec<String> = locations
+            .iter()
+            .filter(|l| l.regex)
+            .map(|l| l.host.clone())
+            .collect();
+        if !regex_hosts.is_empty() {
+            // A regex host's locations are tried in the controller's order, the longest path
+            // first (then the greater), the first match winning; hosts keep their order.
+            let first_seen: Vec<String> = locations.iter().map(|l| l.host.clone()).collect();
+            let host_rank = |h: &str| first_seen.iter().position(|x| x == h);
+            locations.sort_by(|a, b| {
+                let by_host = host_rank(&a.host).cmp(&host_rank(&b.host));
+                if by_host.is_ne() || !regex_hosts.contains(&a.host) {
+                    return by_host;
+                }
+                b.path
+                    .len()
+                    .cmp(&a.path.len())
+                    .then_with(|| b.path.cmp(&a.path))
+            });
+        }
         let mut hosts: Vec<VirtualHost<HttpRouteEntry>> = Vec::new();
         for l in locations {
             let host = if l.host.is_empty() {
@@ -520,7 +552,8 @@ impl Builder<'_> {
             } else {
                 HostPattern::server_name(&l.host)
             };
-            let entries = self.location_routes(&l, alternatives.get(&l.backend), affinities);
+            let regex = regex_hosts.contains(&l.host);
+            let entries = self.location_routes(&l, regex, alternatives.get(&l.backend), affinities);
             match hosts.iter_mut().find(|v| v.host == host) {
                 Some(v) => v.routes.extend(entries),
                 None => hosts.push(VirtualHost {
@@ -548,13 +581,27 @@ impl Builder<'_> {
     fn location_routes(
         &mut self,
         l: &Location,
+        regex_host: bool,
         alt: Option<&AlternativeBackend>,
         affinities: &BTreeMap<String, UpstreamAffinity>,
     ) -> Vec<HttpRouteEntry> {
-        let path = path_matcher(&l.path, &l.path_type);
-        // A backend without endpoints has no balancer (balancer.lua's sync drops it), and
-        // without the alternative's balancer every request stays on the primary.
-        let alt = alt.filter(|a| self.has_endpoints(a.cluster));
+        let path = match regex_host {
+            true => regex_location(&l.path).unwrap_or_else(|e| {
+                let why = format!(
+                    "{}: path {:?} does not compile as canarysim's regular expression ({e}); matched as a prefix",
+                    l.source.route, l.path
+                );
+                if let Some(key) = &l.source.virtual_service {
+                    self.note(key, why);
+                }
+                path_matcher(&l.path, &l.path_type)
+            }),
+            false => path_matcher(&l.path, &l.path_type),
+        };
+        // A backend without endpoints has no balancer (balancer.lua's sync drops it):
+        // without the alternative's every request stays on the primary, and without the
+        // primary's none reaches the alternative (`get_balancer` returns nil first: 503).
+        let alt = alt.filter(|a| self.has_endpoints(a.cluster) && self.has_endpoints(l.cluster));
         let sticky = stickiness(l, alt, affinities).map(Arc::new);
         let entry =
             |matcher: HttpMatch, clusters: WeightedClusters, route: String| HttpRouteEntry {
@@ -655,6 +702,13 @@ fn path_matcher(path: &str, path_type: &str) -> StrMatcher {
         _ if path.ends_with('/') && path != "/" => StrMatcher::Prefix(path.to_string()),
         _ => StrMatcher::path_prefix(path),
     }
+}
+
+/// A location of a regex host, `~* "^path"`: case-insensitive, anchored at the start only
+/// (a route's regex matches the whole path, as Envoy's full match: the export strips the
+/// outer anchors).
+fn regex_location(path: &str) -> Result<StrMatcher, regex::Error> {
+    Regex::new(&format!("^(?:(?i:{path})(?s:.*))$")).map(StrMatcher::Regex)
 }
 
 #[cfg(test)]

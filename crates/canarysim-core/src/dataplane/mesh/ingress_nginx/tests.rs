@@ -342,6 +342,50 @@ fn a_canary_without_ready_pods_leaves_every_request_on_the_primary() {
 }
 
 #[test]
+fn a_primary_without_ready_pods_fails_every_request_the_canarys_share_too() {
+    // balancer.lua looks up the primary's balancer before any canary rule: none, no route
+    // to the alternative either.
+    let mut api = store();
+    service(
+        &mut api,
+        NS,
+        "demo-none",
+        json!({"app": "demo", "rollouts-pod-template-hash": "gone"}),
+    );
+    ingress_at(
+        &mut api,
+        "empty",
+        json!({}),
+        "e.example.com",
+        "/",
+        "demo-none",
+    );
+    let a = canary(&[("canary-weight", "50")]);
+    ingress_at(
+        &mut api,
+        "empty-canary",
+        a,
+        "e.example.com",
+        "/",
+        "demo-canary",
+    );
+    let table = translate(&api);
+    let r = RequestMeta {
+        host: "e.example.com",
+        ..request("/", &[])
+    };
+    let (mut rng, mut state) = (stream(7, "router"), LbState::new(&table));
+    let served = (0..100)
+        .filter(|_| {
+            table
+                .serve(&r, LbPolicy::RoundRobin, &mut rng, &mut state)
+                .is_ok()
+        })
+        .count();
+    assert_eq!(served, 0);
+}
+
+#[test]
 fn a_prefix_path_with_a_trailing_slash_does_not_take_the_path_without_it() {
     let mut api = store();
     ingress_at(&mut api, "v2", json!({}), HOST, "/v2/", "demo-canary");
@@ -524,4 +568,88 @@ fn the_affinity_is_trimmed_has_a_mode_and_sets_its_cookie_only_where_asked() {
     // Ingress asked for the affinity (sticky.lua's should_set_cookie): elsewhere a client
     // gets no cookie, and is drawn per request.
     assert_eq!(at("/api/v1"), None);
+}
+
+/// `use-regex: "true"`: the path is `~* "^path"`, case-insensitive and open-ended.
+#[test]
+fn a_use_regex_path_is_a_case_insensitive_regex_from_the_start() {
+    let mut api = store();
+    let re = json!({"nginx.ingress.kubernetes.io/use-regex": "true"});
+    ingress_at(
+        &mut api,
+        "re",
+        re,
+        "api.example.com",
+        "/api/v[0-9]+",
+        "demo-canary",
+    );
+    let table = translate(&api);
+    let at = |path| RequestMeta {
+        host: "api.example.com",
+        ..request(path, &[])
+    };
+    assert_eq!(canary_percent(&table, &at("/API/v2/orders"), 100), 100.0);
+    assert_eq!(canary_percent(&table, &at("/api/v10"), 100), 100.0);
+    assert!(table.route(&at("/api/vx")).is_err(), "no location matches");
+    // Routed, and noted: ingress-nginx's admission refuses a regex path of type Prefix.
+    let notes = notes(&table);
+    assert!(notes.iter().all(|n| !n.contains("use-regex")), "{notes:?}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("path \"/api/v[0-9]+\" cannot be used with pathType Prefix")),
+        "{notes:?}"
+    );
+}
+
+/// One regex Ingress makes every location of its host a regex, tried longest first: the
+/// plain `/v2` then takes `/v20` too, and `/v[0-9]` (6 characters) is tried before `/v2`.
+#[test]
+fn one_regex_ingress_makes_every_location_of_its_host_a_regex_tried_longest_first() {
+    let mut api = store();
+    ingress_at(&mut api, "v2", json!({}), HOST, "/v2", "demo-canary");
+    let table = translate(&api);
+    assert_eq!(canary_percent(&table, &request("/v20", &[]), 100), 0.0);
+    let rewrite = json!({"nginx.ingress.kubernetes.io/rewrite-target": "/$1"});
+    ingress_at(&mut api, "rewrite", rewrite, HOST, "/z(.*)", "demo-stable");
+    let table = translate(&api);
+    assert_eq!(canary_percent(&table, &request("/v20", &[]), 100), 100.0);
+    assert_eq!(canary_percent(&table, &request("/V2", &[]), 100), 100.0);
+    let re = json!({"nginx.ingress.kubernetes.io/use-regex": "true"});
+    ingress_at(&mut api, "digits", re, HOST, "/v[0-9]", "demo-stable");
+    let table = translate(&api);
+    assert_eq!(canary_percent(&table, &request("/v2/x", &[]), 100), 0.0);
+    // Another host keeps nginx's prefix locations.
+    ingress_at(
+        &mut api,
+        "other",
+        json!({}),
+        "other.example.com",
+        "/v2",
+        "demo-canary",
+    );
+    let table = translate(&api);
+    let other = RequestMeta {
+        host: "other.example.com",
+        ..request("/v20", &[])
+    };
+    assert!(
+        table.route(&other).is_err(),
+        "/v2 is a prefix by segment there"
+    );
+}
+
+/// A path canarysim's regular expressions refuse (a look-behind, which PCRE takes) is noted
+/// and matched as a prefix.
+#[test]
+fn a_regex_path_canarysim_cannot_compile_is_noted_and_matched_as_a_prefix() {
+    let mut api = store();
+    let re = json!({"nginx.ingress.kubernetes.io/use-regex": "true"});
+    ingress_at(&mut api, "re", re, HOST, "/(?<=a)b", "demo-canary");
+    let table = translate(&api);
+    assert!(
+        notes(&table).iter().any(|n| n.contains("does not compile")),
+        "{:?}",
+        notes(&table)
+    );
 }
