@@ -83,9 +83,12 @@ pub fn snapshot(cluster: &Cluster, o: &SnapshotOptions) -> Result<Snapshot, Snap
     let mut objects = Vec::new();
     let mut forbidden = Vec::new();
     for kind in kinds() {
+        // Without its Rollouts and Services there is nothing to replay: a 403 is an error.
+        let required = matches!(kind, Kind::Rollout | Kind::Service);
         match cluster.list_if_allowed(kind, &ns)? {
             Some(found) => objects.extend(found),
-            None => forbidden.push(kind.plural()),
+            None if required => objects.extend(cluster.list(kind, &ns)?),
+            None => forbidden.push(format!("{} ({})", kind.plural(), kind.group())),
         }
     }
     objects.extend(gateways_elsewhere(cluster, &objects, &ns)?);
@@ -101,7 +104,7 @@ pub fn snapshot(cluster: &Cluster, o: &SnapshotOptions) -> Result<Snapshot, Snap
         let classes = crate::model::ingress::ingress_class_kind();
         match cluster.list_if_allowed(classes, &ns)? {
             Some(found) => objects.extend(found),
-            None => forbidden.push(classes.plural()),
+            None => forbidden.push(format!("{} ({})", classes.plural(), classes.group())),
         }
     }
     let target = pick_rollout(&objects, o.rollout.as_deref())

@@ -646,8 +646,8 @@ fn watch_reads_the_nginx_canary_ingress_at_each_step() {
 }
 
 /// With `maxTrafficWeight: 1000`, Argo writes `canary-weight: "20"` of a total of 1000 at
-/// `setWeight: 20`: the step's weight is taken at once (no settling), the load is judged
-/// against the 2 % ingress-nginx draws, which the row explains; at 50 the data plane is
+/// `setWeight: 20`: the step's weight is taken at once (no settling), SET and ROUTER are
+/// both the 2 % it means and ingress-nginx draws, which the row explains; at 50 the data plane is
 /// waited for from 2 % to 5 % (the previous weight in the same units), then the
 /// completion.
 #[test]
@@ -671,7 +671,7 @@ fn watch_judges_an_nginx_weight_of_max_traffic_weight_as_ingress_nginx_draws_it(
         let row = next_row(&rows);
         assert_eq!(
             (row.step, row.set_weight, row.router_weight),
-            (Some(step), f64::from(weight), Some(share)),
+            (Some(step), share, Some(share)),
             "{row:?}"
         );
         assert_eq!(row.verdict, Some(Outcome::Pass), "{row:?}");
@@ -684,6 +684,47 @@ fn watch_judges_an_nginx_weight_of_max_traffic_weight_as_ingress_nginx_draws_it(
             .unwrap();
     }
     completed(&rows, watcher);
+    served.stop();
+}
+
+/// With `maxTrafficWeight: 50`, `setWeight: 20` is 40 % and the canary Ingress says so
+/// (`canary-weight: "20"` of 50), but ingress-nginx uses a total only above 100 and draws
+/// 20 of 100: `watch` fails the step, and its note says why.
+#[test]
+fn watch_fails_an_nginx_weight_total_ingress_nginx_does_not_use() {
+    let dir = support::temp_dir();
+    let served = serve_nginx_rollout(dir.path(), |t| {
+        t.replace(
+            "      trafficRouting:\n",
+            "      trafficRouting:\n        maxTrafficWeight: 50\n",
+        )
+    });
+    let kubeconfig = dir.path().join("kubeconfig");
+    let options = FollowOptions {
+        rollout: "checkout".into(),
+        ..options(&served.router(), "checkout.internal", 2.0, false)
+    };
+    let (rows, watcher) = start_watch_in(kubeconfig.clone(), options, "shop");
+    let row = next_row(&rows);
+    assert_eq!(
+        (row.step, row.set_weight, row.router_weight),
+        (Some(1), 40.0, Some(40.0)),
+        "{row:?}"
+    );
+    assert_eq!(row.verdict, Some(Outcome::Fail), "{row:?}");
+    assert!(
+        row.observed.is_some_and(|o| (o - 20.0).abs() < 2.0),
+        "{row:?}"
+    );
+    assert!(
+        row.note.contains("ingress-nginx draws 20 of 100 (20.0 %)"),
+        "{row:?}"
+    );
+    let key = ObjectKey::new(Kind::Rollout, "shop", "checkout");
+    cluster(kubeconfig)
+        .patch_status(&key, json!({"status": {"abort": true}}))
+        .unwrap();
+    assert_eq!(watcher.join().unwrap().ending, Ending::Aborted);
     served.stop();
 }
 

@@ -115,9 +115,9 @@ fn a_gateway_api_rollout_shows_the_httproutes_weight() {
 }
 
 #[test]
-fn an_nginx_rollout_shows_the_canary_ingress_weight_ingress_nginx_draws() {
+fn an_nginx_rollout_shows_the_share_its_canary_ingress_states_and_the_one_drawn() {
     // nginx-max-traffic-weight.yaml step 7: setWeight 5 of maxTrafficWeight 10, its load
-    // landed: the canary Ingress's 5 is drawn of 100.
+    // landed: set and canary Ingress 50 %, the router's draw (5 of 100) and the load 5 %.
     let app = scenario_view_after("nginx-max-traffic-weight.yaml", 7);
     insta::assert_snapshot!("nginx_run_120x40", draw(&app, 120, 40));
 }

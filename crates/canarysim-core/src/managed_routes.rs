@@ -167,8 +167,10 @@ fn canary_ingress_keys(rollout: &Object) -> Vec<(ObjectKey, ObjectKey, String)> 
         .collect()
 }
 
-/// Each canary Ingress's `canary-weight`, and the share ingress-nginx draws from it
-/// (`balancer.lua`: of `canary-weight-total` only when that is above 100, else of 100).
+/// Each canary Ingress's `canary-weight`, and the share it states: of
+/// `canary-weight-total`. ingress-nginx draws that share only when the total is above 100
+/// (`balancer.lua`), else of 100, and the detail says so: a load judged against the share
+/// the object states then fails, as the canary gets less than the rollout set.
 /// The route is the weighted one of the stable Ingress's first path to the stable Service,
 /// where the route table holds it.
 fn canary_ingress_weights<'a>(
@@ -192,14 +194,16 @@ fn canary_ingress_weights<'a>(
         let Ok(canary) = CanaryAnnotations::parse(&ingress.annotations(), &prefix) else {
             continue;
         };
+        // The share the object states; ingress-nginx draws it, but for a total below 100.
         let (to_canary, total) = canary.weight_share();
-        let percent = f64::from(to_canary) * 100.0 / f64::from(total);
         let (weight, weight_total) = (canary.weight, canary.weight_total);
+        let stated_total = weight_total.max(1) as f64;
+        let percent = (weight as f64 * 100.0 / stated_total).clamp(0.0, 100.0);
         let detail = match weight_total {
             100 => None,
             ..=100 => Some(format!(
-                "canary-weight {weight} of canary-weight-total {weight_total} ({:.1} %), but ingress-nginx draws {to_canary} of {total}: it uses the total only above 100",
-                weight as f64 * 100.0 / weight_total.max(1) as f64
+                "canary-weight {weight} of canary-weight-total {weight_total} ({percent:.1} %), but ingress-nginx draws {to_canary} of {total} ({:.1} %): it uses the total only above 100",
+                f64::from(to_canary) * 100.0 / f64::from(total)
             )),
             _ => Some(format!(
                 "canary-weight {weight} of canary-weight-total {weight_total}: ingress-nginx draws {to_canary} of {total}"
@@ -212,7 +216,7 @@ fn canary_ingress_weights<'a>(
             route: format!("{path} canary-weight"),
             canary_percent: Some(percent),
             written: Some(weight as f64),
-            percent_per_weight: Some(100.0 / weight_total.max(100) as f64),
+            percent_per_weight: Some(100.0 / stated_total),
             detail,
         });
     }
@@ -341,14 +345,14 @@ mod tests {
     }
 
     /// The canary Ingress's weight as Argo writes it (of `maxTrafficWeight`), and the share
-    /// ingress-nginx draws: of the total only above 100, so 5 of 10 is 5 %, not 50 %. The
+    /// it states: 5 of 10 is 50 %, which the detail says ingress-nginx does not draw. The
     /// route is the stable Ingress's first path to the stable Service.
     #[test]
     fn an_nginx_canary_weight_is_read_as_ingress_nginx_draws_it() {
         for (weight, total, percent, per_weight) in [
             ("20", "100", 20.0, 1.0),
             ("50", "1000", 5.0, 0.1),
-            ("5", "10", 5.0, 1.0),
+            ("5", "10", 50.0, 10.0),
         ] {
             let ro = rollout(json!({"nginx": {"stableIngress": "public"}}));
             assert_eq!(
@@ -367,6 +371,10 @@ mod tests {
             assert_eq!(w.written, weight.parse().ok(), "{w:?}");
             assert_eq!(w.percent_per_weight, Some(per_weight), "{w:?}");
             assert_eq!(w.detail.is_some(), total != "100", "{w:?}");
+            if total == "10" {
+                let detail = w.detail.as_deref().unwrap_or_default();
+                assert!(detail.contains("draws 5 of 100 (5.0 %)"), "{detail}");
+            }
         }
     }
 

@@ -286,6 +286,12 @@ pub struct Standing {
     /// The weight in force before the last `setWeight` at or before the current step (0
     /// at the first): what the data plane moves away from.
     pub previous_set_weight: i32,
+    /// The weight the last step that holds (a pause, an analysis) held, else
+    /// `previous_set_weight`: what the data plane moves away from at the completion (a
+    /// `setWeight` after it passes at once, so the data plane may not have taken it).
+    pub last_held_weight: i32,
+    /// What a weight is one of (`maxTrafficWeight`, default 100).
+    pub max_traffic_weight: i32,
     pub aborted: bool,
     /// An update in progress: the current template's pods are not the stable ones.
     pub updating: bool,
@@ -301,6 +307,12 @@ pub struct Standing {
 }
 
 impl Standing {
+    /// The share, in percent of all the traffic, a weight in Argo's units means (of
+    /// `maxTrafficWeight`).
+    pub fn share_meant(&self, weight: i32) -> f64 {
+        f64::from(weight) * 100.0 / f64::from(self.max_traffic_weight.max(1))
+    }
+
     pub fn of(rollout: &Object) -> Standing {
         let spec: RolloutSpec = rollout.spec_as().unwrap_or_default();
         let status: RolloutStatus = rollout.status_as().unwrap_or_default();
@@ -311,7 +323,7 @@ impl Standing {
         let holding = step.and_then(|i| steps.get(i)).is_some_and(holds);
         let latest =
             |i: usize| crate::model::vocabulary::latest_set_weight(steps, i, |s| s.set_weight);
-        let held_steps = (0..steps.len())
+        let held_steps: Vec<(usize, i32)> = (0..steps.len())
             .filter(|&i| holds(&steps[i]))
             .map(|i| (i, latest(i)))
             .collect();
@@ -334,6 +346,10 @@ impl Standing {
             steps: steps.len(),
             set_weight: set_weight(&spec, &status),
             previous_set_weight,
+            last_held_weight: held_steps
+                .last()
+                .map_or(previous_set_weight, |&(_, weight)| weight),
+            max_traffic_weight: max_traffic_weight(&spec),
             aborted: status.abort,
             updating: !status.stable_r_s.is_empty()
                 && !status.current_pod_hash.is_empty()

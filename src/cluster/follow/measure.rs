@@ -63,7 +63,7 @@ impl Follower<'_, '_, '_> {
         let reading = self.read(rollout)?;
         let version = self.version(&reading.standing)?;
         // The data plane moves from the last step's weight to all on the new pods.
-        let previous = reading.as_percent(reading.standing.previous_set_weight);
+        let previous = reading.as_percent(reading.standing.last_held_weight);
         let (settled, report) = match self.settle_and_load(&version, 100.0, previous) {
             Ok(m) => m,
             Err(e) => {
@@ -207,7 +207,7 @@ impl Follower<'_, '_, '_> {
             step: s.step,
             steps: s.steps,
             phase: s.phase.clone(),
-            set_weight: f64::from(s.set_weight),
+            set_weight: s.share_meant(s.set_weight),
             router_weight,
             route: reading
                 .routes
@@ -245,7 +245,7 @@ impl Follower<'_, '_, '_> {
             step: s.as_ref().and_then(|s| s.step),
             steps: s.as_ref().map_or(0, |s| s.steps),
             phase: s.as_ref().map(|s| s.phase.clone()).unwrap_or_default(),
-            set_weight: s.as_ref().map_or(0.0, |s| f64::from(s.set_weight)),
+            set_weight: s.as_ref().map_or(0.0, |s| s.share_meant(s.set_weight)),
             router_weight: reading.and_then(Reading::router_weight),
             route: reading
                 .and_then(|r| r.routes.first())

@@ -61,7 +61,8 @@ pub struct StepRow {
     pub step: Option<usize>,
     pub steps: usize,
     pub phase: String,
-    /// The step's set weight, percent.
+    /// The share the step's set weight means, percent (a `setWeight` of
+    /// `maxTrafficWeight`).
     pub set_weight: f64,
     /// The canary's share the router object sets (the first managed route), percent.
     pub router_weight: Option<f64>,
@@ -491,7 +492,7 @@ impl Follower<'_, '_, '_> {
                 "not measured: the step began and ended between two reads of the rollout",
             );
             row.step = Some(index);
-            row.set_weight = f64::from(weight);
+            row.set_weight = reading.standing.share_meant(weight);
             row.router_weight = None;
             row.verdict = Some(Outcome::Inconclusive);
             self.emit(row);

@@ -194,8 +194,14 @@ pub fn makes_regex_location(
     path: &str,
 ) -> bool {
     let get = |name: &str| annotations.get(&format!("{prefix}/{name}"));
+    // The rewrite annotation's parser trims the target and reads one it refuses as empty
+    // (`RegexPathWithCapture`).
+    let target = get("rewrite-target").map_or("", |t| t.trim());
+    let valid_target = target
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-._~/:$".contains(c));
     get("use-regex").is_some_and(|v| go_bool(v))
-        || get("rewrite-target").is_some_and(|t| !t.is_empty() && t != path)
+        || (valid_target && !target.is_empty() && target != path)
 }
 
 impl CanaryAnnotations {

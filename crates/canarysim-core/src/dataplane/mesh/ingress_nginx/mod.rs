@@ -147,6 +147,9 @@ struct Location {
     source: RouteSource,
     /// Its Ingress makes it a regex location (`use-regex`, `rewrite-target`).
     regex: bool,
+    /// Its place among the primary locations as the controller meets them (a regex
+    /// host's locations of equal paths keep it).
+    order: usize,
 }
 
 /// No traffic shaping: weight 0, no header, no cookie.
@@ -359,7 +362,7 @@ impl Builder<'_> {
     /// Notes the annotations that change routing and are not simulated.
     fn note_unsimulated(&mut self, ingress: &Object) {
         let annotations = ingress.annotations();
-        for name in ["upstream-hash-by", "load-balance"] {
+        for name in ["upstream-hash-by", "load-balance", "default-backend"] {
             let full = format!("{DEFAULT_ANNOTATION_PREFIX}/{name}");
             if let Some(v) = annotations.get(&full) {
                 self.note(
@@ -406,6 +409,7 @@ impl Builder<'_> {
                     route: p.label.clone(),
                 },
                 regex: makes_regex_location(&annotations, DEFAULT_ANNOTATION_PREFIX, p.path),
+                order: out.len(),
             });
         }
     }
@@ -543,6 +547,7 @@ impl Builder<'_> {
                     .len()
                     .cmp(&a.path.len())
                     .then_with(|| b.path.cmp(&a.path))
+                    .then_with(|| a.order.cmp(&b.order))
             });
         }
         let mut hosts: Vec<VirtualHost<HttpRouteEntry>> = Vec::new();
@@ -708,7 +713,8 @@ fn path_matcher(path: &str, path_type: &str) -> StrMatcher {
 /// (a route's regex matches the whole path, as Envoy's full match: the export strips the
 /// outer anchors).
 fn regex_location(path: &str) -> Result<StrMatcher, regex::Error> {
-    Regex::new(&format!("^(?:(?i:{path})(?s:.*))$")).map(StrMatcher::Regex)
+    // nginx searches `^path`: in `/a|/b` only the first branch is anchored.
+    Regex::new(&format!("^(?:(?s:.*?)(?i:^{path})(?s:.*))$")).map(StrMatcher::Regex)
 }
 
 #[cfg(test)]

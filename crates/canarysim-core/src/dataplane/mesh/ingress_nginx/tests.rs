@@ -574,20 +574,9 @@ fn the_affinity_is_trimmed_has_a_mode_and_sets_its_cookie_only_where_asked() {
 #[test]
 fn a_use_regex_path_is_a_case_insensitive_regex_from_the_start() {
     let mut api = store();
-    let re = json!({"nginx.ingress.kubernetes.io/use-regex": "true"});
-    ingress_at(
-        &mut api,
-        "re",
-        re,
-        "api.example.com",
-        "/api/v[0-9]+",
-        "demo-canary",
-    );
+    regex_ingress(&mut api, "/api/v[0-9]+");
     let table = translate(&api);
-    let at = |path| RequestMeta {
-        host: "api.example.com",
-        ..request(path, &[])
-    };
+    let at = at_api_host;
     assert_eq!(canary_percent(&table, &at("/API/v2/orders"), 100), 100.0);
     assert_eq!(canary_percent(&table, &at("/api/v10"), 100), 100.0);
     assert!(table.route(&at("/api/vx")).is_err(), "no location matches");
@@ -652,4 +641,36 @@ fn a_regex_path_canarysim_cannot_compile_is_noted_and_matched_as_a_prefix() {
         "{:?}",
         notes(&table)
     );
+}
+
+/// As nginx writes them: `~* "^/a|/b"` anchors only its first branch; a `rewrite-target`
+/// the annotation parser refuses is empty, so it makes no regex host.
+#[test]
+fn a_regex_path_is_searched_as_nginx_writes_it_and_a_refused_rewrite_target_is_none() {
+    let mut api = store();
+    regex_ingress(&mut api, "/a|/b");
+    let refused = json!({"nginx.ingress.kubernetes.io/rewrite-target": "/$1?x=y"});
+    ingress_at(&mut api, "v2", refused, HOST, "/v2", "demo-canary");
+    let table = translate(&api);
+    let at = at_api_host;
+    assert_eq!(canary_percent(&table, &at("/x/b"), 10), 100.0);
+    assert!(
+        table.route(&at("/x/a")).is_err(),
+        "the first branch is anchored"
+    );
+    assert_eq!(canary_percent(&table, &request("/v20", &[]), 10), 0.0);
+}
+
+/// An Ingress with `use-regex: "true"` on `api.example.com`, its path to `demo-canary`.
+fn regex_ingress(api: &mut ApiServer, path: &str) {
+    let re = json!({"nginx.ingress.kubernetes.io/use-regex": "true"});
+    ingress_at(api, "re", re, "api.example.com", path, "demo-canary");
+}
+
+/// A request to `api.example.com`.
+fn at_api_host(path: &str) -> RequestMeta<'_> {
+    RequestMeta {
+        host: "api.example.com",
+        ..request(path, &[])
+    }
 }
