@@ -528,7 +528,7 @@ impl Builder<'_> {
                 std::cmp::Reverse(l.path.trim_end_matches('/').len()),
             )
         });
-        let regex_hosts: Vec<String> = locations
+        let regex_hosts: std::collections::BTreeSet<String> = locations
             .iter()
             .filter(|l| l.regex)
             .map(|l| l.host.clone())
@@ -536,10 +536,13 @@ impl Builder<'_> {
         if !regex_hosts.is_empty() {
             // A regex host's locations are tried in the controller's order, the longest path
             // first (then the greater), the first match winning; hosts keep their order.
-            let first_seen: Vec<String> = locations.iter().map(|l| l.host.clone()).collect();
-            let host_rank = |h: &str| first_seen.iter().position(|x| x == h);
+            let mut host_rank: BTreeMap<String, usize> = BTreeMap::new();
+            for l in &locations {
+                let next = host_rank.len();
+                host_rank.entry(l.host.clone()).or_insert(next);
+            }
             locations.sort_by(|a, b| {
-                let by_host = host_rank(&a.host).cmp(&host_rank(&b.host));
+                let by_host = host_rank[&a.host].cmp(&host_rank[&b.host]);
                 if by_host.is_ne() || !regex_hosts.contains(&a.host) {
                     return by_host;
                 }
