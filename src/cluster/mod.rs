@@ -42,6 +42,13 @@ pub enum ClusterError {
     Runtime(std::io::Error),
 }
 
+/// One object as [`Cluster::get_if_allowed`] reads it.
+pub enum Lookup {
+    Found(Object),
+    Missing,
+    Forbidden,
+}
+
 /// A connected client, its namespace, and the runtime its requests run on (one worker, so a
 /// watch keeps reading while the caller's thread sends a load).
 pub struct Cluster {
@@ -86,6 +93,18 @@ impl Cluster {
             .block_on(api.get_opt(&key.name))
             .map_err(|e| api_error(key.kind, &key.name, e))?;
         Ok(found.map(|d| object(key.kind, &d)))
+    }
+
+    /// [`Self::get`], or [`Lookup::Forbidden`] when the caller may not read the object (403:
+    /// a role limited to its own namespace reading a Gateway in `istio-system`).
+    pub fn get_if_allowed(&self, key: &ObjectKey) -> Result<Lookup, ClusterError> {
+        let api = self.api(key.kind, &key.namespace);
+        match self.runtime.block_on(api.get_opt(&key.name)) {
+            Ok(Some(found)) => Ok(Lookup::Found(object(key.kind, &found))),
+            Ok(None) => Ok(Lookup::Missing),
+            Err(kube::Error::Api(e)) if e.code == 403 => Ok(Lookup::Forbidden),
+            Err(e) => Err(api_error(key.kind, &key.name, e)),
+        }
     }
 
     /// Every object of a kind in a namespace; none when the cluster does not serve the

@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Cluster, ClusterError};
+use super::{Cluster, ClusterError, Lookup};
 use crate::model::ingress::ingress_kind;
 use crate::model::{Kind, Object, ObjectKey, yaml};
 use crate::rollout_info::Standing;
@@ -91,8 +91,22 @@ pub fn snapshot(cluster: &Cluster, o: &SnapshotOptions) -> Result<Snapshot, Snap
             None => forbidden.push(format!("{} ({})", kind.plural(), kind.group())),
         }
     }
-    objects.extend(gateways_elsewhere(cluster, &objects, &ns)?);
-    objects.extend(cluster_templates(cluster, &objects)?);
+    let named_elsewhere = [
+        gateways_elsewhere(&objects, &ns),
+        cluster_templates(&objects),
+    ];
+    for key in named_elsewhere.into_iter().flatten() {
+        match cluster.get_if_allowed(&key)? {
+            Lookup::Found(object) => objects.push(object),
+            Lookup::Missing => {}
+            Lookup::Forbidden => forbidden.push(format!(
+                "{} {} ({})",
+                key.kind.as_str(),
+                key_path(&key),
+                key.kind.group()
+            )),
+        }
+    }
     let rollout_uids: Vec<String> = objects
         .iter()
         .filter(|o| o.kind == Kind::Rollout)
@@ -160,7 +174,7 @@ pub fn snapshot(cluster: &Cluster, o: &SnapshotOptions) -> Result<Snapshot, Snap
     let mut notes = written.notes;
     if !forbidden.is_empty() {
         notes.push(format!(
-            "not allowed to list {} (403): left out of the manifests; add them by hand if the rollout needs them",
+            "not allowed to read {} (403): left out of the manifests; add them by hand if the rollout needs them",
             forbidden.join(", ")
         ));
     }
@@ -203,7 +217,7 @@ fn pick_rollout<'a>(objects: &'a [Object], name: Option<&str>) -> Option<&'a Obj
 
 /// The ClusterAnalysisTemplates the Rollouts name (cluster-scoped, so not listed with the
 /// namespace).
-fn cluster_templates(cluster: &Cluster, objects: &[Object]) -> Result<Vec<Object>, ClusterError> {
+fn cluster_templates(objects: &[Object]) -> Vec<ObjectKey> {
     let mut names: Vec<String> = objects
         .iter()
         .filter(|o| o.kind == Kind::Rollout)
@@ -211,21 +225,15 @@ fn cluster_templates(cluster: &Cluster, objects: &[Object]) -> Result<Vec<Object
         .collect();
     names.sort();
     names.dedup();
-    let mut found = Vec::new();
-    for name in names {
-        let key = ObjectKey::new(Kind::ClusterAnalysisTemplate, "", name);
-        found.extend(cluster.get(&key)?);
-    }
-    Ok(found)
+    names
+        .into_iter()
+        .map(|name| ObjectKey::new(Kind::ClusterAnalysisTemplate, "", name))
+        .collect()
 }
 
 /// Istio Gateways a VirtualService names as `namespace/name`, and Gateway API Gateways a
 /// route's parentRefs name, in other namespaces.
-fn gateways_elsewhere(
-    cluster: &Cluster,
-    objects: &[Object],
-    ns: &str,
-) -> Result<Vec<Object>, ClusterError> {
+fn gateways_elsewhere(objects: &[Object], ns: &str) -> Vec<ObjectKey> {
     let gateway_api_gateway = crate::model::gateway_api::kind("Gateway");
     let mut wanted: Vec<ObjectKey> = Vec::new();
     for o in objects {
@@ -249,13 +257,17 @@ fn gateways_elsewhere(
     }
     wanted.sort();
     wanted.dedup();
-    let mut found = Vec::new();
-    for key in wanted.into_iter().filter(|k| k.namespace != ns) {
-        if let Some(gateway) = cluster.get(&key)? {
-            found.push(gateway);
-        }
+    wanted.retain(|k| k.namespace != ns);
+    wanted
+}
+
+/// `namespace/name`, or `name` for a cluster-scoped object.
+fn key_path(key: &ObjectKey) -> String {
+    if key.namespace.is_empty() {
+        key.name.clone()
+    } else {
+        format!("{}/{}", key.namespace, key.name)
     }
-    Ok(found)
 }
 
 /// The rollout's pods at the snapshot, ready of all, by ReplicaSet hash and role.

@@ -16,6 +16,7 @@ use canarysim::verify::Outcome;
 use serde_json::json;
 
 use super::api_server::Served;
+use super::forbidding_proxy::ForbiddingProxy;
 use crate::support;
 
 /// The first route matches every request and holds its own weights: the managed `primary`
@@ -488,6 +489,49 @@ fn snapshot_of_the_rollout_paused_at_40_replays_from_there_to_healthy() {
         .map(|s| s["passed"] == true)
         .collect();
     assert_eq!(splits, [true, true, true], "40, 60 and 80 % judged");
+}
+
+#[test]
+fn snapshot_leaves_out_what_the_role_may_not_read_and_says_so() {
+    // The walkthrough's VirtualService also names a Gateway in istio-system, which a role
+    // limited to my-demo may not read, nor the cluster's IngressClasses.
+    let dir = support::temp_dir();
+    let vs = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests/seed-004-virtualsvc.yaml"),
+    )
+    .unwrap()
+    .replace(
+        "  - rollouts-demo-gateway\n",
+        "  - rollouts-demo-gateway\n  - istio-system/public-gateway\n",
+    );
+    let served = serve_paused_walkthrough(dir.path(), Some(&vs));
+    let kubeconfig = dir.path().join("kubeconfig");
+    let namespaced = ForbiddingProxy::start(
+        &kubeconfig,
+        &["/namespaces/istio-system/", "/ingressclasses"],
+        dir.path().join("namespaced-kubeconfig"),
+    );
+    let (code, _, err) = snapshot_into(&namespaced.kubeconfig, &dir.path().join("namespaced"));
+    assert_eq!(code, 0, "{err}");
+    let note =
+        "not allowed to read Gateway istio-system/public-gateway (networking.istio.io) (403)";
+    assert!(err.contains(note), "{err}");
+    let scenario = std::fs::read_to_string(dir.path().join("namespaced/scenario.yaml")).unwrap();
+    assert!(scenario.contains(note), "{scenario}");
+    // Allowed to read it, the Gateway is simply not there: no note.
+    let (code, _, err) = snapshot_into(&kubeconfig, &dir.path().join("allowed"));
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("not allowed"), "{err}");
+    // Without the Rollouts there is nothing to replay: the 403 is an error that says so.
+    let no_rollouts = ForbiddingProxy::start(
+        &kubeconfig,
+        &["/rollouts"],
+        dir.path().join("no-rollouts-kubeconfig"),
+    );
+    let (code, out, err) = snapshot_into(&no_rollouts.kubeconfig, &dir.path().join("none"));
+    served.stop();
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("rollouts: ") && err.contains("403"), "{err}");
 }
 
 /// The Job's command line in docs/gate/analysis-template.yaml with the template's args in

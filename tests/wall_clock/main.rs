@@ -11,6 +11,8 @@ mod api_server;
 #[cfg(feature = "cluster")]
 mod cluster;
 #[cfg(feature = "cluster")]
+mod forbidding_proxy;
+#[cfg(feature = "cluster")]
 mod kube_client;
 mod live;
 mod socket_faults;
