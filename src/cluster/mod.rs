@@ -91,7 +91,7 @@ impl Cluster {
         let found = self
             .runtime
             .block_on(api.get_opt(&key.name))
-            .map_err(|e| api_error(key.kind, &key.name, e))?;
+            .map_err(|e| api_error(key.kind, &key.path(), e))?;
         Ok(found.map(|d| object(key.kind, &d)))
     }
 
@@ -103,7 +103,7 @@ impl Cluster {
             Ok(Some(found)) => Ok(Lookup::Found(object(key.kind, &found))),
             Ok(None) => Ok(Lookup::Missing),
             Err(kube::Error::Api(e)) if e.code == 403 => Ok(Lookup::Forbidden),
-            Err(e) => Err(api_error(key.kind, &key.name, e)),
+            Err(e) => Err(api_error(key.kind, &key.path(), e)),
         }
     }
 
@@ -147,7 +147,7 @@ impl Cluster {
         let params = kube::api::PatchParams::default();
         self.runtime
             .block_on(api.patch_status(&key.name, &params, &kube::api::Patch::Merge(patch)))
-            .map_err(|e| api_error(key.kind, &key.name, e))?;
+            .map_err(|e| api_error(key.kind, &key.path(), e))?;
         Ok(())
     }
 
@@ -224,10 +224,11 @@ fn object(kind: Kind, dynamic: &DynamicObject) -> Object {
     Object::new(kind, serde_json::to_value(dynamic).unwrap_or_default())
 }
 
-fn api_error(kind: Kind, name: &str, e: kube::Error) -> ClusterError {
-    let what = match name {
+/// The error of a request for one object (`path`: `namespace/name`), or for a list (`""`).
+fn api_error(kind: Kind, path: &str, e: kube::Error) -> ClusterError {
+    let what = match path {
         "" => kind.plural().to_string(),
-        name => format!("{} {name}", kind.as_str()),
+        path => format!("{} {path}", kind.as_str()),
     };
     ClusterError::Api(format!("{what}: {e}"))
 }

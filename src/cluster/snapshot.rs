@@ -102,7 +102,7 @@ pub fn snapshot(cluster: &Cluster, o: &SnapshotOptions) -> Result<Snapshot, Snap
             Lookup::Forbidden => forbidden.push(format!(
                 "{} {} ({})",
                 key.kind.as_str(),
-                key_path(&key),
+                key.path(),
                 key.kind.group()
             )),
         }
@@ -259,15 +259,6 @@ fn gateways_elsewhere(objects: &[Object], ns: &str) -> Vec<ObjectKey> {
     wanted.dedup();
     wanted.retain(|k| k.namespace != ns);
     wanted
-}
-
-/// `namespace/name`, or `name` for a cluster-scoped object.
-fn key_path(key: &ObjectKey) -> String {
-    if key.namespace.is_empty() {
-        key.name.clone()
-    } else {
-        format!("{}/{}", key.namespace, key.name)
-    }
 }
 
 /// The rollout's pods at the snapshot, ready of all, by ReplicaSet hash and role.

@@ -205,6 +205,15 @@ impl ObjectKey {
             name: name.into(),
         }
     }
+
+    /// `namespace/name`, or `name` for a cluster-scoped object.
+    pub fn path(&self) -> String {
+        if self.namespace.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.namespace, self.name)
+        }
+    }
 }
 
 impl fmt::Display for ObjectKey {
