@@ -43,6 +43,7 @@ pub enum ClusterError {
 }
 
 /// One object as [`Cluster::get_if_allowed`] reads it.
+#[derive(Debug)]
 pub enum Lookup {
     Found(Object),
     Missing,

@@ -83,30 +83,16 @@ pub fn snapshot(cluster: &Cluster, o: &SnapshotOptions) -> Result<Snapshot, Snap
     let mut objects = Vec::new();
     let mut forbidden = Vec::new();
     for kind in kinds() {
-        // Without its Rollouts and Services there is nothing to replay: a 403 is an error.
-        let required = matches!(kind, Kind::Rollout | Kind::Service);
-        match cluster.list_if_allowed(kind, &ns)? {
-            Some(found) => objects.extend(found),
-            None if required => objects.extend(cluster.list(kind, &ns)?),
-            None => forbidden.push(format!("{} ({})", kind.plural(), kind.group())),
-        }
+        let found = if matches!(kind, Kind::Rollout | Kind::Service) {
+            // Without its Rollouts and Services there is nothing to replay: a 403 is an error.
+            cluster.list(kind, &ns)?
+        } else {
+            list_or_note(cluster, kind, &ns, &mut forbidden)?.unwrap_or_default()
+        };
+        objects.extend(found);
     }
-    let named_elsewhere = [
-        gateways_elsewhere(&objects, &ns),
-        cluster_templates(&objects),
-    ];
-    for key in named_elsewhere.into_iter().flatten() {
-        match cluster.get_if_allowed(&key)? {
-            Lookup::Found(object) => objects.push(object),
-            Lookup::Missing => {}
-            Lookup::Forbidden => forbidden.push(format!(
-                "{} {} ({})",
-                key.kind.as_str(),
-                key.path(),
-                key.kind.group()
-            )),
-        }
-    }
+    let elsewhere = read_named_elsewhere(cluster, &objects, &ns, &mut forbidden)?;
+    objects.extend(elsewhere);
     let rollout_uids: Vec<String> = objects
         .iter()
         .filter(|o| o.kind == Kind::Rollout)
@@ -116,16 +102,15 @@ pub fn snapshot(cluster: &Cluster, o: &SnapshotOptions) -> Result<Snapshot, Snap
     if objects.iter().any(|o| o.kind == ingress_kind()) {
         // Cluster-scoped, and what decides which Ingresses ingress-nginx serves.
         let classes = crate::model::ingress::ingress_class_kind();
-        match cluster.list_if_allowed(classes, &ns)? {
-            Some(found) => objects.extend(found),
-            None => forbidden.push(format!("{} ({})", classes.plural(), classes.group())),
-        }
+        objects.extend(list_or_note(cluster, classes, &ns, &mut forbidden)?.unwrap_or_default());
     }
     let target = pick_rollout(&objects, o.rollout.as_deref())
         .ok_or_else(|| SnapshotError::NoRollout(o.rollout.clone().unwrap_or_default(), ns.clone()))?
         .clone();
-    let replica_sets = cluster.list(Kind::ReplicaSet, &ns)?;
-    let pods = cluster.list(Kind::Pod, &ns)?;
+    // Without them the update is written as it stands, and the readiness note is left out.
+    let replica_sets =
+        list_or_note(cluster, Kind::ReplicaSet, &ns, &mut forbidden)?.unwrap_or_default();
+    let pods = list_or_note(cluster, Kind::Pod, &ns, &mut forbidden)?;
     let standing = Standing::of(&target);
     // Replayed from its step: a canary update in progress whose stable ReplicaSet is read.
     let before = before_update(&target, &replica_sets).filter(|_| standing.step.is_some());
@@ -178,7 +163,9 @@ pub fn snapshot(cluster: &Cluster, o: &SnapshotOptions) -> Result<Snapshot, Snap
             forbidden.join(", ")
         ));
     }
-    notes.push(pod_readiness(&pods, &target));
+    if let Some(pods) = &pods {
+        notes.push(pod_readiness(pods, &target));
+    }
     if before.is_none() && standing.updating {
         notes.push(format!(
             "{}'s update is not replayed (a blue-green update, or its stable ReplicaSet not found): the Rollout is written as it stands and the scenario rolls it out to a new image",
@@ -194,6 +181,43 @@ pub fn snapshot(cluster: &Cluster, o: &SnapshotOptions) -> Result<Snapshot, Snap
         objects: count_by_kind(&objects),
         notes,
     })
+}
+
+/// Every object of `kind` in the namespace; None, with the kind named in `forbidden`, when
+/// the role may not list it (403).
+fn list_or_note(
+    cluster: &Cluster,
+    kind: Kind,
+    ns: &str,
+    forbidden: &mut Vec<String>,
+) -> Result<Option<Vec<Object>>, ClusterError> {
+    let found = cluster.list_if_allowed(kind, ns)?;
+    if found.is_none() {
+        forbidden.push(kind.qualified_resource());
+    }
+    Ok(found)
+}
+
+/// The Gateways in other namespaces and the ClusterAnalysisTemplates that `objects` name,
+/// those the role may read; the others named in `forbidden` (403).
+fn read_named_elsewhere(
+    cluster: &Cluster,
+    objects: &[Object],
+    ns: &str,
+    forbidden: &mut Vec<String>,
+) -> Result<Vec<Object>, ClusterError> {
+    let mut found = Vec::new();
+    let named = [gateways_elsewhere(objects, ns), cluster_templates(objects)];
+    for key in named.into_iter().flatten() {
+        match cluster.get_if_allowed(&key)? {
+            Lookup::Found(object) => found.push(object),
+            Lookup::Missing => {}
+            Lookup::Forbidden => {
+                forbidden.push(format!("{} {}", key.kind.qualified_resource(), key.path()));
+            }
+        }
+    }
+    Ok(found)
 }
 
 fn write(path: &Path, text: &str) -> Result<(), SnapshotError> {

@@ -27,15 +27,15 @@ use canarysim::mesh::envoy::{EnvoyOptions, bootstrap};
 use canarysim::scenario::plan::StepKind;
 use canarysim::scenario::{self, Runner};
 
-/// Per router and shape: at 99.9 %, a 20 % share is told from 22 % about 95 % of the time,
-/// from 23 % always (the tests below). 50,000 told 20 from 21 % about 74 % of the time but
-/// took CI four minutes (issue 31: CI in 15).
+/// Per router and shape: at 99.99 % ([`SPLITS_DIFFER_BELOW`]), a 20 % share is told from
+/// 22 % about 85 % of the time, from 23 % always (the tests below). 50,000 would tell 20
+/// from 21 % about half the time, but took CI four minutes (issue 31: CI in 15).
 const REQUESTS: u64 = 20_000;
 
-/// Per router and TLS or TCP step: a fresh connection each, a handshake each (with 20,000
-/// the TLS and TCP test took 72 s of CI's time, with 5,000 28 s; issue 31). At 99.99 % (below) 5,000
-/// tell a 20 % share from 25 % about 98 % of the time; a route chosen wrongly by SNI or
-/// port differs far more. The 3-point checks above are the HTTP tests'.
+/// Per router and TLS or TCP step: a fresh connection each, a handshake each (the TLS and
+/// TCP test took 72 s of CI's time with 20,000, 28 s with 5,000; issue 31). At 99.99 %,
+/// 5,000 tell a 20 % share from 25 % about 98 % of the time, from 23 % only about 40 %; a
+/// route chosen wrongly by SNI or port differs far more. The 3-point checks are HTTP's.
 const CONNECTIONS: u64 = 5_000;
 
 /// What one router answered: counts per version, and per status for answers without one.

@@ -494,7 +494,7 @@ fn snapshot_of_the_rollout_paused_at_40_replays_from_there_to_healthy() {
 #[test]
 fn snapshot_leaves_out_what_the_role_may_not_read_and_says_so() {
     // The walkthrough's VirtualService also names a Gateway in istio-system, which a role
-    // limited to my-demo may not read, nor the cluster's IngressClasses.
+    // limited to my-demo may not read; nor, here, may it read the Pods.
     let dir = support::temp_dir();
     let vs = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests/seed-004-virtualsvc.yaml"),
@@ -504,28 +504,55 @@ fn snapshot_leaves_out_what_the_role_may_not_read_and_says_so() {
         "  - rollouts-demo-gateway\n",
         "  - rollouts-demo-gateway\n  - istio-system/public-gateway\n",
     );
-    let served = serve_paused_walkthrough(dir.path(), Some(&vs));
+    let gateway = "---
+apiVersion: networking.istio.io/v1alpha3
+kind: Gateway
+metadata: {name: public-gateway, namespace: istio-system}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 80, name: http, protocol: HTTP}
+    hosts: [\"*.public.example\"]
+";
+    let served = serve_paused_walkthrough(dir.path(), Some(&format!("{vs}{gateway}")));
     let kubeconfig = dir.path().join("kubeconfig");
+    // Snapshots of one state: the rollout paused at 20 %.
+    let cluster = cluster(kubeconfig.clone());
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while !cluster.get(&rollout_key()).unwrap().is_some_and(|r| {
+        let s = canarysim::rollout_info::Standing::of(&r);
+        s.phase == "Paused" && s.step == Some(1)
+    }) {
+        assert!(std::time::Instant::now() < deadline, "never paused at 20 %");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let namespaced = ForbiddingProxy::start(
         &kubeconfig,
-        &["/namespaces/istio-system/", "/ingressclasses"],
+        &["/namespaces/istio-system/", "/pods/"],
         dir.path().join("namespaced-kubeconfig"),
     );
     let (code, _, err) = snapshot_into(&namespaced.kubeconfig, &dir.path().join("namespaced"));
     assert_eq!(code, 0, "{err}");
     let note =
-        "not allowed to read Gateway istio-system/public-gateway (networking.istio.io) (403)";
+        "not allowed to read gateways.networking.istio.io istio-system/public-gateway, pods (403)";
     assert!(err.contains(note), "{err}");
-    let scenario = std::fs::read_to_string(dir.path().join("namespaced/scenario.yaml")).unwrap();
-    assert!(scenario.contains(note), "{scenario}");
-    // Allowed to read it, the Gateway is simply not there: no note.
+    assert!(
+        !err.contains("(stable) "),
+        "no readiness without the Pods: {err}"
+    );
+    let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).unwrap();
+    assert!(read("namespaced/scenario.yaml").contains(note));
+    assert!(!read("namespaced/manifests.yaml").contains("name: public-gateway\n"));
+    // Allowed to read them, the Gateway is copied and the pods counted.
     let (code, _, err) = snapshot_into(&kubeconfig, &dir.path().join("allowed"));
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("not allowed"), "{err}");
+    assert!(err.contains("(stable) "), "{err}");
+    assert!(read("allowed/manifests.yaml").contains("name: public-gateway\n"));
     // Without the Rollouts there is nothing to replay: the 403 is an error that says so.
     let no_rollouts = ForbiddingProxy::start(
         &kubeconfig,
-        &["/rollouts"],
+        &["/rollouts/"],
         dir.path().join("no-rollouts-kubeconfig"),
     );
     let (code, out, err) = snapshot_into(&no_rollouts.kubeconfig, &dir.path().join("none"));

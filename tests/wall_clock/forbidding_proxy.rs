@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::body::{Bytes, Incoming};
 
-/// Answers 403, as the API server's authorizer does, to every request whose path contains
-/// one of `forbidden`, and passes the rest on; stops when dropped.
+/// Answers 403, as the API server's authorizer does, to every request whose path (with a
+/// `/` added, the query left out) contains one of `forbidden`, such as `/pods/` or
+/// `/namespaces/istio-system/`; passes the rest on; stops when dropped.
 pub(crate) struct ForbiddingProxy {
     _runtime: tokio::runtime::Runtime,
     /// The served API's kubeconfig with the proxy as its server.
@@ -83,7 +84,8 @@ async fn answer(
         .path_and_query()
         .map(|p| p.to_string())
         .unwrap_or_default();
-    if forbidden.iter().any(|f| path.contains(f)) {
+    let segments = format!("{}/", request.uri().path());
+    if forbidden.iter().any(|f| segments.contains(f)) {
         let status = serde_json::json!({
             "kind": "Status",
             "apiVersion": "v1",

@@ -174,7 +174,7 @@ impl Kind {
     }
 
     /// `virtualservices.networking.istio.io`, `services`: the name Kubernetes uses in errors.
-    pub(crate) fn qualified_resource(self) -> String {
+    pub fn qualified_resource(self) -> String {
         if self.group().is_empty() {
             self.plural().to_string()
         } else {
