@@ -216,9 +216,10 @@ impl ObjectKey {
     }
 }
 
+/// `Kind namespace/name`, or `Kind name` for a cluster-scoped object.
 impl fmt::Display for ObjectKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        write!(f, "{} {}", self.kind, self.path())
     }
 }
 
@@ -380,6 +381,14 @@ mod tests {
         assert_eq!(Kind::Service.qualified_resource(), "services");
         assert_eq!(Kind::ReplicaSet.qualified_resource(), "replicasets.apps");
         assert_eq!(Kind::Rollout.qualified_resource(), "rollouts.argoproj.io");
+    }
+
+    #[test]
+    fn a_cluster_scoped_key_is_named_without_a_namespace() {
+        let scoped = ObjectKey::new(Kind::Gateway, "istio-system", "public-gateway");
+        assert_eq!(scoped.to_string(), "Gateway istio-system/public-gateway");
+        let cluster = ObjectKey::new(Kind::ClusterAnalysisTemplate, "", "success-rate");
+        assert_eq!(cluster.to_string(), "ClusterAnalysisTemplate success-rate");
     }
 
     #[test]
