@@ -88,20 +88,21 @@ impl Cluster {
 
     /// One object (None: not found).
     pub fn get(&self, key: &ObjectKey) -> Result<Option<Object>, ClusterError> {
+        self.get_served(key)
+            .map_err(|e| api_error(key.kind, &key.path(), e))
+    }
+
+    fn get_served(&self, key: &ObjectKey) -> Result<Option<Object>, kube::Error> {
         let api = self.api(key.kind, &key.namespace);
-        let found = self
-            .runtime
-            .block_on(api.get_opt(&key.name))
-            .map_err(|e| api_error(key.kind, &key.path(), e))?;
+        let found = self.runtime.block_on(api.get_opt(&key.name))?;
         Ok(found.map(|d| object(key.kind, &d)))
     }
 
     /// [`Self::get`], or [`Lookup::Forbidden`] when the caller may not read the object (403:
     /// a role limited to its own namespace reading a Gateway in `istio-system`).
     pub fn get_if_allowed(&self, key: &ObjectKey) -> Result<Lookup, ClusterError> {
-        let api = self.api(key.kind, &key.namespace);
-        match self.runtime.block_on(api.get_opt(&key.name)) {
-            Ok(Some(found)) => Ok(Lookup::Found(object(key.kind, &found))),
+        match self.get_served(key) {
+            Ok(Some(found)) => Ok(Lookup::Found(found)),
             Ok(None) => Ok(Lookup::Missing),
             Err(kube::Error::Api(e)) if e.code == 403 => Ok(Lookup::Forbidden),
             Err(e) => Err(api_error(key.kind, &key.path(), e)),
