@@ -724,18 +724,8 @@ fn watch_reads_the_nginx_canary_ingress_at_each_step() {
 #[test]
 fn watch_judges_an_nginx_weight_of_max_traffic_weight_as_ingress_nginx_draws_it() {
     let dir = support::temp_dir();
-    let served = serve_nginx_rollout(dir.path(), |t| {
-        t.replace(
-            "      trafficRouting:\n",
-            "      trafficRouting:\n        maxTrafficWeight: 1000\n",
-        )
-    });
+    let (served, rows, watcher) = watch_nginx_rollout_of_max_traffic_weight(dir.path(), 1000, 1.0);
     let kubeconfig = dir.path().join("kubeconfig");
-    let options = FollowOptions {
-        rollout: "checkout".into(),
-        ..options(&served.router(), "checkout.internal", 1.0, false)
-    };
-    let (rows, watcher) = start_watch_in(kubeconfig.clone(), options, "shop");
     let promoter = cluster(kubeconfig);
     let key = ObjectKey::new(Kind::Rollout, "shop", "checkout");
     for (step, weight, share) in [(1, 20, 2.0), (3, 50, 5.0)] {
@@ -764,18 +754,8 @@ fn watch_judges_an_nginx_weight_of_max_traffic_weight_as_ingress_nginx_draws_it(
 #[test]
 fn watch_fails_an_nginx_weight_total_ingress_nginx_does_not_use() {
     let dir = support::temp_dir();
-    let served = serve_nginx_rollout(dir.path(), |t| {
-        t.replace(
-            "      trafficRouting:\n",
-            "      trafficRouting:\n        maxTrafficWeight: 50\n",
-        )
-    });
+    let (served, rows, watcher) = watch_nginx_rollout_of_max_traffic_weight(dir.path(), 50, 2.0);
     let kubeconfig = dir.path().join("kubeconfig");
-    let options = FollowOptions {
-        rollout: "checkout".into(),
-        ..options(&served.router(), "checkout.internal", 2.0, false)
-    };
-    let (rows, watcher) = start_watch_in(kubeconfig.clone(), options, "shop");
     let row = next_row(&rows);
     assert_eq!(
         (row.step, row.set_weight, row.router_weight),
@@ -797,6 +777,31 @@ fn watch_fails_an_nginx_weight_total_ingress_nginx_does_not_use() {
         .unwrap();
     assert_eq!(watcher.join().unwrap().ending, Ending::Aborted);
     served.stop();
+}
+
+/// [`serve_nginx_rollout`] with `maxTrafficWeight: total`, and `watch` following it at
+/// `checkout.internal`, judging within `within` points.
+fn watch_nginx_rollout_of_max_traffic_weight(
+    dir: &Path,
+    total: u32,
+    within: f64,
+) -> (
+    Served,
+    mpsc::Receiver<StepRow>,
+    std::thread::JoinHandle<WatchReport>,
+) {
+    let served = serve_nginx_rollout(dir, |t| {
+        t.replace(
+            "      trafficRouting:\n",
+            &format!("      trafficRouting:\n        maxTrafficWeight: {total}\n"),
+        )
+    });
+    let options = FollowOptions {
+        rollout: "checkout".into(),
+        ..options(&served.router(), "checkout.internal", within, false)
+    };
+    let (rows, watcher) = start_watch_in(dir.join("kubeconfig"), options, "shop");
+    (served, rows, watcher)
 }
 
 /// The held-out NGINX rollout (`tests/fixtures/nginx`) served, with `edit` applied to its
